@@ -1,0 +1,75 @@
+"""The registry's public functions: get, list, status.
+
+`get` has two paths. The hot one (this module): the kernel was loaded in this
+process and every file it depends on has the stat it had, so the op handle is
+returned after a few stat() calls and nothing else. The slow one
+(kernel.resolve): keys, cache, builds, loading.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from registry import _core, knobs
+from registry.kernel import KernelState, Status, resolve
+from registry.op import Op, OpGroup
+
+_states: dict[tuple[str, str | None], KernelState] = {}
+_lock = threading.RLock()
+
+
+def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | OpGroup:
+    """The ready op of kernel `name` (an OpGroup when it has several ops).
+
+    Builds on first use, reuses the cache when nothing changed, rebuilds and
+    hot-swaps when any source, header, flag, compiler or version changed, and
+    returns at once when you go back to content that was built before.
+    `rebuild=True` compiles the kernel again even if nothing changed.
+    `device` picks the backend ("cpu" or "cuda"); by default CUDA when
+    available and the kernel has a [cuda] section.
+    """
+    requested = device or knobs.device()
+    state = _states.get((name, requested))
+    if state is not None and not rebuild and state.stamps.unchanged():
+        state.status.outcome = "in-process"
+        return _handle(state)
+    with _lock:
+        start = time.perf_counter()
+        state = resolve(name, requested, rebuild, _states.get((name, requested)))
+        state.status.get_seconds = time.perf_counter() - start
+        _states[(name, requested)] = state
+        return _handle(state)
+
+
+def _handle(state: KernelState) -> Op | OpGroup:
+    if len(state.ops) == 1:
+        return next(iter(state.ops.values()))
+    return OpGroup(state.name, state.ops)
+
+
+def status(name: str, *, device: str | None = None) -> Status:
+    """What the last `get` of `name` in this process did: key, hit or build,
+    paths, build time, and what changed since the previous build."""
+    requested = device or knobs.device()
+    state = _states.get((name, requested))
+    if state is None:
+        raise LookupError(f"kernel {name!r} has not been loaded in this process; call registry.get({name!r}) first")
+    return state.status
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    manifest: str
+    loaded: bool
+
+    def __str__(self) -> str:
+        return f"{self.name}{' (loaded)' if self.loaded else ''}  {self.manifest}"
+
+
+def list() -> list[KernelInfo]:  # noqa: A001  (the name the notebook API promises)
+    """Every kernel the registry can find, and whether it is loaded here."""
+    loaded = {name for name, _ in _states}
+    roots = [str(r) for r in knobs.kernel_roots()]
+    return [KernelInfo(k.name, k.manifest, k.name in loaded) for k in _core.discover_kernels(roots)]

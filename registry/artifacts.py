@@ -1,0 +1,75 @@
+"""Getting one artifact by key: cache hit, or lock -> check again -> build ->
+publish. Never records a failed build; never shows a half-written one."""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from registry import _core, knobs
+from registry.builder import BuildPlan, BuildResult, run_build
+from registry.errors import LockTimeoutError
+
+
+@dataclass
+class Artifact:
+    entry: object            # _core.Entry
+    path: str                # the file to load
+    built: BuildResult | None  # set when this call compiled it
+    miss_reason: str = ""    # why a cached entry was rejected, if one was
+
+
+def ensure(store, key, plan: BuildPlan, force: bool = False) -> Artifact:
+    reason = ""
+    if not force:
+        hit = store.lookup(key.hex)
+        if hit.entry is not None:
+            return Artifact(hit.entry, _artifact_path(hit.entry), None)
+        reason = hit.miss_reason
+    with _locked(store.lock_path(key.hex)):
+        if not force:
+            hit = store.lookup(key.hex)  # another process may have built it while we waited
+            if hit.entry is not None:
+                return Artifact(hit.entry, _artifact_path(hit.entry), None)
+        else:
+            store.remove(key.hex)
+        staging = Path(store.make_staging_dir())
+        try:
+            result = run_build(plan, staging)
+            entry = _core.Entry()
+            entry.key, entry.kernel, entry.backend, entry.kind = key.hex, plan.kernel, plan.backend, plan.kind
+            entry.artifact, entry.build_seconds = result.artifact, result.seconds
+            entry.built_at, entry.deps, entry.inputs = int(time.time()), result.deps, key.inputs
+            published = store.publish(str(staging), entry)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return Artifact(published, _artifact_path(published), result, reason)
+
+
+def _artifact_path(entry) -> str:
+    return str(Path(entry.dir) / entry.artifact)
+
+
+class _locked:
+    """Poll a flock-based lock: Ctrl-C stays responsive and a timeout names the holder."""
+
+    def __init__(self, path: str):
+        self.path, self.lock = path, None
+
+    def __enter__(self):
+        start, timeout = time.monotonic(), knobs.lock_timeout()
+        delay = 0.005
+        while (lock := _core.FileLock.try_acquire(self.path)) is None:
+            waited = time.monotonic() - start
+            if waited > timeout:
+                raise LockTimeoutError(self.path, _core.lock_holder(self.path), waited)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        self.lock = lock
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+        return False

@@ -1,0 +1,100 @@
+// What a build is keyed on: include closures, keys, stamps, compilers, and the
+// generated binding's text.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "codegen.h"
+#include "file_stamp.h"
+#include "hash.h"
+#include "include_scan.h"
+#include "key.h"
+#include "toolchain.h"
+
+namespace py = pybind11;
+
+namespace kreg::python {
+
+// Stamps held on the C++ side: the in-process "nothing changed?" check is one
+// call and a few stat()s, with no per-file conversion.
+struct StampSet {
+  std::vector<FileStamp> stamps;
+};
+
+void init_build(py::module_& m) {
+  py::class_<Digest>(m, "Digest").def("hex", &Digest::hex);
+  m.def("hash_file_hex", [](const std::string& path) -> std::optional<std::string> {
+    auto d = hash_file(path);
+    if (!d) return std::nullopt;
+    return d->hex();
+  });
+  m.def("hash_fields_hex", [](const std::vector<std::pair<std::string, std::string>>& fields) {
+    FieldHasher h;
+    for (const auto& [name, value] : fields) h.field(name, value);
+    return h.digest().hex();
+  });
+
+  py::class_<IncludeClosure>(m, "IncludeClosure")
+      .def_readonly("files", &IncludeClosure::files)
+      .def_readonly("unresolved", &IncludeClosure::unresolved);
+  m.def("scan_include_closure", &scan_include_closure, py::arg("sources"), py::arg("include_dirs"),
+        py::call_guard<py::gil_scoped_release>());
+
+  py::class_<KeyInput>(m, "KeyInput")
+      .def(py::init<>())
+      .def_readonly("name", &KeyInput::name)
+      .def_readonly("value", &KeyInput::value);
+  py::class_<Key>(m, "Key")
+      .def_property_readonly("hex", [](const Key& k) { return k.digest.hex(); })
+      .def_readonly("inputs", &Key::inputs);
+  py::class_<KeyBuilder>(m, "KeyBuilder")
+      .def(py::init<>())
+      .def("add", &KeyBuilder::add, py::return_value_policy::reference_internal)
+      .def("add_list", &KeyBuilder::add_list, py::return_value_policy::reference_internal)
+      .def("add_file", &KeyBuilder::add_file, py::return_value_policy::reference_internal)
+      .def("finish", &KeyBuilder::finish);
+  m.def("diff_key_inputs", &diff_key_inputs, py::arg("before"), py::arg("after"));
+
+  py::class_<FileStamp>(m, "FileStamp")
+      .def_readonly("path", &FileStamp::path)
+      .def_property_readonly("content", [](const FileStamp& s) { return s.content.hex(); });
+  m.def("stamp_file", &stamp_file, py::arg("path"));
+
+  py::class_<StampCheck>(m, "StampCheck")
+      .def_readonly("changed", &StampCheck::changed)
+      .def_readonly("refreshed", &StampCheck::refreshed);
+  py::class_<StampSet>(m, "StampSet")
+      .def(py::init<>())
+      .def(py::init([](const std::vector<std::string>& paths) {
+             StampSet set;
+             for (const std::string& path : paths) {
+               auto stamp = stamp_file(path);
+               if (!stamp) throw std::runtime_error("cannot read " + path);
+               set.stamps.push_back(std::move(*stamp));
+             }
+             return set;
+           }),
+           py::arg("paths"))
+      .def_readwrite("stamps", &StampSet::stamps)
+      .def("unchanged", [](const StampSet& set) { return stamps_unchanged(set.stamps); })
+      .def("check", [](StampSet& set) { return check_stamps(set.stamps); })
+      .def_property_readonly("paths", [](const StampSet& set) {
+        std::vector<std::string> paths;
+        for (const FileStamp& s : set.stamps) paths.push_back(s.path);
+        return paths;
+      })
+      .def("__len__", [](const StampSet& set) { return set.stamps.size(); });
+
+  py::class_<CompilerIdentity>(m, "CompilerIdentity")
+      .def_readonly("path", &CompilerIdentity::path)
+      .def_readonly("version", &CompilerIdentity::version)
+      .def("text", &CompilerIdentity::text);
+  m.def("identify_compiler", &identify_compiler, py::arg("command"), py::arg("memo_file"),
+        py::call_guard<py::gil_scoped_release>());
+  m.def("find_in_path", &find_in_path, py::arg("name"));
+
+  m.attr("BINDING_TEMPLATE_VERSION") = kBindingTemplateVersion;
+  m.def("generate_binding", &generate_binding, py::arg("signature"), py::arg("backend"),
+        py::arg("module_name"));
+}
+
+}  // namespace kreg::python

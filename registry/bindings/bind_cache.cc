@@ -1,0 +1,68 @@
+// The cache store, per-kernel memos and build locks.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "cache_store.h"
+#include "file_lock.h"
+#include "memo.h"
+
+namespace py = pybind11;
+
+namespace kreg::python {
+
+void init_cache(py::module_& m) {
+  py::class_<Entry>(m, "Entry")
+      .def(py::init<>())
+      .def_readwrite("format", &Entry::format)
+      .def_readwrite("key", &Entry::key)
+      .def_readwrite("kernel", &Entry::kernel)
+      .def_readwrite("backend", &Entry::backend)
+      .def_readwrite("kind", &Entry::kind)
+      .def_readwrite("artifact", &Entry::artifact)
+      .def_readwrite("artifact_size", &Entry::artifact_size)
+      .def_readwrite("artifact_xxh3", &Entry::artifact_xxh3)
+      .def_readwrite("built_at", &Entry::built_at)
+      .def_readwrite("build_seconds", &Entry::build_seconds)
+      .def_readwrite("deps", &Entry::deps)
+      .def_readwrite("inputs", &Entry::inputs)
+      .def_readonly("last_used", &Entry::last_used)
+      .def_readonly("disk_bytes", &Entry::disk_bytes)
+      .def_readonly("dir", &Entry::dir);
+
+  py::class_<Lookup>(m, "Lookup")
+      .def_readonly("entry", &Lookup::entry)
+      .def_readonly("miss_reason", &Lookup::miss_reason);
+
+  py::class_<CacheStore>(m, "CacheStore")
+      .def(py::init<std::string>(), py::arg("root"))
+      .def_property_readonly("root", &CacheStore::root)
+      .def("object_dir", &CacheStore::object_dir)
+      .def("lock_path", &CacheStore::lock_path)
+      .def("memo_path", &CacheStore::memo_path)
+      .def("make_staging_dir", &CacheStore::make_staging_dir)
+      .def("publish", &CacheStore::publish, py::call_guard<py::gil_scoped_release>())
+      .def("lookup", &CacheStore::lookup, py::call_guard<py::gil_scoped_release>())
+      .def("touch", &CacheStore::touch)
+      .def("list", &CacheStore::list)
+      .def("remove", &CacheStore::remove)
+      .def("clean_staging", &CacheStore::clean_staging);
+  m.def("write_file_atomic", &write_file_atomic, py::arg("path"), py::arg("contents"));
+
+  py::class_<Memo>(m, "Memo")
+      .def(py::init<>())
+      .def_readwrite("kernel", &Memo::kernel)
+      .def_readwrite("backend", &Memo::backend)
+      .def_readwrite("env", &Memo::env)
+      .def_readwrite("keys", &Memo::keys)
+      .def_readwrite("stamps", &Memo::stamps)
+      .def_readwrite("inputs", &Memo::inputs);
+  m.def("read_memo", &read_memo, py::arg("path"));
+  m.def("write_memo", &write_memo, py::arg("path"), py::arg("memo"));
+
+  py::class_<FileLock>(m, "FileLock")
+      .def_static("try_acquire", &FileLock::try_acquire, py::arg("path"))
+      .def("release", &FileLock::release);
+  m.def("lock_holder", &lock_holder, py::arg("path"));
+}
+
+}  // namespace kreg::python

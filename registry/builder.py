@@ -1,0 +1,113 @@
+"""One compile, through torch.utils.cpp_extension.load, into a staging folder.
+
+What is built (see ARCHITECTURE.md):
+  kernel-lib  the kernel's own sources, no torch header, as a shared library
+              named kreg_<kernel>_<backend>: a kernel edit recompiles only this
+  binding     the generated TORCH_LIBRARY unit for one op signature, named
+              kreg_<signature hash>; compiled once, reused by every version
+  module      a hand-written PYBIND11_MODULE kernel, everything in one module
+              whose name carries the key (slower: torch/extension.h each time)
+
+load()'s name is stable per kernel for kernel-libs, so the
+-DTORCH_EXTENSION_NAME it puts on every unit does not change between versions
+and ccache can serve unchanged units.
+"""
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from registry import knobs
+from registry.diagnostics import parse_diagnostics
+from registry.errors import BuildError
+from registry.launchers import open_library
+
+
+@dataclass
+class BuildPlan:
+    kernel: str
+    backend: str
+    kind: str
+    module_name: str
+    sources: list[str]
+    cflags: list[str] = field(default_factory=list)
+    cuda_cflags: list[str] = field(default_factory=list)
+    ldflags: list[str] = field(default_factory=list)
+    include_paths: list[str] = field(default_factory=list)
+    project_dirs: list[str] = field(default_factory=list)  # deps under these are recorded
+
+    @property
+    def is_python_module(self) -> bool:
+        return self.kind == "module"
+
+    @property
+    def with_cuda(self) -> bool:
+        return self.backend == "cuda"
+
+    @property
+    def artifact(self) -> str:
+        return f"{self.module_name}.so"
+
+    def describe(self) -> str:
+        return {"kernel-lib": "the kernel library", "binding": "the op binding", "module": "the module"}[self.kind]
+
+
+@dataclass
+class BuildResult:
+    staging: Path
+    artifact: str
+    deps: list[str]
+    seconds: float
+    loaded: object = None  # kernel-lib: its ctypes handle; module: the module; binding: None
+
+
+def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
+    from torch.utils import cpp_extension
+
+    # load() keeps an in-memory version per name and appends _v<N> to it when
+    # its inputs change; our names are chosen per build, so reset it.
+    cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(plan.module_name, None)
+    start = time.perf_counter()
+    try:
+        loaded = cpp_extension.load(
+            name=plan.module_name,
+            sources=plan.sources,
+            extra_cflags=plan.cflags,
+            extra_cuda_cflags=plan.cuda_cflags,
+            extra_ldflags=plan.ldflags,
+            extra_include_paths=plan.include_paths,
+            build_directory=str(staging),
+            verbose=knobs.verbose(),
+            with_cuda=plan.with_cuda,
+            is_python_module=plan.is_python_module,
+        )
+    except (RuntimeError, OSError, ImportError) as error:
+        log = str(error)
+        raise BuildError(plan.kernel, plan.describe(), parse_diagnostics(log), log) from None
+    seconds = time.perf_counter() - start
+    deps = _ninja_deps(staging, plan.project_dirs)
+    for obj in staging.glob("*.o"):
+        obj.unlink()
+    if plan.kind == "kernel-lib":
+        # Open it before the staging folder is renamed away.
+        loaded = open_library(str(staging / plan.artifact))
+    elif plan.kind == "binding":
+        loaded = None  # load() ran its static registration (TORCH_LIBRARY)
+    return BuildResult(staging, plan.artifact, deps, seconds, loaded)
+
+
+def _ninja_deps(build_dir: Path, project_dirs: list[str]) -> list[str]:
+    """The compiler's own dependency list (ninja keeps the depfiles in
+    .ninja_deps), restricted to project files: system, torch and CUDA headers
+    are covered by the toolchain and version inputs of the key."""
+    out = subprocess.run(["ninja", "-C", str(build_dir), "-t", "deps"], capture_output=True, text=True).stdout
+    prefixes = tuple(str(Path(d).resolve()) + "/" for d in project_dirs)
+    deps = set()
+    for line in out.splitlines():
+        if line.startswith("    "):
+            path = str(Path(line.strip()).resolve())
+            if path.startswith(prefixes):
+                deps.add(path)
+    return sorted(deps)

@@ -1,0 +1,97 @@
+"""Builds through ccache, wired the way torch invokes compilers.
+
+torch's load() reads CXX for C++ units and PYTORCH_NVCC (written verbatim into
+build.ninja) for CUDA units. nvcc is wrapped as `ccache <nvcc>`. For C++ a
+plain `CXX="ccache g++"` breaks torch's compiler check, so CXX points at a
+generated two-line script named like the real compiler, which execs
+`ccache <real compiler>`: torch's check sees a g++ and ccache sees the exact
+compiler the user had (not whatever PATH finds first).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+from registry import _core, knobs
+
+_env_lock = threading.Lock()
+
+
+def ccache_executable() -> str | None:
+    return shutil.which("ccache") if knobs.ccache_enabled() else None
+
+
+def cxx_command() -> str:
+    """The C++ compiler torch would use."""
+    return os.environ.get("CXX") or "c++"
+
+
+def nvcc_command() -> str:
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    home = CUDA_HOME or "/usr/local/cuda"
+    candidate = Path(home) / "bin" / "nvcc"
+    return str(candidate) if candidate.exists() else (shutil.which("nvcc") or str(candidate))
+
+
+def _cxx_wrapper(cache_root: Path, ccache: str, real_cxx: str) -> Path:
+    folder = cache_root / "v1" / "ccache-bin" / _core.hash_fields_hex([("cxx", real_cxx), ("ccache", ccache)])[:16]
+    wrapper = folder / Path(real_cxx).name
+    if not wrapper.exists():
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = folder / f".{wrapper.name}.{os.getpid()}"
+        tmp.write_text(f'#!/bin/sh\nexec {ccache} {real_cxx} "$@"\n')
+        tmp.chmod(0o700)
+        os.replace(tmp, wrapper)
+    return wrapper
+
+
+@contextlib.contextmanager
+def compiler_environment(cache_root: Path, cuda_arch: str | None):
+    """Sets what torch's load() reads from the environment for one build:
+    CXX / PYTORCH_NVCC through ccache, and TORCH_CUDA_ARCH_LIST to the
+    architecture the key was computed for."""
+    ccache = ccache_executable()
+    with _env_lock:
+        overrides = {}
+        if cuda_arch:
+            overrides["TORCH_CUDA_ARCH_LIST"] = cuda_arch
+        if ccache:
+            real_cxx = cxx_command() if "/" in cxx_command() else _core.find_in_path(cxx_command())
+            overrides["CXX"] = str(_cxx_wrapper(cache_root, ccache, os.path.realpath(real_cxx)))
+            if cuda_arch and "PYTORCH_NVCC" not in os.environ:
+                overrides["PYTORCH_NVCC"] = f"{ccache} {nvcc_command()}"
+        saved = {k: os.environ.get(k) for k in overrides}
+        os.environ.update(overrides)
+        try:
+            yield ccache
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def stats() -> dict[str, int]:
+    """ccache's own counters (`ccache --print-stats`), e.g. direct_cache_hit."""
+    ccache = shutil.which("ccache")
+    if ccache is None:
+        return {}
+    out = subprocess.run([ccache, "--print-stats"], capture_output=True, text=True, check=False).stdout
+    counters = {}
+    for line in out.splitlines():
+        name, _, value = line.partition("\t")
+        if value.strip().isdigit():
+            counters[name] = int(value)
+    return counters
+
+
+def hit_rate(counters: dict[str, int]) -> tuple[int, int]:
+    """(hits, misses) from stats()."""
+    hits = counters.get("direct_cache_hit", 0) + counters.get("preprocessed_cache_hit", 0)
+    return hits, counters.get("cache_miss", 0)

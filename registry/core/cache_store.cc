@@ -1,0 +1,456 @@
+#include "cache_store.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <system_error>
+
+#include "toml_util.h"
+
+namespace kreg {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+bool is_dir(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// mkdir -p with mode 0700 for every folder it creates (the cache holds code
+// that gets loaded into the process: other users must not write there).
+void make_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i != path.size() && path[i] != '/') continue;
+    const std::string prefix = path.substr(0, i);
+    if (::mkdir(prefix.c_str(), 0700) == 0) continue;
+    const int err = errno;
+    if (err == EEXIST && is_dir(prefix)) continue;
+    if (err == EEXIST) {
+      throw std::runtime_error("cannot create cache folder " + path + ": " + prefix +
+                               " exists and is not a folder; move it away or choose another "
+                               "cache root");
+    }
+    throw std::runtime_error("cannot create cache folder " + prefix + ": " + errno_text(err) +
+                             "; check its permissions or choose another cache root");
+  }
+}
+
+std::string random_hex(size_t digits) {
+  static const char kHex[] = "0123456789abcdef";
+  std::random_device device;  // getrandom(): distinct across processes and forks
+  std::string out;
+  while (out.size() < digits) {
+    uint32_t bits = device();
+    for (int k = 0; k < 8 && out.size() < digits; ++k, bits >>= 4) out += kHex[bits & 15];
+  }
+  return out;
+}
+
+// Rejects names that would escape their folder ("..", "a/b") or be empty.
+void check_component(const std::string& name, const char* what) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    throw std::invalid_argument(std::string("invalid ") + what + " '" + name +
+                                "': expected a plain file name such as a hex digest");
+  }
+}
+
+void write_all(int fd, const std::string& contents, const std::string& path) {
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("cannot write " + path + ": " + errno_text(errno) +
+                               "; is the disk full?");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Best effort: durability matters, but a file system without fsync on folders
+// must not make publishing fail.
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::string parent_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+void remove_tree(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);  // does not follow symlinks
+}
+
+// Removes a folder so that readers see it either whole or gone: first rename
+// it into tmp under a name clean_staging() recognizes, then delete at leisure.
+void discard_dir(const std::string& dir, const std::string& tmp_dir) {
+  const std::string aside =
+      tmp_dir + "/" + std::to_string(::getpid()) + "-rm-" + random_hex(16);
+  if (::rename(dir.c_str(), aside.c_str()) == 0) {
+    remove_tree(aside);
+  } else if (errno != ENOENT) {
+    remove_tree(dir);  // cannot move it (odd mounts): delete in place
+  }
+}
+
+int64_t mtime_seconds(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.st_mtim.tv_sec);
+}
+
+int64_t disk_bytes(const std::string& dir) {
+  int64_t total = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const auto size = it->file_size(size_ec);
+      if (!size_ec) total += static_cast<int64_t>(size);
+    }
+  }
+  return total;
+}
+
+bool valid_artifact_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
+}
+
+// Why the published folder `dir` cannot be trusted, or "" when it can; on
+// success `*entry` is its record.
+std::string verify_object(const std::string& key_hex, const std::string& dir, Entry* entry) {
+  std::optional<std::string> text = read_text_file(dir + "/entry.toml");
+  if (!text) return "entry.toml is missing or unreadable";
+  try {
+    *entry = entry_from_toml(*text);
+  } catch (const std::exception& e) {
+    return std::string("entry.toml is unusable (") + e.what() + ")";
+  }
+  if (entry->key != key_hex) {
+    return "entry.toml belongs to key " + entry->key + ", not to its folder " + key_hex;
+  }
+  if (!valid_artifact_name(entry->artifact)) {
+    return "entry.toml names an invalid artifact '" + entry->artifact + "'";
+  }
+  const std::string artifact = dir + "/" + entry->artifact;
+  struct stat st;
+  if (::stat(artifact.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return "artifact " + entry->artifact + " is missing";
+  }
+  if (static_cast<int64_t>(st.st_size) != entry->artifact_size) {
+    return "artifact " + entry->artifact + " is " + std::to_string(st.st_size) +
+           " bytes, entry says " + std::to_string(entry->artifact_size) +
+           ": truncated or altered";
+  }
+  std::optional<Digest> digest = hash_file(artifact);
+  if (!digest) return "artifact " + entry->artifact + " cannot be read";
+  if (digest->hex() != entry->artifact_xxh3) {
+    return "artifact " + entry->artifact + " does not match the XXH3 digest in entry.toml: altered";
+  }
+  return "";
+}
+
+}  // namespace
+
+// ---- entry.toml -------------------------------------------------------------
+
+std::string entry_to_toml(const Entry& entry) {
+  std::ostringstream out;
+  out << "format = " << entry.format << "\n";
+  out << "key = " << toml_quote(entry.key) << "\n";
+  out << "kernel = " << toml_quote(entry.kernel) << "\n";
+  out << "backend = " << toml_quote(entry.backend) << "\n";
+  out << "kind = " << toml_quote(entry.kind) << "\n";
+  out << "artifact = " << toml_quote(entry.artifact) << "\n";
+  out << "artifact_size = " << entry.artifact_size << "\n";
+  out << "artifact_xxh3 = " << toml_quote(entry.artifact_xxh3) << "\n";
+  out << "built_at = " << entry.built_at << "\n";
+  out << "build_seconds = " << toml_double(entry.build_seconds) << "\n";
+  if (entry.deps.empty()) {
+    out << "deps = []\n";
+  } else {
+    out << "deps = [\n";
+    for (const std::string& dep : entry.deps) out << "  " << toml_quote(dep) << ",\n";
+    out << "]\n";
+  }
+  out << "\n[inputs]\n";
+  for (const KeyInput& input : entry.inputs) {
+    out << toml_quote(input.name) << " = " << toml_quote(input.value) << "\n";
+  }
+  return out.str();
+}
+
+Entry entry_from_toml(const std::string& text) {
+  toml::table t;
+  parse_toml_table(text, "entry.toml", &t);
+  Entry entry;
+  // The format decides how the rest reads, so it is checked first.
+  entry.format = static_cast<int>(get_int(t, "format"));
+  if (entry.format != kEntryFormat) {
+    throw std::runtime_error("entry format " + std::to_string(entry.format) +
+                             ", this registry reads format " + std::to_string(kEntryFormat));
+  }
+  entry.key = get_string(t, "key");
+  entry.kernel = get_string(t, "kernel");
+  entry.backend = get_string(t, "backend");
+  entry.kind = get_string(t, "kind");
+  entry.artifact = get_string(t, "artifact");
+  entry.artifact_size = get_int(t, "artifact_size");
+  entry.artifact_xxh3 = get_string(t, "artifact_xxh3");
+  entry.built_at = get_int(t, "built_at");
+  entry.build_seconds = get_double(t, "build_seconds");
+  entry.deps = get_string_array(t, "deps");
+  entry.inputs = get_inputs(t, "inputs");
+  return entry;
+}
+
+// ---- CacheStore -------------------------------------------------------------
+
+CacheStore::CacheStore(std::string root) : root_(std::move(root)) {
+  while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+  if (root_.empty()) throw std::invalid_argument("cache root is empty: give a folder path");
+  v1_ = root_ + "/v1";
+  for (const char* sub : {"objects", "tmp", "locks", "memo"}) make_dirs(v1_ + "/" + sub);
+}
+
+std::string CacheStore::object_dir(const std::string& key_hex) const {
+  check_component(key_hex, "cache key");
+  return v1_ + "/objects/" + key_hex;
+}
+
+std::string CacheStore::lock_path(const std::string& key_hex) const {
+  check_component(key_hex, "cache key");
+  return v1_ + "/locks/" + key_hex + ".lock";
+}
+
+std::string CacheStore::memo_path(const std::string& name) const {
+  check_component(name, "memo name");
+  return v1_ + "/memo/" + name + ".toml";
+}
+
+std::string CacheStore::make_staging_dir() const {
+  const std::string tmp = v1_ + "/tmp";
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    // <pid>-<random>: the pid lets clean_staging() tell abandoned folders apart.
+    const std::string dir = tmp + "/" + std::to_string(::getpid()) + "-" + random_hex(16);
+    if (::mkdir(dir.c_str(), 0700) == 0) return dir;
+    if (errno == ENOENT) {
+      make_dirs(tmp);  // someone deleted the cache while we ran: recreate it
+      continue;
+    }
+    if (errno != EEXIST) {
+      throw std::runtime_error("cannot create a staging folder in " + tmp + ": " +
+                               errno_text(errno) + "; check the cache folder's permissions");
+    }
+  }
+  throw std::runtime_error("cannot create a staging folder in " + tmp + ": names keep colliding");
+}
+
+Entry CacheStore::publish(const std::string& staging_dir, Entry entry) const {
+  const std::string target = object_dir(entry.key);
+  if (!valid_artifact_name(entry.artifact)) {
+    throw std::invalid_argument("publish: invalid artifact name '" + entry.artifact + "'");
+  }
+  const std::string artifact = staging_dir + "/" + entry.artifact;
+  struct stat st;
+  if (::stat(artifact.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    throw std::runtime_error("publish: the build left no artifact " + artifact +
+                             "; see the build log");
+  }
+  std::optional<Digest> digest = hash_file(artifact);
+  if (!digest) throw std::runtime_error("publish: cannot read the artifact " + artifact);
+  entry.format = kEntryFormat;
+  entry.artifact_size = static_cast<int64_t>(st.st_size);
+  entry.artifact_xxh3 = digest->hex();
+  if (entry.built_at == 0) entry.built_at = static_cast<int64_t>(std::time(nullptr));
+
+  // Everything must be on disk before the rename makes it visible; otherwise
+  // a crash could publish a folder whose files are empty.
+  const std::string entry_path = staging_dir + "/entry.toml";
+  {
+    const int fd = ::open(entry_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      throw std::runtime_error("publish: cannot write " + entry_path + ": " + errno_text(errno));
+    }
+    try {
+      write_all(fd, entry_to_toml(entry), entry_path);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+  }
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(staging_dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    fsync_path(it->path().string());
+  }
+  fsync_path(staging_dir);
+
+  const std::string objects = v1_ + "/objects";
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (::rename(staging_dir.c_str(), target.c_str()) == 0) {
+      fsync_path(objects);
+      entry.dir = target;
+      entry.last_used = entry.built_at;
+      return entry;
+    }
+    const int err = errno;
+    if (err == ENOENT && !is_dir(objects)) {
+      make_dirs(objects);
+      continue;
+    }
+    if (err != EEXIST && err != ENOTEMPTY) {
+      throw std::runtime_error("publish: cannot move " + staging_dir + " to " + target + ": " +
+                               errno_text(err));
+    }
+    // Another process published this key first. Keep theirs if it verifies;
+    // if it was corrupt, lookup() removed it and ours takes its place.
+    Lookup theirs = lookup(entry.key);
+    if (theirs.entry) {
+      remove_tree(staging_dir);
+      return *theirs.entry;
+    }
+  }
+  throw std::runtime_error("publish: " + target + " keeps appearing and failing verification");
+}
+
+Lookup CacheStore::lookup(const std::string& key_hex) const {
+  Lookup result;
+  const std::string dir = object_dir(key_hex);
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) {
+      result.miss_reason = "cannot read cache entry " + dir + ": " + errno_text(errno);
+    }
+    return result;
+  }
+  Entry entry;
+  const std::string problem = verify_object(key_hex, dir, &entry);
+  if (!problem.empty()) {
+    discard_dir(dir, v1_ + "/tmp");
+    result.miss_reason = problem + "; rebuilding";
+    return result;
+  }
+  entry.dir = dir;
+  const int64_t used = mtime_seconds(dir + "/used");
+  entry.last_used = used != 0 ? used : entry.built_at;
+  result.entry = std::move(entry);
+  return result;
+}
+
+void CacheStore::touch(const std::string& key_hex) const {
+  const std::string dir = object_dir(key_hex);
+  const std::string used = dir + "/used";
+  // Only a hint for LRU eviction: failing to record it is not worth an error,
+  // and a missing entry has nothing to mark.
+  const int fd = ::open(used.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ::futimens(fd, nullptr);
+  ::close(fd);
+}
+
+std::vector<Entry> CacheStore::list() const {
+  std::vector<Entry> entries;
+  std::error_code ec;
+  for (fs::directory_iterator it(v1_ + "/objects", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string key = it->path().filename().string();
+    const std::string dir = it->path().string();
+    std::optional<std::string> text = read_text_file(dir + "/entry.toml");
+    if (!text) continue;
+    Entry entry;
+    try {
+      entry = entry_from_toml(*text);
+    } catch (const std::exception&) {
+      continue;  // broken: lookup() will report and remove it when it matters
+    }
+    if (entry.key != key) continue;
+    entry.dir = dir;
+    entry.disk_bytes = disk_bytes(dir);
+    const int64_t used = mtime_seconds(dir + "/used");
+    entry.last_used = used != 0 ? used : entry.built_at;
+    entries.push_back(std::move(entry));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  return entries;
+}
+
+void CacheStore::remove(const std::string& key_hex) const {
+  discard_dir(object_dir(key_hex), v1_ + "/tmp");
+}
+
+int CacheStore::clean_staging() const {
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(v1_ + "/tmp", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t dash = name.find('-');
+    if (dash == 0 || dash == std::string::npos || dash > 9) continue;
+    if (name.find_first_not_of("0123456789") != dash) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name.substr(0, dash)));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    // ESRCH: no such process. EPERM means alive but someone else's: keep it.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    remove_tree(it->path().string());
+    ++removed;
+  }
+  return removed;
+}
+
+// ---- write_file_atomic ------------------------------------------------------
+
+void write_file_atomic(const std::string& path, const std::string& contents) {
+  // Same folder as the target, so the rename stays within one file system.
+  const std::string dir = parent_of(path);
+  const size_t slash = path.rfind('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string temp = dir + "/." + base + ".tmp-XXXXXX";
+  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    throw std::runtime_error("cannot write " + path + ": cannot create a temporary file in " +
+                             dir + ": " + errno_text(errno));
+  }
+  try {
+    write_all(fd, contents, path);
+    if (::fsync(fd) != 0) {
+      throw std::runtime_error("cannot write " + path + ": fsync failed: " + errno_text(errno));
+    }
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    throw std::runtime_error("cannot write " + path + ": rename failed: " + errno_text(err));
+  }
+  fsync_path(dir);
+}
+
+}  // namespace kreg

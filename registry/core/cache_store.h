@@ -1,0 +1,113 @@
+// The on-disk cache: content-addressed build artifacts, published atomically.
+//
+// Layout under the cache root (format version 1):
+//
+//   v1/objects/<key>/          one published build, immutable once visible
+//       entry.toml             the index record (below); written last, before the rename
+//       <artifact>.so          the library or module the build produced
+//       build.log              the compiler's output, kept for `status`
+//   v1/tmp/<pid>-<random>/     private staging folders; a build happens here
+//   v1/locks/<key>.lock        flock() files serializing builds of one key
+//   v1/memo/<name>.toml        the last build's file stamps per kernel (see memo)
+//
+// Publishing: a build writes into a staging folder, the store writes
+// entry.toml there (with the artifact's size and XXH3-128), fsyncs, and
+// renames the folder to objects/<key>. Readers see either nothing or a
+// complete entry. A lookup re-verifies size and digest, so a truncated or
+// altered artifact is a miss (reported with the reason), never a bad load.
+//
+// entry.toml, format 1:
+//   format        = 1
+//   key           = "<32 hex>"
+//   kernel        = "axpy"
+//   backend       = "cpu" | "cuda"
+//   kind          = "kernel-lib" | "binding" | "module"
+//   artifact      = "libkreg_axpy_cpu.so"     # file name inside the folder
+//   artifact_size = 123456
+//   artifact_xxh3 = "<32 hex>"
+//   built_at      = 1764500000               # unix seconds
+//   build_seconds = 1.25
+//   deps          = ["/abs/path", ...]       # the compiler's own dependency list
+//   [inputs]                                 # the key's inputs, name = value
+// An entry of another format version is treated as a miss and rebuilt.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hash.h"
+#include "key.h"
+
+namespace kreg {
+
+inline constexpr int kEntryFormat = 1;
+
+struct Entry {
+  int format = kEntryFormat;
+  std::string key;  // hex
+  std::string kernel;
+  std::string backend;
+  std::string kind;
+  std::string artifact;
+  int64_t artifact_size = 0;
+  std::string artifact_xxh3;
+  int64_t built_at = 0;
+  double build_seconds = 0;
+  std::vector<std::string> deps;
+  std::vector<KeyInput> inputs;
+  int64_t last_used = 0;  // not stored in entry.toml; the mtime of the folder's "used" file
+  int64_t disk_bytes = 0;  // not stored; filled in by list()
+  std::string dir;         // not stored; absolute folder path
+};
+
+std::string entry_to_toml(const Entry& entry);
+// Throws std::runtime_error with a reason on malformed text or another format.
+Entry entry_from_toml(const std::string& text);
+
+struct Lookup {
+  std::optional<Entry> entry;  // set on a verified hit
+  std::string miss_reason;     // empty on a hit or a plain absence
+};
+
+class CacheStore {
+ public:
+  // Creates root/v1 and its folders with mode 0700 when missing.
+  explicit CacheStore(std::string root);
+
+  const std::string& root() const { return root_; }
+  std::string object_dir(const std::string& key_hex) const;
+  std::string lock_path(const std::string& key_hex) const;
+  std::string memo_path(const std::string& name) const;
+
+  // A fresh private staging folder under v1/tmp.
+  std::string make_staging_dir() const;
+
+  // Hashes the artifact in `staging_dir`, writes entry.toml, renames the folder
+  // to objects/<key>. If another process published the key first, the staging
+  // folder is removed and theirs is kept. Returns the published entry.
+  Entry publish(const std::string& staging_dir, Entry entry) const;
+
+  // Verifies format, key, artifact size and digest. A corrupt entry is moved
+  // aside (deleted) and reported through miss_reason.
+  Lookup lookup(const std::string& key_hex) const;
+
+  // Marks an entry as used now (touches objects/<key>/used): drives LRU.
+  void touch(const std::string& key_hex) const;
+
+  std::vector<Entry> list() const;
+  void remove(const std::string& key_hex) const;
+  // Removes staging folders whose creating process is gone.
+  int clean_staging() const;
+
+ private:
+  std::string root_;
+  std::string v1_;
+};
+
+// Writes `contents` to `path` through a temporary file in the same folder and
+// a rename, so readers never see a partial file.
+void write_file_atomic(const std::string& path, const std::string& contents);
+
+}  // namespace kreg

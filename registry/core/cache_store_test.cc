@@ -1,0 +1,334 @@
+#include "cache_store.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace kreg {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = fs::temp_directory_path().string() + "/kreg-cache-XXXXXX";
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+const std::string kArtifact = "libkreg_axpy_cpu.so";
+
+// What a build leaves behind: a staging folder with an artifact and a log.
+std::string stage_build(const CacheStore& store, const std::string& bytes) {
+  const std::string staging = store.make_staging_dir();
+  write_text(staging + "/" + kArtifact, bytes);
+  write_text(staging + "/build.log", "g++ -O3 ...\n");
+  return staging;
+}
+
+Entry sample_entry(const std::string& key) {
+  Entry entry;
+  entry.key = key;
+  entry.kernel = "axpy";
+  entry.backend = "cpu";
+  entry.kind = "kernel-lib";
+  entry.artifact = kArtifact;
+  entry.build_seconds = 1.25;
+  entry.deps = {"/work/kernels/axpy/axpy_cpu.cpp", "/usr/include/stdio.h"};
+  entry.inputs = {{"kernel", "axpy"}, {"flags.cpu", std::string("-O3\0-g", 6)}};
+  return entry;
+}
+
+const std::string kKey = hash_bytes("key one").hex();
+
+std::string publish_sample(const CacheStore& store, const std::string& bytes = "ELF bytes") {
+  store.publish(stage_build(store, bytes), sample_entry(kKey));
+  return store.object_dir(kKey) + "/" + kArtifact;
+}
+
+TEST(CacheStore, PublishThenLookupHits) {
+  TempDir dir;
+  CacheStore store(dir.path() + "/cache");
+  const std::string staging = stage_build(store, "ELF bytes");
+  const Entry published = store.publish(staging, sample_entry(kKey));
+  EXPECT_FALSE(fs::exists(staging));
+  EXPECT_EQ(published.dir, store.object_dir(kKey));
+  EXPECT_EQ(published.artifact_size, 9);
+  EXPECT_EQ(published.artifact_xxh3, hash_bytes("ELF bytes").hex());
+  EXPECT_GT(published.built_at, 0);
+
+  const Lookup hit = store.lookup(kKey);
+  ASSERT_TRUE(hit.entry) << hit.miss_reason;
+  EXPECT_TRUE(hit.miss_reason.empty());
+  EXPECT_EQ(hit.entry->kernel, "axpy");
+  EXPECT_EQ(hit.entry->artifact_size, 9);
+  EXPECT_EQ(hit.entry->build_seconds, 1.25);
+  EXPECT_EQ(hit.entry->deps, sample_entry(kKey).deps);
+  ASSERT_EQ(hit.entry->inputs.size(), 2u);
+  EXPECT_EQ(hit.entry->inputs[0].name, "flags.cpu");
+  EXPECT_EQ(hit.entry->inputs[0].value, std::string("-O3\0-g", 6));
+  EXPECT_EQ(hit.entry->dir, store.object_dir(kKey));
+  EXPECT_EQ(read_text(hit.entry->dir + "/build.log"), "g++ -O3 ...\n");
+}
+
+TEST(CacheStore, AbsentKeyIsAPlainMiss) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  const Lookup miss = store.lookup(hash_bytes("nothing").hex());
+  EXPECT_FALSE(miss.entry);
+  EXPECT_TRUE(miss.miss_reason.empty());
+}
+
+TEST(CacheStore, TruncatedArtifactIsAMissAndRemoved) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  const std::string artifact = publish_sample(store, std::string(4096, 'x'));
+  fs::resize_file(artifact, 120);
+  const Lookup miss = store.lookup(kKey);
+  EXPECT_FALSE(miss.entry);
+  EXPECT_EQ(miss.miss_reason, "artifact " + kArtifact +
+                                  " is 120 bytes, entry says 4096: truncated or altered; "
+                                  "rebuilding");
+  EXPECT_FALSE(fs::exists(store.object_dir(kKey)));
+  const Lookup again = store.lookup(kKey);
+  EXPECT_FALSE(again.entry);
+  EXPECT_TRUE(again.miss_reason.empty());
+}
+
+TEST(CacheStore, AlteredByteSameSizeIsAMiss) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  const std::string artifact = publish_sample(store, "ELF bytes");
+  write_text(artifact, "ELF bytez");
+  const Lookup miss = store.lookup(kKey);
+  EXPECT_FALSE(miss.entry);
+  EXPECT_NE(miss.miss_reason.find("XXH3"), std::string::npos) << miss.miss_reason;
+  EXPECT_FALSE(fs::exists(store.object_dir(kKey)));
+}
+
+TEST(CacheStore, MissingArtifactIsAMiss) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  fs::remove(publish_sample(store));
+  const Lookup miss = store.lookup(kKey);
+  EXPECT_FALSE(miss.entry);
+  EXPECT_NE(miss.miss_reason.find("missing"), std::string::npos) << miss.miss_reason;
+}
+
+TEST(CacheStore, GarbageEntryIsAMiss) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_sample(store);
+  write_text(store.object_dir(kKey) + "/entry.toml", "format = [[[ not toml");
+  const Lookup miss = store.lookup(kKey);
+  EXPECT_FALSE(miss.entry);
+  EXPECT_NE(miss.miss_reason.find("entry.toml"), std::string::npos) << miss.miss_reason;
+  EXPECT_FALSE(fs::exists(store.object_dir(kKey)));
+}
+
+TEST(CacheStore, OtherFormatIsAMiss) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_sample(store);
+  const std::string entry_path = store.object_dir(kKey) + "/entry.toml";
+  std::string text = read_text(entry_path);
+  ASSERT_EQ(text.rfind("format = 1\n", 0), 0u);
+  text.replace(0, 10, "format = 2");
+  write_text(entry_path, text);
+  const Lookup miss = store.lookup(kKey);
+  EXPECT_FALSE(miss.entry);
+  EXPECT_NE(miss.miss_reason.find("format 2"), std::string::npos) << miss.miss_reason;
+}
+
+TEST(CacheStore, KeyMismatchIsAMiss) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_sample(store);
+  const std::string other = hash_bytes("key two").hex();
+  fs::rename(store.object_dir(kKey), store.object_dir(other));
+  const Lookup miss = store.lookup(other);
+  EXPECT_FALSE(miss.entry);
+  EXPECT_NE(miss.miss_reason.find("belongs to key"), std::string::npos) << miss.miss_reason;
+}
+
+TEST(CacheStore, EntryTomlRoundTrip) {
+  Entry entry = sample_entry(kKey);
+  entry.artifact_size = 77;
+  entry.artifact_xxh3 = hash_bytes("x").hex();
+  entry.built_at = 1764500000;
+  entry.build_seconds = 0.1;
+  const Entry back = entry_from_toml(entry_to_toml(entry));
+  EXPECT_EQ(back.key, entry.key);
+  EXPECT_EQ(back.kind, entry.kind);
+  EXPECT_EQ(back.artifact_size, 77);
+  EXPECT_EQ(back.built_at, 1764500000);
+  EXPECT_EQ(back.build_seconds, 0.1);
+  EXPECT_EQ(back.deps, entry.deps);
+  entry.deps.clear();
+  EXPECT_TRUE(entry_from_toml(entry_to_toml(entry)).deps.empty());
+  EXPECT_THROW(entry_from_toml("format = 1\n"), std::runtime_error);
+}
+
+TEST(CacheStore, ConcurrentPublishOfOneKeyKeepsOne) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  const std::string staging_a = stage_build(store, "same bytes");
+  const std::string staging_b = stage_build(store, "same bytes");
+  std::atomic<int> ready{0};
+  Entry a, b;
+  auto run = [&](const std::string& staging, Entry* out) {
+    ++ready;
+    while (ready.load() < 2) {
+    }
+    *out = store.publish(staging, sample_entry(kKey));
+  };
+  std::thread ta(run, staging_a, &a);
+  std::thread tb(run, staging_b, &b);
+  ta.join();
+  tb.join();
+  EXPECT_EQ(a.dir, store.object_dir(kKey));
+  EXPECT_EQ(b.dir, store.object_dir(kKey));
+  EXPECT_EQ(a.artifact_xxh3, b.artifact_xxh3);
+  EXPECT_FALSE(fs::exists(staging_a));
+  EXPECT_FALSE(fs::exists(staging_b));
+  EXPECT_TRUE(store.lookup(kKey).entry);
+  // Nothing left behind in tmp.
+  EXPECT_TRUE(fs::is_empty(dir.path() + "/v1/tmp"));
+}
+
+TEST(CacheStore, PublishWithoutArtifactThrows) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  const std::string staging = store.make_staging_dir();
+  EXPECT_THROW(store.publish(staging, sample_entry(kKey)), std::runtime_error);
+  EXPECT_FALSE(fs::exists(store.object_dir(kKey)));
+}
+
+TEST(CacheStore, ListTouchAndRemove) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  const std::string key2 = hash_bytes("key two").hex();
+  Entry second = sample_entry(key2);
+  second.built_at = 1000;
+  store.publish(stage_build(store, "ELF bytes"), sample_entry(kKey));
+  store.publish(stage_build(store, "other"), second);
+  // A broken folder is skipped silently.
+  fs::create_directory(store.object_dir(hash_bytes("broken").hex()));
+
+  std::vector<Entry> entries = store.list();
+  ASSERT_EQ(entries.size(), 2u);
+  for (const Entry& e : entries) {
+    EXPECT_EQ(e.dir, store.object_dir(e.key));
+    EXPECT_EQ(e.disk_bytes, static_cast<int64_t>(fs::file_size(e.dir + "/" + kArtifact) +
+                                                 fs::file_size(e.dir + "/build.log") +
+                                                 fs::file_size(e.dir + "/entry.toml")));
+    if (e.key == key2) {
+      EXPECT_EQ(e.last_used, 1000);  // never used: built_at
+    }
+  }
+  store.touch(key2);
+  for (const Entry& e : store.list()) {
+    if (e.key == key2) {
+      EXPECT_GT(e.last_used, 1000);
+    }
+  }
+
+  store.remove(kKey);
+  EXPECT_FALSE(fs::exists(store.object_dir(kKey)));
+  entries = store.list();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].key, key2);
+  store.remove(kKey);  // already gone: fine
+  store.touch(kKey);   // nothing to mark: fine
+  EXPECT_FALSE(fs::exists(store.object_dir(kKey)));
+}
+
+TEST(CacheStore, FoldersArePrivate) {
+  TempDir dir;
+  const std::string root = dir.path() + "/deep/cache";
+  CacheStore store(root);
+  for (const std::string& sub :
+       {root, root + "/v1", root + "/v1/objects", root + "/v1/tmp", root + "/v1/locks",
+        root + "/v1/memo", store.make_staging_dir()}) {
+    struct stat st;
+    ASSERT_EQ(stat(sub.c_str(), &st), 0) << sub;
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << sub;
+  }
+  EXPECT_EQ(store.lock_path(kKey), root + "/v1/locks/" + kKey + ".lock");
+  EXPECT_EQ(store.memo_path("axpy.cpu"), root + "/v1/memo/axpy.cpu.toml");
+  EXPECT_THROW(store.object_dir("../escape"), std::invalid_argument);
+  CacheStore again(root);  // existing layout is fine
+}
+
+TEST(CacheStore, StagingNameStartsWithPid) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  const std::string staging = store.make_staging_dir();
+  const std::string name = fs::path(staging).filename().string();
+  EXPECT_EQ(name.rfind(std::to_string(getpid()) + "-", 0), 0u) << name;
+  EXPECT_NE(staging, store.make_staging_dir());
+}
+
+TEST(CacheStore, CleanStagingRemovesDeadProcessesFolders) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);  // reaped: the pid is now unused
+
+  const std::string tmp = dir.path() + "/v1/tmp/";
+  fs::create_directories(tmp + std::to_string(child) + "-deadbeef/sub");
+  write_text(tmp + std::to_string(child) + "-deadbeef/sub/x.o", "obj");
+  const std::string mine = store.make_staging_dir();
+  fs::create_directory(tmp + "not-a-pid");
+  fs::create_directory(tmp + "1-init-is-alive");
+
+  EXPECT_EQ(store.clean_staging(), 1);
+  EXPECT_FALSE(fs::exists(tmp + std::to_string(child) + "-deadbeef"));
+  EXPECT_TRUE(fs::exists(mine));
+  EXPECT_TRUE(fs::exists(tmp + "not-a-pid"));
+  EXPECT_TRUE(fs::exists(tmp + "1-init-is-alive"));
+}
+
+TEST(CacheStore, WriteFileAtomicReplaces) {
+  TempDir dir;
+  const std::string path = dir.path() + "/memo.toml";
+  write_file_atomic(path, "one");
+  write_file_atomic(path, std::string("two\0three", 9));
+  EXPECT_EQ(read_text(path), std::string("two\0three", 9));
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);  // no temporary left behind
+  EXPECT_THROW(write_file_atomic(dir.path() + "/no/such/dir/x", "x"), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace kreg

@@ -1,0 +1,22 @@
+// Kernel discovery: which names exist, and the closest one to a typo.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kreg {
+
+struct KernelLocation {
+  std::string name;
+  std::string manifest;  // absolute path of kernel.toml
+};
+
+// Each root is a folder whose sub-folders hold kernel.toml files. A name found
+// in an earlier root shadows later ones. Sorted by name.
+std::vector<KernelLocation> discover_kernels(const std::vector<std::string>& roots);
+
+// The candidate with the smallest edit distance, if it is close enough to be a
+// plausible typo (distance <= max(2, len/3)); empty otherwise.
+std::string closest_name(const std::string& name, const std::vector<std::string>& candidates);
+
+}  // namespace kreg

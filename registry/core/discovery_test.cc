@@ -1,0 +1,128 @@
+#include "discovery.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace kreg {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DiscoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char path[] = "/tmp/kreg_discovery_testXXXXXX";
+    ASSERT_NE(mkdtemp(path), nullptr);
+    tmp_ = path;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(tmp_, ec);
+  }
+
+  // Creates <root>/<name>/kernel.toml (or just the folder).
+  std::string add_kernel(const std::string& root, const std::string& name,
+                         bool with_manifest = true) {
+    const fs::path dir = fs::path(tmp_) / root / name;
+    fs::create_directories(dir);
+    if (with_manifest) std::ofstream(dir / "kernel.toml") << "format = 1\n";
+    return (dir / "kernel.toml").string();
+  }
+
+  std::string root(const std::string& name) const { return (fs::path(tmp_) / name).string(); }
+
+  std::string tmp_;
+};
+
+TEST_F(DiscoveryTest, ListsValidKernelsSortedWithShadowing) {
+  const std::string a1 = add_kernel("r1", "beta");
+  const std::string b1 = add_kernel("r1", "alpha");
+  add_kernel("r1", "no_manifest", /*with_manifest=*/false);
+  add_kernel("r1", "Bad-Name");
+  add_kernel("r1", ".hidden");
+  std::ofstream(root("r1") + "/loose_file") << "x";
+  add_kernel("r2", "alpha");  // shadowed by r1/alpha
+  const std::string c2 = add_kernel("r2", "gamma");
+  const std::string n2 = add_kernel("r2", "no_manifest");  // r1's folder has none, so r2 wins
+
+  const std::vector<KernelLocation> found =
+      discover_kernels({root("r1"), root("missing"), root("r2")});
+  ASSERT_EQ(found.size(), 4u);
+  EXPECT_EQ(found[0].name, "alpha");
+  EXPECT_EQ(found[0].manifest, b1);
+  EXPECT_EQ(found[1].name, "beta");
+  EXPECT_EQ(found[1].manifest, a1);
+  EXPECT_EQ(found[2].name, "gamma");
+  EXPECT_EQ(found[2].manifest, c2);
+  EXPECT_EQ(found[3].name, "no_manifest");
+  EXPECT_EQ(found[3].manifest, n2);
+}
+
+TEST_F(DiscoveryTest, RootOrderDecidesShadowing) {
+  add_kernel("r1", "k");
+  const std::string second = add_kernel("r2", "k");
+  const std::vector<KernelLocation> found = discover_kernels({root("r2"), root("r1")});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].manifest, second);
+}
+
+TEST_F(DiscoveryTest, ManifestPathIsAbsoluteForRelativeRoot) {
+  const std::string manifest = add_kernel("r1", "axpy");
+  const std::string relative = fs::relative(root("r1")).string();
+  ASSERT_FALSE(fs::path(relative).is_absolute());
+  const std::vector<KernelLocation> found = discover_kernels({relative});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_TRUE(fs::path(found[0].manifest).is_absolute()) << found[0].manifest;
+  EXPECT_TRUE(fs::equivalent(found[0].manifest, manifest));
+}
+
+TEST_F(DiscoveryTest, MissingRootsAndFilesAsRootsYieldNothing) {
+  std::ofstream(root("a_file")) << "x";
+  EXPECT_TRUE(discover_kernels({}).empty());
+  EXPECT_TRUE(discover_kernels({root("missing"), root("a_file")}).empty());
+}
+
+TEST_F(DiscoveryTest, SymlinkedKernelFolderCounts) {
+  add_kernel("elsewhere", "real");
+  fs::create_directories(root("r1"));
+  fs::create_directory_symlink(root("elsewhere") + "/real", root("r1") + "/linked");
+  const std::vector<KernelLocation> found = discover_kernels({root("r1")});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].name, "linked");
+}
+
+TEST(DiscoveryClosestNameTest, FindsPlausibleTypos) {
+  const std::vector<std::string> names = {"axpy", "relu", "softmax", "layer_norm"};
+  EXPECT_EQ(closest_name("axyp", names), "axpy");     // distance 2
+  EXPECT_EQ(closest_name("softmx", names), "softmax");  // distance 1
+  EXPECT_EQ(closest_name("relu", names), "relu");     // exact
+  EXPECT_EQ(closest_name("layernorm", names), "layer_norm");
+}
+
+TEST(DiscoveryClosestNameTest, RejectsFarNames) {
+  const std::vector<std::string> names = {"axpy", "relu"};
+  EXPECT_EQ(closest_name("matmul", names), "");
+  EXPECT_EQ(closest_name("ax", {}), "");
+}
+
+TEST(DiscoveryClosestNameTest, ThresholdIsMaxOfTwoAndLengthOverThree) {
+  // Length 4: limit 2.
+  EXPECT_EQ(closest_name("abcd", {"abxy"}), "abxy");   // distance 2
+  EXPECT_EQ(closest_name("abcd", {"axyz"}), "");       // distance 3
+  // Length 12: limit 4.
+  EXPECT_EQ(closest_name("abcdefghijkl", {"abcdefghwxyz"}), "abcdefghwxyz");  // distance 4
+  EXPECT_EQ(closest_name("abcdefghijkl", {"abcdefgvwxyz"}), "");              // distance 5
+}
+
+TEST(DiscoveryClosestNameTest, PrefersSmallestDistanceThenEarliest) {
+  EXPECT_EQ(closest_name("axpz", {"abzz", "axpy"}), "axpy");
+  EXPECT_EQ(closest_name("ab", {"ax", "ay"}), "ax");
+}
+
+}  // namespace
+}  // namespace kreg

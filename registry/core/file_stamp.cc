@@ -1,0 +1,58 @@
+#include "file_stamp.h"
+
+#include <sys/stat.h>
+
+namespace kreg {
+
+std::optional<FileStat> stat_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  FileStat out;
+  out.size = static_cast<int64_t>(st.st_size);
+  // Nanoseconds: two saves within one second must still look different.
+  out.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  out.inode = static_cast<uint64_t>(st.st_ino);
+  return out;
+}
+
+std::optional<FileStamp> stamp_file(const std::string& path) {
+  // Stat before hashing: if the file changes in between, the recorded stat is
+  // the older one, so the next check re-hashes instead of trusting stale bytes.
+  std::optional<FileStat> stat = stat_file(path);
+  if (!stat) return std::nullopt;
+  std::optional<Digest> content = hash_file(path);
+  if (!content) return std::nullopt;
+  return FileStamp{path, *stat, *content};
+}
+
+StampCheck check_stamps(std::vector<FileStamp>& stamps) {
+  StampCheck check;
+  for (FileStamp& stamp : stamps) {
+    std::optional<FileStat> now = stat_file(stamp.path);
+    if (!now) {
+      check.changed.push_back(stamp.path);  // deleted or unreadable
+      continue;
+    }
+    if (*now == stamp.stat) continue;
+    std::optional<Digest> content = hash_file(stamp.path);
+    if (!content || *content != stamp.content) {
+      check.changed.push_back(stamp.path);
+      continue;
+    }
+    // Touched or rewritten with the same bytes: remember the new stat so the
+    // next check is stat-only again.
+    stamp.stat = *now;
+    check.refreshed = true;
+  }
+  return check;
+}
+
+bool stamps_unchanged(const std::vector<FileStamp>& stamps) {
+  for (const FileStamp& stamp : stamps) {
+    std::optional<FileStat> now = stat_file(stamp.path);
+    if (!now || !(*now == stamp.stat)) return false;
+  }
+  return true;
+}
+
+}  // namespace kreg

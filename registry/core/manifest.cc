@@ -1,0 +1,515 @@
+#include "manifest.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include <toml++/toml.h>
+
+#include "discovery.h"
+
+namespace kreg {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kTopKeys[] = {"format",       "name",    "description", "binding",
+                                "binding_source", "include_dirs", "headers", "cflags",
+                                "ldflags",      "reference", "cpu",       "cuda",
+                                "op"};
+const char* const kBackendKeys[] = {"sources", "cflags"};
+const char* const kOpKeys[] = {"signature", "dtypes", "launcher", "same_shape", "reference"};
+
+const char* const kDtypes[] = {"float32", "float16", "bfloat16", "float64"};
+
+// Spellings people reach for that edit distance alone would not catch.
+const std::map<std::string, std::string>& key_aliases() {
+  static const std::map<std::string, std::string> kAliases = {
+      {"src", "sources"},       {"srcs", "sources"},      {"source", "sources"},
+      {"files", "sources"},     {"dtype", "dtypes"},      {"types", "dtypes"},
+      {"flags", "cflags"},      {"cxxflags", "cflags"},   {"nvcc_flags", "cflags"},
+      {"nvccflags", "cflags"},  {"include", "include_dirs"}, {"includes", "include_dirs"},
+      {"include_dir", "include_dirs"}, {"header", "headers"}, {"ops", "op"},
+      {"version", "format"},    {"shape", "same_shape"},  {"sig", "signature"},
+  };
+  return kAliases;
+}
+
+// torch-style dtype names, so the error can say what to write instead.
+const std::map<std::string, std::string>& dtype_aliases() {
+  static const std::map<std::string, std::string> kAliases = {
+      {"float", "float32"},  {"half", "float16"},   {"double", "float64"},
+      {"f32", "float32"},    {"f16", "float16"},    {"bf16", "bfloat16"},
+      {"f64", "float64"},    {"fp32", "float32"},   {"fp16", "float16"},
+      {"fp64", "float64"},   {"torch.float32", "float32"}, {"torch.float16", "float16"},
+      {"torch.bfloat16", "bfloat16"}, {"torch.float64", "float64"}, {"torch.half", "float16"},
+      {"torch.float", "float32"}, {"torch.double", "float64"},
+  };
+  return kAliases;
+}
+
+bool is_c_identifier(const std::string& s) {
+  if (s.empty()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    const bool digit = c >= '0' && c <= '9';
+    if (!alpha && !(digit && i > 0)) return false;
+  }
+  return true;
+}
+
+const char* type_name(toml::node_type type) {
+  switch (type) {
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    default:
+      return "nothing";
+  }
+}
+
+std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
+
+std::string join(const char* const* begin, const char* const* end) {
+  std::string out;
+  for (const char* const* it = begin; it != end; ++it) {
+    if (!out.empty()) out += ", ";
+    out += *it;
+  }
+  return out;
+}
+
+std::string dotted(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+std::string indexed(const std::string& field, size_t i) {
+  return field + "[" + std::to_string(i) + "]";
+}
+
+// The folder's own name, ignoring trailing slashes ("kernels/axpy/" -> "axpy").
+std::string basename_of(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const size_t slash = dir.rfind('/');
+  return slash == std::string::npos ? dir : dir.substr(slash + 1);
+}
+
+enum class PathKind { kFile, kDirectory };
+
+// The whole file, or nullopt when it cannot be opened or read (a directory
+// opens on Linux and fails only on read, which ferror catches).
+std::optional<std::string> read_file(const std::string& path) {
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) return std::nullopt;
+  std::string text;
+  char buffer[1 << 14];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) text.append(buffer, n);
+  if (std::ferror(file.get())) return std::nullopt;
+  return text;
+}
+
+// One parse: knows the file and folder so every error can name them.
+class ManifestParser {
+ public:
+  ManifestParser(std::string file, std::string dir)
+      : file_(std::move(file)), dir_(std::move(dir)) {
+    std::error_code ec;
+    real_dir_ = fs::canonical(dir_, ec);  // stays empty if the folder is missing
+  }
+
+  Manifest parse(const std::string& text) {
+    const toml::table root = parse_toml(text);
+    Manifest m;
+    m.file = file_;
+    m.dir = dir_;
+    // The version comes first: a future format may have keys this one rejects.
+    check_format(root);
+    check_keys(root, "", std::begin(kTopKeys), std::end(kTopKeys));
+    parse_top_level(root, &m);
+    parse_backend(root, "cpu", &m.cpu);
+    parse_backend(root, "cuda", &m.cuda);
+    if (!m.cpu.present && !m.cuda.present) {
+      fail("", "no backend; add a [cpu] or [cuda] table with sources = [...]");
+    }
+    parse_ops(root, &m);
+    return m;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& field, const std::string& message) const {
+    throw ManifestError(file_, field, message);
+  }
+
+  toml::table parse_toml(const std::string& text) const {
+    try {
+      return toml::parse(text, file_);
+    } catch (const toml::parse_error& e) {
+      const toml::source_position& at = e.source().begin;
+      std::ostringstream message;
+      message << "invalid TOML at " << at.line << ":" << at.column << ": " << e.description();
+      fail("", message.str());
+    }
+  }
+
+  // ---- typed readers; each names the field when the type is wrong ----------
+
+  [[noreturn]] void wrong_type(const std::string& field, const char* expected,
+                               const toml::node& node) const {
+    fail(field, std::string("expected ") + expected + ", got " + type_name(node.type()));
+  }
+
+  std::string read_string(const toml::node& node, const std::string& field) const {
+    const toml::value<std::string>* value = node.as_string();
+    if (value == nullptr) wrong_type(field, "a string", node);
+    const std::string& s = value->get();
+    // NUL would silently truncate paths and merge flags joined with NUL.
+    if (s.find('\0') != std::string::npos) fail(field, "contains a NUL character");
+    return s;
+  }
+
+  std::vector<std::string> read_string_list(const toml::node& node,
+                                            const std::string& field) const {
+    const toml::array* array = node.as_array();
+    if (array == nullptr) wrong_type(field, "an array of strings", node);
+    std::vector<std::string> out;
+    for (size_t i = 0; i < array->size(); ++i) out.push_back(read_string((*array)[i], indexed(field, i)));
+    return out;
+  }
+
+  const toml::table& read_table(const toml::node& node, const std::string& field) const {
+    const toml::table* table = node.as_table();
+    if (table == nullptr) wrong_type(field, "a table", node);
+    return *table;
+  }
+
+  // ---- structure -----------------------------------------------------------
+
+  void check_format(const toml::table& root) const {
+    const toml::node* node = root.get("format");
+    if (node == nullptr) fail("format", "missing; add format = 1 at the top of the file");
+    const toml::value<int64_t>* value = node->as_integer();
+    if (value == nullptr) wrong_type("format", "the integer 1", *node);
+    if (value->get() != kManifestFormat) {
+      fail("format", "unsupported format " + std::to_string(value->get()) +
+                         "; this registry reads format = " + std::to_string(kManifestFormat));
+    }
+  }
+
+  void check_keys(const toml::table& table, const std::string& prefix,
+                  const char* const* allowed_begin, const char* const* allowed_end) const {
+    const std::vector<std::string> allowed(allowed_begin, allowed_end);
+    for (const auto& [key, node] : table) {
+      const std::string name(key.str());
+      if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) continue;
+      std::string message = "unknown key " + in_quotes(name);
+      const std::string suggestion = suggest_key(name, allowed);
+      if (!suggestion.empty()) {
+        message += " (did you mean " + in_quotes(suggestion) + "?)";
+      } else {
+        message += "; expected one of " + join(allowed_begin, allowed_end);
+      }
+      fail(dotted(prefix, name), message);
+    }
+  }
+
+  static std::string suggest_key(const std::string& key, const std::vector<std::string>& allowed) {
+    auto alias = key_aliases().find(key);
+    if (alias != key_aliases().end() &&
+        std::find(allowed.begin(), allowed.end(), alias->second) != allowed.end()) {
+      return alias->second;
+    }
+    return closest_name(key, allowed);
+  }
+
+  void parse_top_level(const toml::table& root, Manifest* m) const {
+    if (const toml::node* n = root.get("name")) {
+      m->name = read_string(*n, "name");
+      if (!is_valid_kernel_name(m->name)) {
+        fail("name", "invalid kernel name " + in_quotes(m->name) +
+                         "; use 1-64 characters from [a-z0-9_], not starting with a digit");
+      }
+    } else {
+      m->name = basename_of(dir_);
+      if (!is_valid_kernel_name(m->name)) {
+        fail("name", "the folder name " + in_quotes(m->name) +
+                         " is not a valid kernel name ([a-z_][a-z0-9_]{0,63}); rename the "
+                         "folder or set name = \"...\"");
+      }
+    }
+    if (const toml::node* n = root.get("description")) m->description = read_string(*n, "description");
+    parse_binding(root, m);
+    if (const toml::node* n = root.get("include_dirs")) {
+      m->include_dirs = read_paths(*n, "include_dirs", PathKind::kDirectory);
+    }
+    if (const toml::node* n = root.get("headers")) {
+      m->headers = read_paths(*n, "headers", PathKind::kFile);
+    }
+    if (const toml::node* n = root.get("cflags")) m->cflags = read_string_list(*n, "cflags");
+    if (const toml::node* n = root.get("ldflags")) m->ldflags = read_string_list(*n, "ldflags");
+    if (const toml::node* n = root.get("reference")) {
+      m->reference = read_string(*n, "reference");
+      check_path(m->reference, "reference", PathKind::kFile);
+    }
+  }
+
+  void parse_binding(const toml::table& root, Manifest* m) const {
+    if (const toml::node* n = root.get("binding")) m->binding = read_string(*n, "binding");
+    if (m->binding != "generated" && m->binding != "pybind") {
+      fail("binding", "unknown binding " + in_quotes(m->binding) +
+                          "; use \"generated\" (the default) or \"pybind\"");
+    }
+    const toml::node* source = root.get("binding_source");
+    if (m->binding == "pybind") {
+      if (source == nullptr) {
+        fail("binding_source", "missing; binding = \"pybind\" needs binding_source = \"<file>.cpp\"");
+      }
+      m->binding_source = read_string(*source, "binding_source");
+      check_path(m->binding_source, "binding_source", PathKind::kFile);
+    } else if (source != nullptr) {
+      fail("binding_source", "only used with binding = \"pybind\"; remove it or set binding = \"pybind\"");
+    }
+  }
+
+  void parse_backend(const toml::table& root, const char* name, BackendSpec* spec) const {
+    const toml::node* node = root.get(name);
+    if (node == nullptr) return;
+    const toml::table& table = read_table(*node, name);
+    check_keys(table, name, std::begin(kBackendKeys), std::end(kBackendKeys));
+    spec->present = true;
+    const std::string sources_field = dotted(name, "sources");
+    const toml::node* sources = table.get("sources");
+    if (sources == nullptr) fail(sources_field, "missing; list the source files, e.g. sources = [\"k.cu\"]");
+    spec->sources = read_paths(*sources, sources_field, PathKind::kFile);
+    if (spec->sources.empty()) fail(sources_field, "empty; list at least one source file");
+    if (const toml::node* n = table.get("cflags")) spec->cflags = read_string_list(*n, dotted(name, "cflags"));
+  }
+
+  // ---- paths ---------------------------------------------------------------
+
+  std::vector<std::string> read_paths(const toml::node& node, const std::string& field,
+                                      PathKind kind) const {
+    std::vector<std::string> paths = read_string_list(node, field);
+    for (size_t i = 0; i < paths.size(); ++i) check_path(paths[i], indexed(field, i), kind);
+    return paths;
+  }
+
+  // Paths reach the compiler's command line and the cache key, so they must
+  // name something inside the kernel's folder: a kernel copied elsewhere must
+  // still be complete, and a manifest must not be able to read arbitrary files.
+  void check_path(const std::string& path, const std::string& field, PathKind kind) const {
+    if (path.empty()) fail(field, "empty path");
+    if (path.front() == '/') {
+      fail(field, "absolute path " + in_quotes(path) + "; write it relative to the kernel folder");
+    }
+    for (const fs::path& part : fs::path(path)) {
+      if (part == "..") {
+        fail(field, "path " + in_quotes(path) + " contains \"..\"; paths must stay inside the kernel folder");
+      }
+    }
+    const fs::path full = fs::path(dir_) / path;
+    std::error_code ec;
+    const fs::file_status status = fs::status(full, ec);
+    if (!fs::exists(status)) {
+      fail(field, in_quotes(path) + " does not exist in " + dir_);
+    }
+    const fs::path real = fs::canonical(full, ec);
+    if (ec || real_dir_.empty() || !is_inside(real, real_dir_)) {
+      fail(field, in_quotes(path) + " resolves to " + (ec ? std::string("?") : real.string()) +
+                      ", outside the kernel folder " + dir_ +
+                      "; copy it into the folder instead of linking to it");
+    }
+    if (kind == PathKind::kDirectory && !fs::is_directory(status)) {
+      fail(field, in_quotes(path) + " is not a directory");
+    }
+    if (kind == PathKind::kFile && !fs::is_regular_file(status)) {
+      fail(field, in_quotes(path) + " is not a regular file");
+    }
+  }
+
+  static bool is_inside(const fs::path& real, const fs::path& real_dir) {
+    const std::string r = real.string();
+    const std::string d = real_dir.string();
+    if (r == d) return true;
+    const std::string prefix = d.back() == '/' ? d : d + "/";
+    return r.compare(0, prefix.size(), prefix) == 0;
+  }
+
+  // ---- ops -----------------------------------------------------------------
+
+  void parse_ops(const toml::table& root, Manifest* m) const {
+    const toml::node* node = root.get("op");
+    if (node == nullptr) {
+      fail("op", "no op; add an [[op]] table with signature = \"name(Tensor x) -> Tensor\"");
+    }
+    const toml::array* array = node->as_array();
+    if (array == nullptr) wrong_type("op", "an array of tables (write [[op]], not [op])", *node);
+    if (array->empty()) fail("op", "no op; add an [[op]] table");
+    std::map<std::string, size_t> seen;
+    for (size_t i = 0; i < array->size(); ++i) {
+      const std::string prefix = indexed("op", i);
+      m->ops.push_back(parse_op(read_table((*array)[i], prefix), prefix));
+      const std::string& name = m->ops.back().signature.name;
+      auto [it, inserted] = seen.emplace(name, i);
+      if (!inserted) {
+        fail(dotted(prefix, "signature"),
+             "op " + in_quotes(name) + " is already defined by " + indexed("op", it->second));
+      }
+    }
+  }
+
+  OpSpec parse_op(const toml::table& table, const std::string& prefix) const {
+    check_keys(table, prefix, std::begin(kOpKeys), std::end(kOpKeys));
+    OpSpec op;
+    const std::string sig_field = dotted(prefix, "signature");
+    const toml::node* sig = table.get("signature");
+    if (sig == nullptr) {
+      fail(sig_field, "missing; e.g. signature = \"axpy(Tensor x, Tensor y, float alpha) -> Tensor\"");
+    }
+    try {
+      op.signature = parse_signature(read_string(*sig, sig_field));
+    } catch (const SignatureError& e) {
+      fail(sig_field, e.what());
+    }
+    op.dtypes = parse_dtypes(table, prefix);
+    op.launcher = op.signature.name;
+    if (const toml::node* n = table.get("launcher")) {
+      const std::string field = dotted(prefix, "launcher");
+      op.launcher = read_string(*n, field);
+      if (!is_c_identifier(op.launcher)) {
+        fail(field, "launcher " + in_quotes(op.launcher) + " is not a C identifier");
+      }
+    }
+    op.same_shape = parse_same_shape(table, prefix, op.signature);
+    op.reference = op.signature.name;
+    if (const toml::node* n = table.get("reference")) {
+      const std::string field = dotted(prefix, "reference");
+      op.reference = read_string(*n, field);
+      if (!is_c_identifier(op.reference)) {
+        fail(field, "reference " + in_quotes(op.reference) + " is not a function name");
+      }
+    }
+    return op;
+  }
+
+  std::vector<std::string> parse_dtypes(const toml::table& table, const std::string& prefix) const {
+    const toml::node* node = table.get("dtypes");
+    if (node == nullptr) return {"float32"};
+    const std::string field = dotted(prefix, "dtypes");
+    std::vector<std::string> dtypes = read_string_list(*node, field);
+    if (dtypes.empty()) fail(field, "empty; list at least one of " + join(std::begin(kDtypes), std::end(kDtypes)));
+    std::set<std::string> seen;
+    for (size_t i = 0; i < dtypes.size(); ++i) {
+      const std::string& dtype = dtypes[i];
+      if (dtype_suffix(dtype).empty()) {
+        std::string message = "unknown dtype " + in_quotes(dtype);
+        auto alias = dtype_aliases().find(dtype);
+        if (alias != dtype_aliases().end()) {
+          message += " (write " + in_quotes(alias->second) + ")";
+        } else {
+          message += "; use one of " + join(std::begin(kDtypes), std::end(kDtypes));
+        }
+        fail(indexed(field, i), message);
+      }
+      if (!seen.insert(dtype).second) fail(indexed(field, i), "duplicate dtype " + in_quotes(dtype));
+    }
+    return dtypes;
+  }
+
+  std::vector<std::string> parse_same_shape(const toml::table& table, const std::string& prefix,
+                                            const Signature& sig) const {
+    std::vector<std::string> tensors;
+    for (const Arg& arg : sig.args) {
+      if (arg.type == ArgType::kTensor) tensors.push_back(arg.name);
+    }
+    const toml::node* node = table.get("same_shape");
+    if (node == nullptr) return tensors;
+    const std::string field = dotted(prefix, "same_shape");
+    std::vector<std::string> names = read_string_list(*node, field);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (std::find(tensors.begin(), tensors.end(), names[i]) != tensors.end()) continue;
+      std::string tensor_list;
+      for (const std::string& t : tensors) tensor_list += (tensor_list.empty() ? "" : ", ") + t;
+      fail(indexed(field, i), in_quotes(names[i]) + " is not a Tensor argument of " + sig.name +
+                                  "; Tensor arguments: " + tensor_list);
+    }
+    return names;
+  }
+
+  std::string file_;
+  std::string dir_;
+  fs::path real_dir_;
+};
+
+std::string format_error(const std::string& file, const std::string& field,
+                         const std::string& message) {
+  std::string out = file + ": ";
+  if (!field.empty()) out += field + ": ";
+  return out + message;
+}
+
+}  // namespace
+
+ManifestError::ManifestError(std::string file, std::string field, const std::string& message)
+    : std::runtime_error(format_error(file, field, message)),
+      file_(std::move(file)),
+      field_(std::move(field)) {}
+
+Manifest parse_manifest(const std::string& manifest_path) {
+  std::error_code ec;
+  const fs::path file = fs::absolute(manifest_path, ec);
+  const std::string file_name = ec ? manifest_path : file.lexically_normal().string();
+  const std::optional<std::string> text = read_file(manifest_path);
+  if (!text) {
+    throw ManifestError(file_name, "", "cannot read the manifest (missing or unreadable file)");
+  }
+  return parse_manifest_text(*text, file_name, fs::path(file_name).parent_path().string());
+}
+
+Manifest parse_manifest_text(const std::string& text, const std::string& manifest_path,
+                             const std::string& dir) {
+  return ManifestParser(manifest_path, dir).parse(text);
+}
+
+bool is_valid_kernel_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool ok = (c >= 'a' && c <= 'z') || c == '_' || (i > 0 && c >= '0' && c <= '9');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string dtype_suffix(const std::string& dtype) {
+  if (dtype == "float32") return "f32";
+  if (dtype == "float16") return "f16";
+  if (dtype == "bfloat16") return "bf16";
+  if (dtype == "float64") return "f64";
+  return "";
+}
+
+}  // namespace kreg

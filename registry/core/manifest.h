@@ -1,0 +1,105 @@
+// A kernel's manifest: kernels/<name>/kernel.toml, parsed and validated.
+//
+// Format (version 1) — every key is optional unless marked required:
+//
+//   format       = 1                      # required; an unknown version is an error
+//   name         = "axpy"                 # defaults to the folder name; [a-z_][a-z0-9_]{0,63}
+//   description  = "out = alpha * x + y"
+//   binding      = "generated"            # "generated" (default) or "pybind"
+//   binding_source = "axpy_pybind.cpp"    # required when binding = "pybind"
+//   include_dirs = ["include"]            # searched for #include "..." and <...>
+//   headers      = ["axpy.h"]             # extra files the build depends on
+//   cflags       = ["-O3"]                # for every unit of every backend
+//   ldflags      = []
+//   reference    = "reference.py"         # Python module holding reference functions
+//
+//   [cpu]                                 # at least one of [cpu] / [cuda] is required
+//   sources = ["axpy_cpu.cpp"]            # required, non-empty
+//   cflags  = ["-O3"]
+//
+//   [cuda]
+//   sources = ["axpy.cu"]
+//   cflags  = ["-O3", "-lineinfo"]        # given to nvcc
+//
+//   [[op]]                                # at least one
+//   signature  = "axpy(Tensor x, Tensor y, float alpha) -> Tensor"   # required
+//   dtypes     = ["float32", "float16", "bfloat16"]  # default ["float32"]
+//   launcher   = "axpy"                   # symbol prefix; default: the op's name
+//   same_shape = ["x", "y"]               # default: every Tensor argument
+//   reference  = "axpy"                   # function in the reference module; default: op name
+//
+// Every path is relative to the kernel's folder and must stay inside it: no
+// absolute paths, no "..", no symlink that resolves outside. Unknown keys are
+// errors (a typo must not silently drop a flag).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "signature.h"
+
+namespace kreg {
+
+inline constexpr int kManifestFormat = 1;
+inline constexpr const char* kManifestFileName = "kernel.toml";
+
+// A manifest problem, always naming the file and the field (dotted path, e.g.
+// "op[0].dtypes" or "cuda.sources[1]"; empty when the whole file is at fault).
+class ManifestError : public std::runtime_error {
+ public:
+  ManifestError(std::string file, std::string field, const std::string& message);
+  const std::string& file() const { return file_; }
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string file_;
+  std::string field_;
+};
+
+struct BackendSpec {
+  bool present = false;
+  std::vector<std::string> sources;  // relative to the kernel folder, as written
+  std::vector<std::string> cflags;
+};
+
+struct OpSpec {
+  Signature signature;
+  std::vector<std::string> dtypes;      // canonical names: float32, float16, bfloat16, float64
+  std::string launcher;                 // symbol prefix
+  std::vector<std::string> same_shape;  // names of Tensor arguments
+  std::string reference;                // function name in the reference module
+};
+
+struct Manifest {
+  std::string file;  // absolute path of kernel.toml
+  std::string dir;   // absolute path of the kernel's folder
+  std::string name;
+  std::string description;
+  std::string binding = "generated";
+  std::string binding_source;
+  std::vector<std::string> include_dirs;
+  std::vector<std::string> headers;
+  std::vector<std::string> cflags;
+  std::vector<std::string> ldflags;
+  std::string reference;
+  BackendSpec cpu;
+  BackendSpec cuda;
+  std::vector<OpSpec> ops;
+};
+
+// Parses and validates; throws ManifestError.
+Manifest parse_manifest(const std::string& manifest_path);
+
+// Same, from text (for tests and fuzzing); `dir` is where relative paths resolve.
+Manifest parse_manifest_text(const std::string& text, const std::string& manifest_path,
+                             const std::string& dir);
+
+// Kernel names reach paths and command lines: [a-z_][a-z0-9_]{0,63}.
+bool is_valid_kernel_name(const std::string& name);
+
+// Suffix used in launcher symbols: float32 -> "f32", float16 -> "f16",
+// bfloat16 -> "bf16", float64 -> "f64". Empty for an unknown dtype.
+std::string dtype_suffix(const std::string& dtype);
+
+}  // namespace kreg

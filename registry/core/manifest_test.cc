@@ -1,0 +1,339 @@
+#include "manifest.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace kreg {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scratch folder under /tmp, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    char path[] = "/tmp/kreg_manifest_testXXXXXX";
+    if (mkdtemp(path) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = path;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void write_file(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+const char kOp[] =
+    "[[op]]\n"
+    "signature = \"axpy(Tensor x, Tensor y, float alpha) -> Tensor\"\n";
+const char kCuda[] = "[cuda]\nsources = [\"axpy.cu\"]\n";
+
+// <tmp>/axpy holds a complete kernel; <tmp>/outside.h and <tmp>/outside.cu
+// sit next to it so that escapes have a real target.
+class ManifestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = tmp_.path();
+    dir_ = root_ + "/axpy";
+    for (const char* file : {"axpy.cu", "axpy_cpu.cpp", "axpy.h", "include/axpy_math.h",
+                             "reference.py", "bind.cpp", "sub/x.h"}) {
+      write_file(fs::path(dir_) / file, "// " + std::string(file) + "\n");
+    }
+    write_file(fs::path(root_) / "outside.h", "// outside\n");
+    write_file(fs::path(root_) / "outside.cu", "// outside\n");
+    fs::create_symlink(root_ + "/outside.h", dir_ + "/escape.h");
+    fs::create_symlink(root_, dir_ + "/escape_dir");
+    fs::create_symlink(dir_ + "/axpy.h", dir_ + "/inside_link.h");
+    write_file(fs::path(root_) / "Bad-Name" / "axpy.cu", "// bad folder\n");
+  }
+
+  Manifest parse(const std::string& text, const std::string& dir = "") const {
+    const std::string d = dir.empty() ? dir_ : dir;
+    return parse_manifest_text(text, d + "/kernel.toml", d);
+  }
+
+  TempDir tmp_;
+  std::string root_;
+  std::string dir_;
+};
+
+TEST_F(ManifestTest, MinimalManifestGetsDefaults) {
+  Manifest m = parse(std::string("format = 1\n") + kCuda + kOp);
+  EXPECT_EQ(m.name, "axpy");  // from the folder
+  EXPECT_EQ(m.dir, dir_);
+  EXPECT_EQ(m.file, dir_ + "/kernel.toml");
+  EXPECT_EQ(m.binding, "generated");
+  EXPECT_TRUE(m.binding_source.empty());
+  EXPECT_TRUE(m.description.empty());
+  EXPECT_TRUE(m.cflags.empty());
+  EXPECT_TRUE(m.reference.empty());
+  EXPECT_FALSE(m.cpu.present);
+  ASSERT_TRUE(m.cuda.present);
+  EXPECT_EQ(m.cuda.sources, std::vector<std::string>{"axpy.cu"});
+  ASSERT_EQ(m.ops.size(), 1u);
+  const OpSpec& op = m.ops[0];
+  EXPECT_EQ(op.signature.canonical(), "axpy(Tensor x, Tensor y, float alpha) -> Tensor");
+  EXPECT_EQ(op.dtypes, std::vector<std::string>{"float32"});
+  EXPECT_EQ(op.launcher, "axpy");
+  EXPECT_EQ(op.same_shape, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(op.reference, "axpy");
+}
+
+TEST_F(ManifestTest, FullManifestParses) {
+  const std::string text = R"(
+format = 1
+name = "my_axpy"
+description = "out = alpha * x + y"
+binding = "pybind"
+binding_source = "bind.cpp"
+include_dirs = ["include", "."]
+headers = ["axpy.h", "inside_link.h", "./sub/x.h"]
+cflags = ["-O3"]
+ldflags = ["-lm"]
+reference = "reference.py"
+
+[cpu]
+sources = ["axpy_cpu.cpp"]
+cflags = ["-march=native"]
+
+[cuda]
+sources = ["axpy.cu"]
+cflags = ["-O3", "-lineinfo"]
+
+[[op]]
+signature = "axpy(Tensor x, Tensor y, float alpha) -> Tensor"
+dtypes = ["float32", "float16", "bfloat16", "float64"]
+launcher = "axpy_launch"
+same_shape = ["y"]
+reference = "axpy_ref"
+
+[[op]]
+signature = "scale(Tensor x, float s, int n, bool flag) -> Tensor"
+)";
+  Manifest m = parse(text);
+  EXPECT_EQ(m.name, "my_axpy");
+  EXPECT_EQ(m.description, "out = alpha * x + y");
+  EXPECT_EQ(m.binding, "pybind");
+  EXPECT_EQ(m.binding_source, "bind.cpp");
+  EXPECT_EQ(m.include_dirs, (std::vector<std::string>{"include", "."}));
+  EXPECT_EQ(m.headers, (std::vector<std::string>{"axpy.h", "inside_link.h", "./sub/x.h"}));
+  EXPECT_EQ(m.cflags, std::vector<std::string>{"-O3"});
+  EXPECT_EQ(m.ldflags, std::vector<std::string>{"-lm"});
+  EXPECT_EQ(m.reference, "reference.py");
+  EXPECT_TRUE(m.cpu.present);
+  EXPECT_EQ(m.cpu.sources, std::vector<std::string>{"axpy_cpu.cpp"});
+  EXPECT_EQ(m.cpu.cflags, std::vector<std::string>{"-march=native"});
+  EXPECT_EQ(m.cuda.cflags, (std::vector<std::string>{"-O3", "-lineinfo"}));
+  ASSERT_EQ(m.ops.size(), 2u);
+  EXPECT_EQ(m.ops[0].dtypes.size(), 4u);
+  EXPECT_EQ(m.ops[0].launcher, "axpy_launch");
+  EXPECT_EQ(m.ops[0].same_shape, std::vector<std::string>{"y"});
+  EXPECT_EQ(m.ops[0].reference, "axpy_ref");
+  EXPECT_EQ(m.ops[1].signature.name, "scale");
+  EXPECT_EQ(m.ops[1].same_shape, std::vector<std::string>{"x"});
+  EXPECT_EQ(m.ops[1].launcher, "scale");
+}
+
+TEST_F(ManifestTest, ParseManifestReadsFileWithAbsolutePaths) {
+  write_file(fs::path(dir_) / "kernel.toml", std::string("format = 1\n") + kCuda + kOp);
+  Manifest m = parse_manifest(dir_ + "/kernel.toml");
+  EXPECT_EQ(m.file, dir_ + "/kernel.toml");
+  EXPECT_EQ(m.dir, dir_);
+  EXPECT_EQ(m.name, "axpy");
+  EXPECT_TRUE(fs::path(m.file).is_absolute());
+}
+
+TEST_F(ManifestTest, ParseManifestNamesUnreadableFile) {
+  const std::string missing = dir_ + "/nope/kernel.toml";
+  try {
+    parse_manifest(missing);
+    FAIL() << "no error";
+  } catch (const ManifestError& e) {
+    EXPECT_EQ(e.file(), missing);
+    EXPECT_EQ(e.field(), "");
+    EXPECT_EQ(std::string(e.what()).rfind(missing + ": ", 0), 0u) << e.what();
+  }
+  EXPECT_THROW(parse_manifest(dir_), ManifestError);  // a folder is not a manifest
+}
+
+TEST_F(ManifestTest, EmptyFileIsMissingFormat) {
+  write_file(fs::path(dir_) / "kernel.toml", "");
+  try {
+    parse_manifest(dir_ + "/kernel.toml");
+    FAIL() << "no error";
+  } catch (const ManifestError& e) {
+    EXPECT_EQ(e.field(), "format");
+  }
+}
+
+TEST(ManifestErrorTest, WhatNamesFileAndField) {
+  EXPECT_STREQ(ManifestError("/k/kernel.toml", "cuda.srcs", "unknown key").what(),
+               "/k/kernel.toml: cuda.srcs: unknown key");
+  EXPECT_STREQ(ManifestError("/k/kernel.toml", "", "bad").what(), "/k/kernel.toml: bad");
+}
+
+TEST_F(ManifestTest, GarbageTomlReportsLineAndColumn) {
+  try {
+    parse("format = 1\n[cuda\nsources = []\n");
+    FAIL() << "no error";
+  } catch (const ManifestError& e) {
+    EXPECT_EQ(e.field(), "");
+    EXPECT_NE(std::string(e.what()).find(" 2:"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind(dir_ + "/kernel.toml: ", 0), 0u) << e.what();
+  }
+}
+
+TEST_F(ManifestTest, UnknownKeySuggestsTheRightOne) {
+  try {
+    parse("format = 1\n[cuda]\nsrcs = [\"axpy.cu\"]\n" + std::string(kOp));
+    FAIL() << "no error";
+  } catch (const ManifestError& e) {
+    EXPECT_EQ(e.field(), "cuda.srcs");
+    EXPECT_NE(std::string(e.what()).find("did you mean \"sources\""), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(ManifestTest, SignatureErrorBecomesManifestError) {
+  try {
+    parse(std::string("format = 1\n") + kCuda + "[[op]]\nsignature = \"axpy(Tensor x\"\n");
+    FAIL() << "no error";
+  } catch (const ManifestError& e) {
+    EXPECT_EQ(e.field(), "op[0].signature");
+    EXPECT_NE(std::string(e.what()).find("expected ')'"), std::string::npos) << e.what();
+  }
+}
+
+// ---- the corpus of bad manifests --------------------------------------------
+
+struct BadManifest {
+  const char* label;
+  std::string text;
+  std::string field;  // expected ManifestError::field()
+  std::string dir;    // folder to parse in; empty means the good "axpy" folder
+};
+
+TEST_F(ManifestTest, BadManifestsNameTheField) {
+  const std::string head = "format = 1\n";
+  const std::string ok = head + kCuda + kOp;
+  const std::string op = kOp;
+  const std::string cuda = kCuda;
+  auto with_sources = [&](const std::string& sources) {
+    return head + "[cuda]\nsources = " + sources + "\n" + op;
+  };
+  auto with_op_line = [&](const std::string& line) { return head + cuda + op + line + "\n"; };
+  const std::vector<BadManifest> corpus = {
+      {"missing format", cuda + op, "format", ""},
+      {"format 2", "format = 2\n" + cuda + op, "format", ""},
+      {"format as string", "format = \"1\"\n" + cuda + op, "format", ""},
+      {"sources is a string", with_sources("\"axpy.cu\""), "cuda.sources", ""},
+      {"cflags is a string", "cflags = \"-O3\"\n" + ok, "cflags", ""},
+      {"cflags holds a number", "cflags = [\"-O3\", 3]\n" + ok, "cflags[1]", ""},
+      {"description is a number", "description = 3\n" + ok, "description", ""},
+      {"unknown top-level key", "srcs = []\n" + ok, "srcs", ""},
+      {"unknown key in cuda", head + "[cuda]\nsources = [\"axpy.cu\"]\nflags = []\n" + op,
+       "cuda.flags", ""},
+      {"unknown key in op", with_op_line("dtype = [\"float32\"]"), "op[0].dtype", ""},
+      {"missing sources", head + "[cuda]\ncflags = []\n" + op, "cuda.sources", ""},
+      {"empty sources", with_sources("[]"), "cuda.sources", ""},
+      {"source does not exist", with_sources("[\"axpy.cu\", \"nope.cu\"]"), "cuda.sources[1]", ""},
+      {"path with ..", with_sources("[\"../outside.cu\"]"), "cuda.sources[0]", ""},
+      {"path with inner ..", with_sources("[\"sub/../axpy.cu\"]"), "cuda.sources[0]", ""},
+      {"absolute path", with_sources("[\"" + dir_ + "/axpy.cu\"]"), "cuda.sources[0]", ""},
+      {"empty path", "headers = [\"\"]\n" + ok, "headers[0]", ""},
+      {"symlink escaping the folder", "headers = [\"escape.h\"]\n" + ok, "headers[0]", ""},
+      {"symlinked folder escaping", "headers = [\"escape_dir/outside.h\"]\n" + ok, "headers[0]",
+       ""},
+      {"include dir symlink escaping", "include_dirs = [\"escape_dir\"]\n" + ok,
+       "include_dirs[0]", ""},
+      {"include dir is a file", "include_dirs = [\"axpy.h\"]\n" + ok, "include_dirs[0]", ""},
+      {"header is a folder", "headers = [\"include\"]\n" + ok, "headers[0]", ""},
+      {"missing reference module", "reference = \"nope.py\"\n" + ok, "reference", ""},
+      {"name Bad-Name", "name = \"Bad-Name\"\n" + ok, "name", ""},
+      {"name ../x", "name = \"../x\"\n" + ok, "name", ""},
+      {"name empty", "name = \"\"\n" + ok, "name", ""},
+      {"name starts with digit", "name = \"9lives\"\n" + ok, "name", ""},
+      {"name too long", "name = \"" + std::string(65, 'a') + "\"\n" + ok, "name", ""},
+      {"folder name invalid", ok, "name", root_ + "/Bad-Name"},
+      {"no backend", head + op, "", ""},
+      {"backend is not a table", head + "cuda = \"axpy.cu\"\n" + op, "cuda", ""},
+      {"no op", head + cuda, "op", ""},
+      {"op is a table", head + cuda + "[op]\nsignature = \"f(Tensor x) -> Tensor\"\n", "op", ""},
+      {"op without signature", head + cuda + "[[op]]\ndtypes = [\"float32\"]\n",
+       "op[0].signature", ""},
+      {"bad signature", head + cuda + "[[op]]\nsignature = \"axpy(Tensor x) -> float\"\n",
+       "op[0].signature", ""},
+      {"signature without tensor", head + cuda + "[[op]]\nsignature = \"f(int n) -> Tensor\"\n",
+       "op[0].signature", ""},
+      {"bad second signature", ok + "[[op]]\nsignature = \"scale(Tensor x\"\n", "op[1].signature",
+       ""},
+      {"duplicate op name", ok + op, "op[1].signature", ""},
+      {"unknown dtype", with_op_line("dtypes = [\"float32\", \"half\"]"), "op[0].dtypes[1]", ""},
+      {"duplicate dtype", with_op_line("dtypes = [\"float16\", \"float16\"]"), "op[0].dtypes[1]",
+       ""},
+      {"empty dtypes", with_op_line("dtypes = []"), "op[0].dtypes", ""},
+      {"same_shape names a float", with_op_line("same_shape = [\"x\", \"alpha\"]"),
+       "op[0].same_shape[1]", ""},
+      {"same_shape names nothing", with_op_line("same_shape = [\"z\"]"), "op[0].same_shape[0]",
+       ""},
+      {"launcher not an identifier", with_op_line("launcher = \"axpy-v2\""), "op[0].launcher", ""},
+      {"pybind without binding_source", "binding = \"pybind\"\n" + ok, "binding_source", ""},
+      {"binding_source without pybind", "binding_source = \"bind.cpp\"\n" + ok, "binding_source",
+       ""},
+      {"unknown binding", "binding = \"cffi\"\n" + ok, "binding", ""},
+      {"garbage TOML", "format = 1\n[cuda\n]]]\n", "", ""},
+      {"duplicate key", "format = 1\nformat = 1\n" + cuda + op, "", ""},
+  };
+  for (const BadManifest& c : corpus) {
+    SCOPED_TRACE(c.label);
+    const std::string dir = c.dir.empty() ? dir_ : c.dir;
+    try {
+      parse(c.text, dir);
+      ADD_FAILURE() << "accepted:\n" << c.text;
+    } catch (const ManifestError& e) {
+      EXPECT_EQ(e.field(), c.field) << e.what();
+      EXPECT_EQ(e.file(), dir + "/kernel.toml");
+      const std::string prefix = e.file() + ": " + (c.field.empty() ? "" : c.field + ": ");
+      EXPECT_EQ(std::string(e.what()).rfind(prefix, 0), 0u) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong exception type: " << e.what();
+    }
+  }
+}
+
+TEST(ManifestKernelNameTest, Validity) {
+  for (const char* good : {"a", "_", "axpy", "axpy_v2", "_private", "a0123456789"}) {
+    EXPECT_TRUE(is_valid_kernel_name(good)) << good;
+  }
+  EXPECT_TRUE(is_valid_kernel_name(std::string(64, 'a')));
+  for (const char* bad : {"", "Axpy", "Bad-Name", "../x", "9lives", "a b", "a.b", "a/b", "é"}) {
+    EXPECT_FALSE(is_valid_kernel_name(bad)) << bad;
+  }
+  EXPECT_FALSE(is_valid_kernel_name(std::string(65, 'a')));
+  EXPECT_FALSE(is_valid_kernel_name(std::string("a\0b", 3)));
+}
+
+TEST(ManifestDtypeSuffixTest, KnownAndUnknown) {
+  EXPECT_EQ(dtype_suffix("float32"), "f32");
+  EXPECT_EQ(dtype_suffix("float16"), "f16");
+  EXPECT_EQ(dtype_suffix("bfloat16"), "bf16");
+  EXPECT_EQ(dtype_suffix("float64"), "f64");
+  EXPECT_EQ(dtype_suffix("half"), "");
+  EXPECT_EQ(dtype_suffix(""), "");
+}
+
+}  // namespace
+}  // namespace kreg

@@ -1,0 +1,109 @@
+#include "memo.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace kreg {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = std::filesystem::temp_directory_path().string() + "/kreg-memo-XXXXXX";
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+Memo sample_memo() {
+  Memo memo;
+  memo.kernel = "axpy";
+  memo.backend = "cuda";
+  memo.env = hash_bytes("env").hex();
+  memo.keys = {{"lib", hash_bytes("lib").hex()}, {"binding", hash_bytes("binding").hex()}};
+  FileStamp a{"/work/kernels/axpy/axpy.cu", {1234, 1764500000123456789LL, 42}, hash_bytes("a")};
+  // Quotes, backslashes, a tab and a huge inode must survive the round trip.
+  FileStamp b{"/work/kernels/a \"quoted\"\\dir/\tb.h", {0, -5, 0xFFFFFFFFFFFFFFF0ULL},
+              hash_bytes("b")};
+  memo.stamps = {a, b};
+  memo.inputs = {{"file:axpy.cu", hash_bytes("a").hex()},
+                 {"flags.cuda", std::string("-O3\0-lineinfo", 13)},
+                 {"kernel", "axpy"}};
+  return memo;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+TEST(Memo, RoundTrip) {
+  TempDir dir;
+  const std::string path = dir.path() + "/axpy.cuda.toml";
+  const Memo memo = sample_memo();
+  write_memo(path, memo);
+  std::optional<Memo> back = read_memo(path);
+  ASSERT_TRUE(back) << memo_to_toml(memo);
+  EXPECT_EQ(back->kernel, memo.kernel);
+  EXPECT_EQ(back->backend, memo.backend);
+  EXPECT_EQ(back->env, memo.env);
+  EXPECT_EQ(back->keys, memo.keys);
+  ASSERT_EQ(back->stamps.size(), memo.stamps.size());
+  for (size_t i = 0; i < memo.stamps.size(); ++i) {
+    EXPECT_EQ(back->stamps[i].path, memo.stamps[i].path);
+    EXPECT_TRUE(back->stamps[i].stat == memo.stamps[i].stat);
+    EXPECT_EQ(back->stamps[i].content, memo.stamps[i].content);
+  }
+  ASSERT_EQ(back->inputs.size(), memo.inputs.size());
+  for (size_t i = 0; i < memo.inputs.size(); ++i) {
+    EXPECT_EQ(back->inputs[i].name, memo.inputs[i].name);
+    EXPECT_EQ(back->inputs[i].value, memo.inputs[i].value);
+  }
+}
+
+TEST(Memo, EmptyMemoRoundTrips) {
+  TempDir dir;
+  const std::string path = dir.path() + "/empty.toml";
+  Memo memo;
+  write_memo(path, memo);
+  std::optional<Memo> back = read_memo(path);
+  ASSERT_TRUE(back) << memo_to_toml(memo);
+  EXPECT_TRUE(back->keys.empty());
+  EXPECT_TRUE(back->stamps.empty());
+  EXPECT_TRUE(back->inputs.empty());
+}
+
+TEST(Memo, MissingOrGarbageIsNullopt) {
+  TempDir dir;
+  EXPECT_FALSE(read_memo(dir.path() + "/missing.toml"));
+  EXPECT_FALSE(read_memo(dir.path()));  // a folder
+  const std::string path = dir.path() + "/garbage.toml";
+  write_text(path, "this is [not toml\n\x01\xff");
+  EXPECT_FALSE(read_memo(path));
+  write_text(path, "format = 1\nkernel = 3\n");  // wrong types, missing fields
+  EXPECT_FALSE(read_memo(path));
+  std::string truncated = memo_to_toml(sample_memo());
+  truncated.resize(truncated.size() / 2);
+  write_text(path, truncated);
+  EXPECT_FALSE(read_memo(path));
+}
+
+TEST(Memo, OtherFormatIsNullopt) {
+  TempDir dir;
+  const std::string path = dir.path() + "/axpy.cpu.toml";
+  std::string text = memo_to_toml(sample_memo());
+  ASSERT_EQ(text.rfind("format = 1\n", 0), 0u);
+  text.replace(0, 10, "format = 2");
+  write_text(path, text);
+  EXPECT_FALSE(read_memo(path));
+}
+
+}  // namespace
+}  // namespace kreg

@@ -1,0 +1,70 @@
+"""The registry's exceptions: each says what went wrong and what to do next."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from registry._core import ManifestError  # noqa: F401  (raised by the C++ core; has .file and .field)
+
+
+class RegistryError(Exception):
+    """Base class of the registry's own errors."""
+
+
+class KernelNotFoundError(RegistryError, LookupError):
+    def __init__(self, name: str, known: list[str], closest: str):
+        self.name, self.known, self.closest = name, known, closest
+        hint = f" Did you mean {closest!r}?" if closest else ""
+        listing = ", ".join(known) if known else "none"
+        super().__init__(
+            f"no kernel named {name!r}.{hint} Registered kernels: {listing}. "
+            f"A kernel is a folder under kernels/ holding a kernel.toml."
+        )
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One compiler message: where, how bad, what."""
+
+    file: str
+    line: int
+    column: int | None
+    severity: str
+    message: str
+
+    def __str__(self) -> str:
+        col = f":{self.column}" if self.column else ""
+        return f"{self.file}:{self.line}{col}: {self.severity}: {self.message}"
+
+
+class BuildError(RegistryError, RuntimeError):
+    """A compile or link failed. The previous version of the op stays usable.
+
+    `diagnostics` lists the compiler's errors with file and line; `log` is
+    the compiler's whole output; `command` what was run.
+    """
+
+    def __init__(self, kernel: str, what: str, diagnostics: list[Diagnostic], log: str):
+        self.kernel, self.what, self.diagnostics, self.log = kernel, what, diagnostics, log
+        shown = "\n".join(f"  {d}" for d in diagnostics[:10]) or _tail(log)
+        super().__init__(
+            f"building {what} of kernel {kernel!r} failed:\n{shown}\n"
+            f"Fix the source and call get() again; the op you had keeps working."
+        )
+
+    @property
+    def first(self) -> Diagnostic | None:
+        return self.diagnostics[0] if self.diagnostics else None
+
+
+class LockTimeoutError(RegistryError, TimeoutError):
+    def __init__(self, lock_path: str, holder: str, waited: float):
+        self.lock_path, self.holder = lock_path, holder
+        who = holder or "an unknown process"
+        super().__init__(
+            f"waited {waited:.0f} s for {who} building the same kernel (lock {lock_path}). "
+            f"If that process is stuck, stop it; raise REGISTRY_LOCK_TIMEOUT to wait longer."
+        )
+
+
+def _tail(log: str, lines: int = 30) -> str:
+    return "\n".join("  " + line for line in log.strip().splitlines()[-lines:])

@@ -1,0 +1,36 @@
+// Helpers for CUDA kernel libraries: float bridging for __half and
+// __nv_bfloat16 that compiles under the flags torch gives nvcc
+// (-D__CUDA_NO_HALF_CONVERSIONS__ and friends forbid float(h) and h + h), and
+// the launcher's error return.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "kreg/abi.h"
+
+namespace kreg {
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// What a launcher returns after its launches: NULL, or the launch error.
+inline const char* last_launch_error() {
+  cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+}  // namespace kreg

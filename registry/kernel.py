@@ -1,0 +1,305 @@
+"""Resolving a kernel name to loaded, ready ops: the slow path of `get`.
+
+  manifest -> backend -> environment -> keys (memo fast path, or scan + hash)
+  -> artifacts (cache hit, or lock/build/publish, in parallel)
+  -> load (dlopen the kernel library, register the binding once per process)
+  -> swap the launcher tables of the op handles -> write the memo
+
+Nothing here runs when `get` finds its stamps unchanged (see api.py).
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from registry import _core, ccache, environment, keys, knobs
+from registry.artifacts import Artifact, ensure
+from registry.builder import BuildPlan
+from registry.errors import KernelNotFoundError, RegistryError
+from registry.launchers import build_table, open_library
+from registry.op import Op
+
+# Loaded in this process, by key; never unloaded (an old handle may still run).
+_libraries: dict[str, object] = {}
+_modules: dict[str, object] = {}
+_namespaces: set[str] = set()
+
+
+@dataclass
+class Status:
+    """What the last `get` of a kernel did, and why."""
+
+    kernel: str
+    backend: str
+    outcome: str                     # "compiled", "cache", "in-process"
+    key: str
+    manifest: str
+    artifacts: dict[str, str]        # what -> path
+    build_seconds: float             # compile time of this get (0 on a hit)
+    last_build_seconds: float        # how long the current artifact took to build
+    built_at: float
+    changes: list[str]               # why the key differs from the previous build's
+    compiled: list[str]              # which artifacts this get compiled
+    notes: list[str] = field(default_factory=list)  # rejected cache entries, unresolved includes
+    get_seconds: float = 0.0
+    ccache: tuple[int, int] | None = None  # (hits, misses) during this get's builds
+
+    def __str__(self) -> str:
+        lines = [
+            f"kernel {self.kernel} [{self.backend}]  key {self.key}",
+            f"  last get: {self.outcome} in {self.get_seconds * 1e3:.1f} ms"
+            + (f", compiled {', '.join(self.compiled)} in {self.build_seconds:.2f} s" if self.compiled else ""),
+            f"  built {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.built_at))}"
+            f" in {self.last_build_seconds:.2f} s",
+            f"  manifest {self.manifest}",
+            *(f"  {what}: {path}" for what, path in self.artifacts.items()),
+        ]
+        if self.ccache is not None:
+            lines.append(f"  ccache: {self.ccache[0]} hits, {self.ccache[1]} misses")
+        lines += ["  changed since the previous build:"] + [f"    {c}" for c in self.changes or ["nothing"]]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+@dataclass
+class KernelState:
+    name: str
+    backend: str
+    ops: dict[str, Op]
+    stamps: object   # _core.StampSet over every file the build depends on
+    status: Status
+
+
+def locate(name: str) -> str:
+    roots = [str(r) for r in knobs.kernel_roots()]
+    found = _core.discover_kernels(roots)
+    for loc in found:
+        if loc.name == name:
+            return loc.manifest
+    names = [loc.name for loc in found]
+    raise KernelNotFoundError(name, names, _core.closest_name(name, names))
+
+
+def choose_backend(manifest, requested: str | None) -> str:
+    if requested is None:
+        import torch
+
+        requested = "cuda" if manifest.cuda.present and torch.cuda.is_available() else "cpu"
+    spec = manifest.cuda if requested == "cuda" else manifest.cpu
+    if not spec.present:
+        raise RegistryError(
+            f"kernel {manifest.name!r} has no [{requested}] section in {manifest.file}; "
+            f"add one, or ask for device={'cpu' if requested == 'cuda' else 'cuda'!r}"
+        )
+    return requested
+
+
+def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: KernelState | None) -> KernelState:
+    start = time.perf_counter()
+    manifest = _core.parse_manifest(locate(name))
+    backend = choose_backend(manifest, requested_backend)
+    cache_root = knobs.cache_dir()
+    store = _core.CacheStore(str(cache_root))
+    env = environment.build_environment(backend, cache_root)
+    memo_path = store.memo_path(f"{name}.{backend}")
+    memo = _core.read_memo(memo_path)
+
+    lib_key, files, stamps, unresolved = _lib_key(manifest, backend, env, memo, rebuild)
+    changes = _changes(memo, lib_key, rebuild)
+
+    plans = {"lib": (lib_key, _lib_plan(manifest, backend, env), rebuild)}
+    if manifest.binding == "generated":
+        for op in manifest.ops:
+            plans[op.name] = (keys.binding_key(op.signature, backend, env), _binding_plan(manifest, op, backend, cache_root), False)
+
+    artifacts, ccache_delta = _artifacts(store, plans, cache_root, env.get("env.cuda_arch"))
+
+    ops = _load(manifest, backend, artifacts, previous)
+
+    lib = artifacts["lib"]
+    compiled = [what for what, a in artifacts.items() if a.built is not None]
+    all_deps = sorted(set(files) | {d for a in artifacts.values() if a.built for d in a.built.deps})
+    if len(all_deps) > len(files):
+        stamps = _core.StampSet(all_deps)
+    memo_out = _core.Memo()
+    memo_out.kernel, memo_out.backend = name, backend
+    memo_out.env = environment.fingerprint(env)
+    memo_out.keys = {what: (lib_key if what == "lib" else plan[0]).hex for what, plan in plans.items()}
+    memo_out.stamps, memo_out.inputs = stamps.stamps, lib_key.inputs
+    if memo is None or compiled or memo_out.env != memo.env or dict(memo_out.keys) != dict(memo.keys) \
+            or _stamp_tuples(memo_out.stamps) != _stamp_tuples(memo.stamps):
+        _core.write_memo(memo_path, memo_out)
+    for a in artifacts.values():
+        store.touch(a.entry.key)
+
+    notes = [f"cached {what} rejected: {a.miss_reason}" for what, a in artifacts.items() if a.miss_reason]
+    notes += [f"include not found in the kernel's folders: {u}" for u in unresolved]
+    status = Status(
+        kernel=name, backend=backend,
+        outcome="compiled" if compiled else "cache",
+        key=lib_key.hex, manifest=manifest.file,
+        artifacts={("kernel library" if w == "lib" else f"binding {w}"): a.path for w, a in artifacts.items()},
+        build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built),
+        last_build_seconds=lib.entry.build_seconds, built_at=lib.entry.built_at,
+        changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
+    )
+    status.get_seconds = time.perf_counter() - start
+    return KernelState(name, backend, ops, stamps, status)
+
+
+class _RecordedKey:
+    """A key taken from the memo, when every stamp still matches."""
+
+    def __init__(self, hex_digest: str, inputs):
+        self.hex, self.inputs = hex_digest, inputs
+
+
+def _lib_key(manifest, backend: str, env: dict[str, str], memo, rebuild: bool):
+    """(key, files, stamps, unresolved includes). When the memo's environment
+    and every stamp match, the recorded key holds: only stat() calls, no
+    scan, no hashing. Otherwise scan the include closure and hash."""
+    if memo is not None and not rebuild and memo.env == environment.fingerprint(env) and "lib" in memo.keys:
+        stamps = _core.StampSet()
+        stamps.stamps = memo.stamps
+        if not stamps.check().changed:
+            return _RecordedKey(memo.keys["lib"], memo.inputs), stamps.paths, stamps, []
+    files, unresolved = keys.kernel_files(manifest, backend, _recorded_deps(memo))
+    stamps = _core.StampSet(files)
+    return keys.kernel_lib_key(manifest, backend, files, env), files, stamps, unresolved
+
+
+def _stamp_tuples(stamps) -> list:
+    return [(s.path, s.content) for s in stamps]
+
+
+def _recorded_deps(memo) -> list[str]:
+    """Files the compiler reported last time; kept in the key so a header the
+    scanner cannot see (an include spelled through a macro) still counts."""
+    if memo is None:
+        return []
+    return [s.path for s in memo.stamps if Path(s.path).is_file()]
+
+
+def _changes(memo, lib_key, rebuild: bool) -> list[str]:
+    if rebuild:
+        return ["forced rebuild (rebuild=True)"]
+    if memo is None:
+        return ["no previous build recorded in this cache"]
+    if memo.keys.get("lib") == lib_key.hex:
+        return []
+    return list(_core.diff_key_inputs(memo.inputs, lib_key.inputs)) or ["key format changed"]
+
+
+def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
+    """Cache hits first; the misses build under the compiler environment, side
+    by side (the binding, with torch headers, is the slow one)."""
+    artifacts, missing = {}, {}
+    for what, (key, plan, force) in plans.items():
+        hit = None if force else store.lookup(key.hex)
+        if hit is not None and hit.entry is not None:
+            artifacts[what] = Artifact(hit.entry, str(Path(hit.entry.dir) / hit.entry.artifact), None)
+        else:
+            missing[what] = (key, plan, force)
+    if not missing:
+        return artifacts, None
+    counting = ccache.ccache_executable() is not None
+    before = ccache.hit_rate(ccache.stats()) if counting else None
+    with ccache.compiler_environment(cache_root, cuda_arch):
+        if len(missing) == 1:
+            (what, args), = missing.items()
+            artifacts[what] = ensure(store, *args)
+        else:
+            with ThreadPoolExecutor(max_workers=len(missing)) as pool:
+                futures = {what: pool.submit(ensure, store, *args) for what, args in missing.items()}
+                errors = [f.exception() for f in futures.values() if f.exception() is not None]
+                if errors:
+                    raise errors[0]
+                artifacts.update({what: f.result() for what, f in futures.items()})
+    if not counting:
+        return artifacts, None
+    after = ccache.hit_rate(ccache.stats())
+    return artifacts, (after[0] - before[0], after[1] - before[1])
+
+
+def _lib_plan(manifest, backend: str, env: dict[str, str]) -> BuildPlan:
+    spec = keys.backend_spec(manifest, backend)
+    pybind = manifest.binding == "pybind"
+    includes = keys.include_dirs(manifest)
+    cflags = list(manifest.cflags) + (list(spec.cflags) if backend == "cpu" else [])
+    return BuildPlan(
+        kernel=manifest.name, backend=backend,
+        kind="module" if pybind else "kernel-lib",
+        # A module's name must change with its key (Python caches modules by
+        # name); a kernel library's must not (ccache, see builder.py).
+        module_name=f"kreg_{manifest.name}_{backend}" + ("_" + _short(manifest, env) if pybind else ""),
+        sources=keys.kernel_sources(manifest, backend),
+        cflags=([] if pybind else ["-fvisibility=hidden"]) + cflags,
+        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + list(manifest.cuda.cflags),
+        ldflags=([] if pybind else ["-Wl,-Bsymbolic"]) + list(manifest.ldflags),
+        include_paths=includes[1:] if pybind else includes,
+        project_dirs=includes,
+    )
+
+
+def _short(manifest, env) -> str:
+    files, _ = keys.kernel_files(manifest, "cpu" if not manifest.cuda.present else "cuda", [])
+    return _core.hash_fields_hex([("files", "\0".join(_core.hash_file_hex(f) or "" for f in files)), *sorted(env.items())])[:16]
+
+
+def _binding_plan(manifest, op, backend: str, cache_root: Path) -> BuildPlan:
+    namespace = keys.binding_namespace(op.signature, backend)
+    # A stable path: the text depends only on the signature, so ccache and
+    # error messages see the same file every time.
+    source = cache_root / "v1" / "generated" / f"{namespace}.cpp"
+    text = _core.generate_binding(op.signature, backend, namespace)
+    if not source.exists() or source.read_text() != text:
+        source.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _core.write_file_atomic(str(source), text)
+    return BuildPlan(
+        kernel=manifest.name, backend=backend, kind="binding", module_name=namespace,
+        sources=[str(source)], cflags=["-O2"], include_paths=[str(keys.REGISTRY_INCLUDE)], project_dirs=[],
+    )
+
+
+def _load(manifest, backend: str, artifacts: dict[str, Artifact], previous: KernelState | None) -> dict[str, Op]:
+    import torch
+
+    lib = artifacts["lib"]
+    ops = dict(previous.ops) if previous else {}
+    if manifest.binding == "pybind":
+        module = _modules.get(lib.entry.key) or (lib.built.loaded if lib.built else _import_module(lib))
+        _modules[lib.entry.key] = module
+        for spec in manifest.ops:
+            op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])
+            op._swap(getattr(module, spec.name), None, backend, lib.entry.key)
+            ops[spec.name] = op
+        return ops
+
+    handle = lib.built.loaded if lib.built else _libraries.get(lib.entry.key) or open_library(lib.path)
+    _libraries[lib.entry.key] = handle
+    for spec in manifest.ops:
+        binding = artifacts[spec.name]
+        namespace = keys.binding_namespace(spec.signature, backend)
+        if namespace not in _namespaces:
+            if binding.built is None:
+                torch.ops.load_library(binding.path)
+            _namespaces.add(namespace)
+        fn = getattr(torch.ops, namespace).call.default
+        op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])
+        op._swap(fn, build_table(handle, spec, manifest.name), backend, lib.entry.key)
+        ops[spec.name] = op
+    return ops
+
+
+def _import_module(artifact: Artifact):
+    import importlib.util
+
+    name = Path(artifact.path).name.split(".")[0]
+    spec = importlib.util.spec_from_file_location(name, artifact.path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,86 @@
+"""The content keys of one kernel: its library, and each op's binding.
+
+The kernel-lib key covers the manifest, every source, the include closure
+(scanned before the first build, plus the compiler's depfile list recorded
+after it), the flags and the build environment. A binding key covers only
+what the generated binding depends on: the op signature, the backend, the
+template version and the environment.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from registry import _core
+
+REGISTRY_INCLUDE = Path(__file__).resolve().parent / "include"
+
+
+def include_dirs(manifest) -> list[str]:
+    return [manifest.dir, *(str(Path(manifest.dir) / d) for d in manifest.include_dirs), str(REGISTRY_INCLUDE)]
+
+
+def backend_spec(manifest, backend: str):
+    return manifest.cuda if backend == "cuda" else manifest.cpu
+
+
+def kernel_sources(manifest, backend: str) -> list[str]:
+    sources = [str(Path(manifest.dir) / s) for s in backend_spec(manifest, backend).sources]
+    if manifest.binding == "pybind":
+        sources.append(str(Path(manifest.dir) / manifest.binding_source))
+    return sources
+
+
+def _label(path: str, manifest) -> str:
+    """Paths in key inputs are relative where possible, so a checkout moved to
+    another folder keeps its keys' readable names (content still decides)."""
+    p = Path(path)
+    for base, prefix in ((Path(manifest.dir), ""), (REGISTRY_INCLUDE, "registry/include/")):
+        try:
+            return prefix + str(p.relative_to(base))
+        except ValueError:
+            pass
+    return str(p)
+
+
+def kernel_files(manifest, backend: str, recorded_deps: list[str]) -> tuple[list[str], list[str]]:
+    """(every file the kernel library depends on, unresolved includes)."""
+    sources = kernel_sources(manifest, backend)
+    headers = [str(Path(manifest.dir) / h) for h in manifest.headers]
+    closure = _core.scan_include_closure(sources + headers, include_dirs(manifest))
+    files = set(closure.files) | {manifest.file} | set(recorded_deps)
+    return sorted(files), list(closure.unresolved)
+
+
+def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]):
+    kind = "module" if manifest.binding == "pybind" else "kernel-lib"
+    kb = _core.KeyBuilder()
+    kb.add("kernel", manifest.name).add("backend", backend).add("kind", kind)
+    for path in files:
+        kb.add_file(_label(path, manifest), path)
+    spec = backend_spec(manifest, backend)
+    kb.add_list("flags.cflags", list(manifest.cflags))
+    kb.add_list(f"flags.{backend}", list(spec.cflags))
+    kb.add_list("flags.ldflags", list(manifest.ldflags))
+    kb.add_list("include_dirs", list(manifest.include_dirs))
+    for name, value in env.items():
+        kb.add(name, value)
+    return kb.finish()
+
+
+def binding_namespace(signature, backend: str) -> str:
+    digest = _core.hash_fields_hex(
+        [("signature", signature.canonical()), ("backend", backend),
+         ("template", str(_core.BINDING_TEMPLATE_VERSION))]
+    )
+    return f"kreg_{digest[:16]}"
+
+
+def binding_key(signature, backend: str, env: dict[str, str]):
+    kb = _core.KeyBuilder()
+    kb.add("kind", "binding").add("backend", backend).add("signature", signature.canonical())
+    kb.add("template", str(_core.BINDING_TEMPLATE_VERSION))
+    kb.add_file("registry/include/kreg/abi.h", str(REGISTRY_INCLUDE / "kreg" / "abi.h"))
+    for name, value in env.items():
+        if name not in ("env.cuda_arch",):  # host code only: the binding has no device code
+            kb.add(name, value)
+    return kb.finish()

@@ -1,0 +1,69 @@
+"""The op handle `registry.get` returns.
+
+A handle follows its kernel: when `get` (or a watcher) loads a new build, the
+same handle calls the new code on its next call, so a notebook never holds a
+stale op. A failed build leaves the handle on the code it had. `snapshot()`
+freezes the current version, e.g. to compare two versions side by side.
+"""
+from __future__ import annotations
+
+import ctypes
+
+
+class Op:
+    __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_table", "_address", "_arg_names")
+
+    def __init__(self, kernel: str, name: str, signature: str, arg_names: list[str]):
+        self.kernel, self.name, self.signature = kernel, name, signature
+        self._arg_names = tuple(arg_names)
+        self.backend = self.key = None
+        self._fn = self._table = None
+        self._address = 0
+
+    def _swap(self, fn, table, backend: str, key: str) -> None:
+        # Keep the table referenced before publishing its address.
+        self._table = table
+        self._fn, self._address = fn, ctypes.addressof(table)
+        self.backend, self.key = backend, key
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._bind_keywords(args, kwargs)
+        if len(args) != len(self._arg_names):
+            raise TypeError(f"{self.signature} takes {len(self._arg_names)} arguments, got {len(args)}")
+        return self._fn(*args, self._address)
+
+    def _bind_keywords(self, args: tuple, kwargs: dict) -> tuple:
+        values = list(args) + [None] * (len(self._arg_names) - len(args))
+        for name, value in kwargs.items():
+            if name not in self._arg_names:
+                raise TypeError(f"{self.signature} has no argument {name!r}")
+            index = self._arg_names.index(name)
+            if index < len(args):
+                raise TypeError(f"{self.signature} got argument {name!r} twice")
+            values[index] = value
+        missing = [n for n, v in zip(self._arg_names, values) if v is None]
+        if missing:
+            raise TypeError(f"{self.signature} is missing {', '.join(missing)}")
+        return tuple(values)
+
+    def snapshot(self) -> "Op":
+        frozen = Op(self.kernel, self.name, self.signature, list(self._arg_names))
+        frozen._swap(self._fn, self._table, self.backend, self.key)
+        return frozen
+
+    def __repr__(self) -> str:
+        key = self.key[:12] if self.key else "unbuilt"
+        return f"<registry op {self.signature} [{self.backend}, key {key}]>"
+
+
+class OpGroup:
+    """What `get` returns for a kernel with several ops: one attribute each."""
+
+    def __init__(self, kernel: str, ops: dict[str, Op]):
+        self.kernel, self.ops = kernel, ops
+        for name, op in ops.items():
+            setattr(self, name, op)
+
+    def __repr__(self) -> str:
+        return f"<registry kernel {self.kernel}: {', '.join(self.ops)}>"
