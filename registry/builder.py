@@ -63,8 +63,14 @@ class BuildResult:
     loaded: object = None  # kernel-lib: its ctypes handle; module: the module; binding: None
 
 
+# Every compile this process ran, as (kernel, kind): tests count them.
+builds_run: list[tuple[str, str]] = []
+
+
 def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     from torch.utils import cpp_extension
+
+    builds_run.append((plan.kernel, plan.kind))
 
     # load() keeps an in-memory version per name and appends _v<N> to it when
     # its inputs change; our names are chosen per build, so reset it.

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include <toml++/toml.h>
@@ -119,6 +120,114 @@ std::string basename_of(std::string dir) {
 
 enum class PathKind { kFile, kDirectory };
 
+// toml++ 3.3 reaches __builtin_unreachable (undefined behaviour, found by
+// fuzzing) when it tests certain non-ASCII characters for being whitespace
+// (marzer/tomlplusplus#190). It does so for any character outside strings and
+// comments, and in a multi-line basic string for the first character after a
+// backslash or after the whitespace that follows a line-ending backslash.
+// TOML allows non-ASCII only inside strings and comments anyway, so finding
+// these spots first turns the UB into an ordinary syntax error. Returns the
+// byte offset of the first such character, or npos.
+size_t find_unsafe_non_ascii(std::string_view text, bool* after_backslash) {
+  enum class State { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
+  auto non_ascii = [](char c) { return static_cast<unsigned char>(c) >= 0x80; };
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  auto at = [&](size_t i, std::string_view s) { return text.substr(i, s.size()) == s; };
+  // A closing delimiter of a multi-line string may carry up to two more quotes.
+  auto skip_close = [&](size_t i, char quote) {
+    i += 3;
+    for (int extra = 0; extra < 2 && i < text.size() && text[i] == quote; ++extra) ++i;
+    return i;
+  };
+  *after_backslash = false;
+  State state = State::kCode;
+  size_t i = at(0, "\xEF\xBB\xBF") ? 3 : 0;  // toml++ skips a UTF-8 byte order mark
+  while (i < text.size()) {
+    const char c = text[i];
+    switch (state) {
+      case State::kCode:
+        if (non_ascii(c)) return i;
+        if (at(i, "\"\"\"")) {
+          state = State::kMultiBasic;
+          i += 3;
+          continue;
+        }
+        if (at(i, "'''")) {
+          state = State::kMultiLiteral;
+          i += 3;
+          continue;
+        }
+        if (c == '#') state = State::kComment;
+        if (c == '"') state = State::kBasic;
+        if (c == '\'') state = State::kLiteral;
+        ++i;
+        break;
+      case State::kComment:
+        if (c == '\n') state = State::kCode;
+        ++i;
+        break;
+      case State::kBasic:
+        if (c == '\\') {
+          i += 2;  // the escaped character never closes the string
+          break;
+        }
+        if (c == '"' || c == '\n') state = State::kCode;
+        ++i;
+        break;
+      case State::kLiteral:
+        if (c == '\'' || c == '\n') state = State::kCode;
+        ++i;
+        break;
+      case State::kMultiBasic:
+        if (c == '\\') {
+          ++i;
+          if (i < text.size() && space(text[i])) {
+            while (i < text.size() && space(text[i])) ++i;
+          } else if (i < text.size() && !non_ascii(text[i])) {
+            ++i;  // an ordinary escape such as \" or \\ .
+            break;
+          }
+          if (i < text.size() && non_ascii(text[i])) {
+            *after_backslash = true;
+            return i;
+          }
+          break;
+        }
+        if (at(i, "\"\"\"")) {
+          state = State::kCode;
+          i = skip_close(i, '"');
+          break;
+        }
+        ++i;
+        break;
+      case State::kMultiLiteral:
+        if (at(i, "'''")) {
+          state = State::kCode;
+          i = skip_close(i, '\'');
+          break;
+        }
+        ++i;
+        break;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// 1-based line and column (in characters, not bytes) of a byte offset.
+std::pair<size_t, size_t> line_and_column(std::string_view text, size_t offset) {
+  size_t line = 1;
+  size_t column = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      ++column;  // UTF-8 continuation bytes belong to the previous character
+    }
+  }
+  return {line, column};
+}
+
 // The whole file, or nullopt when it cannot be opened or read (a directory
 // opens on Linux and fails only on read, which ferror catches).
 std::optional<std::string> read_file(const std::string& path) {
@@ -165,6 +274,15 @@ class ManifestParser {
   }
 
   toml::table parse_toml(const std::string& text) const {
+    bool after_backslash = false;
+    const size_t unsafe = find_unsafe_non_ascii(text, &after_backslash);
+    if (unsafe != std::string_view::npos) {
+      const auto [line, column] = line_and_column(text, unsafe);
+      fail("", "invalid TOML at " + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                   (after_backslash ? "non-ASCII character right after a backslash in a multi-line "
+                                      "string; put an ASCII character first"
+                                    : "non-ASCII character outside a string or comment"));
+    }
     try {
       return toml::parse(text, file_);
     } catch (const toml::parse_error& e) {

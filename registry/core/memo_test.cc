@@ -80,6 +80,21 @@ TEST(Memo, EmptyMemoRoundTrips) {
   EXPECT_TRUE(back->inputs.empty());
 }
 
+TEST(Memo, InvalidUtf8StaysReadable) {
+  // TOML has no byte escapes: a stray byte becomes U+FFFD instead of making
+  // the whole file unreadable.
+  TempDir dir;
+  const std::string path = dir.path() + "/latin1.toml";
+  Memo memo = sample_memo();
+  memo.stamps[0].path = "/k/caf\xe9.h";
+  memo.inputs = {{"kernel", "ok \xc3\xa9 \xed\xa0\x80"}};  // valid é, then a surrogate
+  write_memo(path, memo);
+  std::optional<Memo> back = read_memo(path);
+  ASSERT_TRUE(back) << memo_to_toml(memo);
+  EXPECT_EQ(back->stamps[0].path, "/k/caf\xef\xbf\xbd.h");
+  EXPECT_EQ(back->inputs[0].value, "ok \xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+}
+
 TEST(Memo, MissingOrGarbageIsNullopt) {
   TempDir dir;
   EXPECT_FALSE(read_memo(dir.path() + "/missing.toml"));

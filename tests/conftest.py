@@ -1,0 +1,68 @@
+"""Shared fixtures: a private cache and private copies of kernels to edit.
+
+The cache is shared by the whole session so the binding for a signature is
+compiled once (as it is for a user); each test edits its own copy of a
+kernel, under its own name, so tests never see each other's builds.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def cache_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cache")
+    os.environ["REGISTRY_CACHE_DIR"] = str(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def kernels_root(tmp_path_factory, cache_root) -> Path:
+    root = tmp_path_factory.mktemp("kernels")
+    os.environ["REGISTRY_KERNELS_PATH"] = str(root)
+    return root
+
+
+class KernelCopy:
+    """A copy of a checkout kernel under a fresh name, with edit helpers."""
+
+    def __init__(self, root: Path, source: str, name: str):
+        self.name, self.dir = name, root / name
+        shutil.copytree(CHECKOUT / "kernels" / source, self.dir)
+
+    def path(self, relative: str) -> Path:
+        return self.dir / relative
+
+    def edit(self, relative: str, old: str, new: str) -> None:
+        path = self.path(relative)
+        text = path.read_text()
+        assert old in text, f"{old!r} not in {path}"
+        path.write_text(text.replace(old, new, 1))
+
+
+@pytest.fixture
+def axpy_copy(kernels_root) -> KernelCopy:
+    return KernelCopy(kernels_root, "axpy", f"axpy_t{next(_counter)}")
+
+
+@pytest.fixture
+def compiles():
+    """The compiles run since the test started, as (kernel, kind) pairs."""
+    from registry import builder
+
+    start = len(builder.builds_run)
+
+    class Counter:
+        def __call__(self, kernel: str | None = None) -> list[tuple[str, str]]:
+            runs = builder.builds_run[start:]
+            return [r for r in runs if kernel is None or r[0] == kernel]
+
+    return Counter()

@@ -1,0 +1,47 @@
+"""Errors say what went wrong and what to do next."""
+from __future__ import annotations
+
+import pytest
+
+import registry
+
+
+def test_unknown_name_lists_kernels_and_closest_match(kernels_root):
+    with pytest.raises(registry.KernelNotFoundError) as info:
+        registry.get("apxy")
+    assert info.value.closest == "axpy"
+    assert "axpy" in info.value.known
+    assert "Did you mean 'axpy'?" in str(info.value)
+
+
+def test_manifest_error_names_file_and_field(axpy_copy):
+    axpy_copy.edit("kernel.toml", 'sources = ["axpy_cpu.cpp"]', 'sources = ["missing.cpp"]')
+    with pytest.raises(registry.ManifestError) as info:
+        registry.get(axpy_copy.name)
+    assert info.value.file.endswith(f"{axpy_copy.name}/kernel.toml")
+    assert info.value.field == "cpu.sources[0]"
+    assert "kernel.toml" in str(info.value) and "cpu.sources[0]" in str(info.value)
+
+
+def test_unlisted_dtype_is_a_clear_error(axpy_copy):
+    import torch
+
+    op = registry.get(axpy_copy.name)
+    x = torch.randn(4, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="dtype Double is not supported; the manifest lists float32, float16, bfloat16"):
+        op(x, x, 1.0)
+
+
+def test_input_checks_name_the_argument_and_never_copy(axpy_copy):
+    import torch
+
+    op = registry.get(axpy_copy.name)
+    x = torch.randn(8)
+    with pytest.raises(RuntimeError, match="argument 'y' is not contiguous"):
+        op(x, torch.randn(16)[::2], 1.0)
+    with pytest.raises(RuntimeError, match="argument 'y' is Half but 'x' is Float"):
+        op(x, torch.randn(8, dtype=torch.half), 1.0)
+    with pytest.raises(RuntimeError, match=r"argument 'y' has shape \[9\] but 'x' has shape \[8\]"):
+        op(x, torch.randn(9), 1.0)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        op(x, x)

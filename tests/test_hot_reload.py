@@ -1,0 +1,121 @@
+"""Edits reach the running process: header-exact keys and in-process hot reload (CPU path)."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+
+import registry
+
+
+def _inputs(n=17):
+    torch.manual_seed(0)
+    return torch.randn(n), torch.randn(n)
+
+
+def _bias(op) -> float:
+    """The constant the kernel adds beyond alpha * x + y."""
+    x, y = _inputs()
+    return float((op(x, y, 1.5) - (1.5 * x + y)).mean())
+
+
+def test_first_get_builds_and_is_correct(axpy_copy, compiles):
+    op = registry.get(axpy_copy.name)
+    x, y = _inputs()
+    torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
+    assert [k for _, k in compiles(axpy_copy.name)].count("kernel-lib") == 1
+    assert registry.status(axpy_copy.name).outcome == "compiled"
+
+
+def test_header_two_includes_deep_rebuilds_in_process(axpy_copy, compiles):
+    # axpy_cpu.cpp -> axpy.h -> axpy_math.h
+    op = registry.get(axpy_copy.name)
+    assert _bias(op) == pytest.approx(0, abs=1e-6)
+    axpy_copy.edit("axpy_math.h", "+ AXPY_BIAS;", "+ AXPY_BIAS + 2.0f;")
+    op2 = registry.get(axpy_copy.name)
+    assert op2 is op  # the same handle now runs the new code
+    assert _bias(op) == pytest.approx(2.0, abs=1e-5)
+    assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
+    assert any("axpy_math.h changed" in c for c in registry.status(axpy_copy.name).changes)
+
+
+def test_header_found_through_manifest_include_dir_rebuilds(axpy_copy, compiles):
+    # axpy_math.h -> include/axpy/config.h, found only through include_dirs = ["include"]
+    op = registry.get(axpy_copy.name)
+    axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 3.0f")
+    registry.get(axpy_copy.name)
+    assert _bias(op) == pytest.approx(3.0, abs=1e-5)
+    assert any("include/axpy/config.h changed" in c for c in registry.status(axpy_copy.name).changes)
+
+
+def test_touch_or_same_content_save_does_not_rebuild(axpy_copy, compiles):
+    registry.get(axpy_copy.name)
+    header = axpy_copy.path("axpy_math.h")
+    header.write_text(header.read_text())          # a save with the same bytes
+    later = time.time() + 5
+    os.utime(axpy_copy.path("axpy.h"), (later, later))  # a touch
+    registry.get(axpy_copy.name)
+    registry.get(axpy_copy.name)
+    assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 1
+    assert registry.status(axpy_copy.name).outcome in ("cache", "in-process")
+
+
+def test_revert_reuses_the_earlier_build_with_zero_compiles(axpy_copy, compiles):
+    op = registry.get(axpy_copy.name)
+    first_key = registry.status(axpy_copy.name).key
+    axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 1.0f")
+    registry.get(axpy_copy.name)
+    assert _bias(op) == pytest.approx(1.0, abs=1e-5)
+    before = len(compiles(axpy_copy.name))
+    axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 1.0f", "#define AXPY_BIAS 0.0f")
+    registry.get(axpy_copy.name)
+    assert len(compiles(axpy_copy.name)) == before
+    assert registry.status(axpy_copy.name).key == first_key
+    assert registry.status(axpy_copy.name).outcome == "cache"
+    assert _bias(op) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_rebuild_true_compiles_once(axpy_copy, compiles):
+    registry.get(axpy_copy.name)
+    before = len(compiles(axpy_copy.name))
+    op = registry.get(axpy_copy.name, rebuild=True)
+    assert compiles(axpy_copy.name)[before:] == [(axpy_copy.name, "kernel-lib")]
+    x, y = _inputs()
+    torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
+    assert registry.status(axpy_copy.name).changes == ["forced rebuild (rebuild=True)"]
+
+
+def test_flag_change_in_manifest_changes_key(axpy_copy, compiles):
+    registry.get(axpy_copy.name)
+    key = registry.status(axpy_copy.name).key
+    axpy_copy.edit("kernel.toml", 'cflags = ["-O3"]', 'cflags = ["-O2"]')
+    registry.get(axpy_copy.name)
+    status = registry.status(axpy_copy.name)
+    assert status.key != key
+    assert "flags.cpu: -O3 -> -O2" in status.changes
+    assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
+
+
+def test_compile_error_raises_with_file_line_and_old_op_keeps_working(axpy_copy, compiles):
+    op = registry.get(axpy_copy.name)
+    good_key = registry.status(axpy_copy.name).key
+    axpy_copy.edit("axpy_math.h", "return alpha * x", "return alpha * undeclared_x")
+    with pytest.raises(registry.BuildError) as info:
+        registry.get(axpy_copy.name)
+    first = info.value.first
+    assert first is not None and first.file.endswith("axpy_math.h") and first.line > 0
+    assert f"axpy_math.h:{first.line}" in str(info.value)
+    x, y = _inputs()
+    torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)  # the previous build still runs
+    assert op.key == good_key
+    # A failed build is never recorded as good: asking again compiles again and fails again.
+    before = len(compiles(axpy_copy.name))
+    with pytest.raises(registry.BuildError):
+        registry.get(axpy_copy.name)
+    assert len(compiles(axpy_copy.name)) == before + 1
+    axpy_copy.edit("axpy_math.h", "return alpha * undeclared_x", "return alpha * x")
+    registry.get(axpy_copy.name)
+    assert registry.status(axpy_copy.name).outcome == "cache"  # the fix is the old content
+    torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
