@@ -51,10 +51,11 @@ def _cxx_wrapper(cache_root: Path, ccache: str, real_cxx: str) -> Path:
 
 
 @contextlib.contextmanager
-def compiler_environment(cache_root: Path, cuda_arch: str | None):
+def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool = False):
     """Sets what torch's load() reads from the environment for one build:
     CXX / PYTORCH_NVCC through ccache, and TORCH_CUDA_ARCH_LIST to the
-    architecture the key was computed for."""
+    architecture the key was computed for. `recache` (a forced rebuild) makes
+    ccache compile for real and store the fresh result."""
     ccache = ccache_executable()
     with _env_lock:
         overrides = {}
@@ -65,6 +66,8 @@ def compiler_environment(cache_root: Path, cuda_arch: str | None):
             overrides["CXX"] = str(_cxx_wrapper(cache_root, ccache, os.path.realpath(real_cxx)))
             if cuda_arch and "PYTORCH_NVCC" not in os.environ:
                 overrides["PYTORCH_NVCC"] = f"{ccache} {nvcc_command()}"
+            if recache:
+                overrides["CCACHE_RECACHE"] = "1"
         saved = {k: os.environ.get(k) for k in overrides}
         os.environ.update(overrides)
         try:

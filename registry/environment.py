@@ -7,6 +7,7 @@ switching compilers, or moving to another GPU generation changes the key and
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -26,6 +27,14 @@ def cuda_arch_list() -> str:
     return f"{major}.{minor}"
 
 
+def _ask_version(invoked: str) -> str:
+    done = subprocess.run([invoked, "--version"], capture_output=True, text=True,
+                          env={**os.environ, "LC_ALL": "C"}, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"'{invoked} --version' failed: {(done.stderr or done.stdout).strip()[:200]}")
+    return done.stdout + done.stderr
+
+
 def build_environment(backend: str, cache_root: Path) -> dict[str, str]:
     """Key inputs describing the toolchain and versions for `backend`."""
     import torch
@@ -36,12 +45,12 @@ def build_environment(backend: str, cache_root: Path) -> dict[str, str]:
         "env.torch_cxx11_abi": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
         "env.python": f"{sys.version_info.major}.{sys.version_info.minor} {sysconfig.get_config_var('SOABI')}",
         "env.platform": sys.platform,
-        "toolchain.cxx": _core.identify_compiler(ccache.cxx_command(), memo).text(),
+        "toolchain.cxx": _core.identify_compiler(ccache.cxx_command(), memo, _ask_version).text(),
     }
     if backend == "cuda":
         env["env.cuda"] = str(torch.version.cuda)
         env["env.cuda_arch"] = cuda_arch_list()
-        env["toolchain.nvcc"] = _core.identify_compiler(ccache.nvcc_command(), memo).text()
+        env["toolchain.nvcc"] = _core.identify_compiler(ccache.nvcc_command(), memo, _ask_version).text()
         if os.environ.get("PYTORCH_NVCC"):
             env["toolchain.pytorch_nvcc"] = os.environ["PYTORCH_NVCC"]
         if os.environ.get("CC"):

@@ -105,7 +105,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     cache_root = knobs.cache_dir()
     store = _core.CacheStore(str(cache_root))
     env = environment.build_environment(backend, cache_root)
-    memo_path = store.memo_path(f"{name}.{backend}")
+    # Per manifest path: two checkouts sharing a cache keep separate memos.
+    memo_path = store.memo_path(f"{name}.{backend}.{_core.hash_fields_hex([('manifest', manifest.file)])[:8]}")
     memo = _core.read_memo(memo_path)
 
     lib_key, files, stamps, unresolved = _lib_key(manifest, backend, env, memo, rebuild)
@@ -208,7 +209,8 @@ def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
         return artifacts, None
     counting = ccache.ccache_executable() is not None
     before = ccache.hit_rate(ccache.stats()) if counting else None
-    with ccache.compiler_environment(cache_root, cuda_arch):
+    forced = any(force for _, _, force in missing.values())
+    with ccache.compiler_environment(cache_root, cuda_arch, recache=forced):
         if len(missing) == 1:
             (what, args), = missing.items()
             artifacts[what] = ensure(store, *args)

@@ -1,6 +1,7 @@
 // What a build is keyed on: include closures, keys, stamps, compilers, and the
 // generated binding's text.
 #include <pybind11/pybind11.h>
+#include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
 #include "codegen.h"
@@ -36,8 +37,7 @@ void init_build(py::module_& m) {
   py::class_<IncludeClosure>(m, "IncludeClosure")
       .def_readonly("files", &IncludeClosure::files)
       .def_readonly("unresolved", &IncludeClosure::unresolved);
-  m.def("scan_include_closure", &scan_include_closure, py::arg("sources"), py::arg("include_dirs"),
-        py::call_guard<py::gil_scoped_release>());
+  m.def("scan_include_closure", &scan_include_closure, py::arg("sources"), py::arg("include_dirs"));
 
   py::class_<KeyInput>(m, "KeyInput")
       .def(py::init<>())
@@ -89,7 +89,7 @@ void init_build(py::module_& m) {
       .def_readonly("version", &CompilerIdentity::version)
       .def("text", &CompilerIdentity::text);
   m.def("identify_compiler", &identify_compiler, py::arg("command"), py::arg("memo_file"),
-        py::call_guard<py::gil_scoped_release>());
+        py::arg("ask") = nullptr);
   m.def("find_in_path", &find_in_path, py::arg("name"));
 
   m.attr("BINDING_TEMPLATE_VERSION") = kBindingTemplateVersion;

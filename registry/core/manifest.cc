@@ -120,40 +120,99 @@ std::string basename_of(std::string dir) {
 
 enum class PathKind { kFile, kDirectory };
 
-// toml++ 3.3 reaches __builtin_unreachable (undefined behaviour, found by
-// fuzzing) when it tests certain non-ASCII characters for being whitespace
-// (marzer/tomlplusplus#190). It does so for any character outside strings and
-// comments, and in a multi-line basic string for the first character after a
-// backslash or after the whitespace that follows a line-ending backslash.
-// TOML allows non-ASCII only inside strings and comments anyway, so finding
-// these spots first turns the UB into an ordinary syntax error. Returns the
-// byte offset of the first such character, or npos.
-size_t find_unsafe_non_ascii(std::string_view text, bool* after_backslash) {
+// ---- toml++ 3.3 workaround --------------------------------------------------
+//
+// toml++ 3.3's is_non_ascii_horizontal_whitespace() reaches
+// __builtin_unreachable (undefined behaviour; marzer/tomlplusplus#190, found
+// here by fuzzing) for some non-ASCII codepoints, and the parser asks it about
+// any character where whitespace could appear: outside strings, in the text
+// its error paths scan, and after a line-ending backslash in a multi-line
+// string. So the text is first parsed with those codepoints replaced by
+// U+FFFD (same validity, same line:column), and the real text is parsed only
+// once it is known to be valid TOML, where the backslash case is the only one
+// left.
+
+// The codepoints that function has no answer for (checked exhaustively).
+bool trips_whitespace_bug(char32_t c) {
+  if (c <= 0xA0 || c >= 0xFEFF || c == 0x3000) return false;
+  const uint32_t block = (c - 0xA0) / 0x3FA;
+  return block == 0 || block == 11 || block == 63;
+}
+
+// Length of the 2- or 3-byte UTF-8 sequence at text[i] (0 if there is none),
+// decoded into *c. Lenient about overlong forms on purpose: treating one as a
+// codepoint only makes the replacement more conservative.
+size_t decode_short_utf8(std::string_view text, size_t i, char32_t* c) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  auto continuation = [&](size_t k) { return k < text.size() && (byte(k) & 0xC0) == 0x80; };
+  if ((byte(i) & 0xE0) == 0xC0 && continuation(i + 1)) {
+    *c = (char32_t(byte(i) & 0x1F) << 6) | (byte(i + 1) & 0x3F);
+    return 2;
+  }
+  if ((byte(i) & 0xF0) == 0xE0 && continuation(i + 1) && continuation(i + 2)) {
+    *c = (char32_t(byte(i) & 0x0F) << 12) | (char32_t(byte(i + 1) & 0x3F) << 6) |
+         (byte(i + 2) & 0x3F);
+    return 3;
+  }
+  return 0;
+}
+
+// Past the whitespace toml++ skips after a line-ending backslash: ASCII
+// blanks and line breaks, and the non-ASCII horizontal whitespace it accepts.
+size_t skip_toml_whitespace(std::string_view text, size_t i) {
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+      ++i;
+      continue;
+    }
+    char32_t cp = 0;
+    const size_t length = decode_short_utf8(text, i, &cp);
+    const bool blank = cp == 0xA0 || cp == 0x1680 || cp == 0x180E ||
+                       (cp >= 0x2000 && cp <= 0x200B) || cp == 0x202F || cp == 0x205F ||
+                       cp == 0x2060 || cp == 0x3000 || cp == 0xFEFF;
+    if (length == 0 || !blank) break;
+    i += length;
+  }
+  return i;
+}
+
+std::string replace_tripping_codepoints(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char32_t c = 0;
+    const size_t length = decode_short_utf8(text, i, &c);
+    if (length > 0 && trips_whitespace_bug(c)) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      i += length;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+// In valid TOML: the offset of a tripping codepoint that is the first
+// non-whitespace character after a backslash in a multi-line basic string, or
+// npos. A plain scanner is exact here because the text is known to be valid.
+size_t find_tripping_after_backslash(std::string_view text) {
   enum class State { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
-  auto non_ascii = [](char c) { return static_cast<unsigned char>(c) >= 0x80; };
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
   auto at = [&](size_t i, std::string_view s) { return text.substr(i, s.size()) == s; };
-  // A closing delimiter of a multi-line string may carry up to two more quotes.
+  // A multi-line closing delimiter may carry up to two more quotes.
   auto skip_close = [&](size_t i, char quote) {
     i += 3;
     for (int extra = 0; extra < 2 && i < text.size() && text[i] == quote; ++extra) ++i;
     return i;
   };
-  *after_backslash = false;
   State state = State::kCode;
-  size_t i = at(0, "\xEF\xBB\xBF") ? 3 : 0;  // toml++ skips a UTF-8 byte order mark
+  size_t i = 0;
   while (i < text.size()) {
     const char c = text[i];
     switch (state) {
       case State::kCode:
-        if (non_ascii(c)) return i;
-        if (at(i, "\"\"\"")) {
-          state = State::kMultiBasic;
-          i += 3;
-          continue;
-        }
-        if (at(i, "'''")) {
-          state = State::kMultiLiteral;
+        if (at(i, "\"\"\"") || at(i, "'''")) {
+          state = c == '"' ? State::kMultiBasic : State::kMultiLiteral;
           i += 3;
           continue;
         }
@@ -167,46 +226,41 @@ size_t find_unsafe_non_ascii(std::string_view text, bool* after_backslash) {
         ++i;
         break;
       case State::kBasic:
-        if (c == '\\') {
-          i += 2;  // the escaped character never closes the string
-          break;
-        }
-        if (c == '"' || c == '\n') state = State::kCode;
-        ++i;
+        if (c == '"') state = State::kCode;
+        i += c == '\\' ? 2 : 1;  // an escaped character never closes the string
         break;
       case State::kLiteral:
-        if (c == '\'' || c == '\n') state = State::kCode;
+        if (c == '\'') state = State::kCode;
         ++i;
         break;
       case State::kMultiBasic:
-        if (c == '\\') {
-          ++i;
-          if (i < text.size() && space(text[i])) {
-            while (i < text.size() && space(text[i])) ++i;
-          } else if (i < text.size() && !non_ascii(text[i])) {
-            ++i;  // an ordinary escape such as \" or \\ .
-            break;
-          }
-          if (i < text.size() && non_ascii(text[i])) {
-            *after_backslash = true;
-            return i;
-          }
-          break;
-        }
         if (at(i, "\"\"\"")) {
           state = State::kCode;
           i = skip_close(i, '"');
-          break;
+        } else if (c == '\\') {
+          const size_t after = skip_toml_whitespace(text, i + 1);
+          if (after == i + 1) {
+            i += 2;  // an ordinary escape such as \" or \\ .
+            break;
+          }
+          // A line-ending backslash: toml++ tests what follows for whitespace.
+          char32_t next = 0;
+          if (after < text.size() && decode_short_utf8(text, after, &next) > 0 &&
+              trips_whitespace_bug(next)) {
+            return after;
+          }
+          i = after;
+        } else {
+          ++i;
         }
-        ++i;
         break;
       case State::kMultiLiteral:
         if (at(i, "'''")) {
           state = State::kCode;
           i = skip_close(i, '\'');
-          break;
+        } else {
+          ++i;
         }
-        ++i;
         break;
     }
   }
@@ -274,15 +328,21 @@ class ManifestParser {
   }
 
   toml::table parse_toml(const std::string& text) const {
-    bool after_backslash = false;
-    const size_t unsafe = find_unsafe_non_ascii(text, &after_backslash);
-    if (unsafe != std::string_view::npos) {
-      const auto [line, column] = line_and_column(text, unsafe);
-      fail("", "invalid TOML at " + std::to_string(line) + ":" + std::to_string(column) + ": " +
-                   (after_backslash ? "non-ASCII character right after a backslash in a multi-line "
-                                      "string; put an ASCII character first"
-                                    : "non-ASCII character outside a string or comment"));
+    // See "toml++ 3.3 workaround" above for why valid text is parsed twice.
+    const std::string safe = replace_tripping_codepoints(text);
+    toml::table table = parse_toml_unchecked(safe);
+    if (safe == text) return table;
+    const size_t at = find_tripping_after_backslash(text);
+    if (at != std::string_view::npos) {
+      const auto [line, column] = line_and_column(text, at);
+      fail("", "unsupported TOML at " + std::to_string(line) + ":" + std::to_string(column) +
+                   ": the TOML reader cannot handle this character right after a line-ending "
+                   "backslash; start the line with an ASCII character");
     }
+    return parse_toml_unchecked(text);
+  }
+
+  toml::table parse_toml_unchecked(const std::string& text) const {
     try {
       return toml::parse(text, file_);
     } catch (const toml::parse_error& e) {
@@ -314,7 +374,9 @@ class ManifestParser {
     const toml::array* array = node.as_array();
     if (array == nullptr) wrong_type(field, "an array of strings", node);
     std::vector<std::string> out;
-    for (size_t i = 0; i < array->size(); ++i) out.push_back(read_string((*array)[i], indexed(field, i)));
+    for (size_t i = 0; i < array->size(); ++i) {
+      out.push_back(read_string((*array)[i], indexed(field, i)));
+    }
     return out;
   }
 
@@ -378,7 +440,9 @@ class ManifestParser {
                          "folder or set name = \"...\"");
       }
     }
-    if (const toml::node* n = root.get("description")) m->description = read_string(*n, "description");
+    if (const toml::node* n = root.get("description")) {
+      m->description = read_string(*n, "description");
+    }
     parse_binding(root, m);
     if (const toml::node* n = root.get("include_dirs")) {
       m->include_dirs = read_paths(*n, "include_dirs", PathKind::kDirectory);
@@ -403,12 +467,14 @@ class ManifestParser {
     const toml::node* source = root.get("binding_source");
     if (m->binding == "pybind") {
       if (source == nullptr) {
-        fail("binding_source", "missing; binding = \"pybind\" needs binding_source = \"<file>.cpp\"");
+        fail("binding_source",
+             "missing; binding = \"pybind\" needs binding_source = \"<file>.cpp\"");
       }
       m->binding_source = read_string(*source, "binding_source");
       check_path(m->binding_source, "binding_source", PathKind::kFile);
     } else if (source != nullptr) {
-      fail("binding_source", "only used with binding = \"pybind\"; remove it or set binding = \"pybind\"");
+      fail("binding_source",
+           "only used with binding = \"pybind\"; remove it or set binding = \"pybind\"");
     }
   }
 
@@ -420,10 +486,14 @@ class ManifestParser {
     spec->present = true;
     const std::string sources_field = dotted(name, "sources");
     const toml::node* sources = table.get("sources");
-    if (sources == nullptr) fail(sources_field, "missing; list the source files, e.g. sources = [\"k.cu\"]");
+    if (sources == nullptr) {
+      fail(sources_field, "missing; list the source files, e.g. sources = [\"k.cu\"]");
+    }
     spec->sources = read_paths(*sources, sources_field, PathKind::kFile);
     if (spec->sources.empty()) fail(sources_field, "empty; list at least one source file");
-    if (const toml::node* n = table.get("cflags")) spec->cflags = read_string_list(*n, dotted(name, "cflags"));
+    if (const toml::node* n = table.get("cflags")) {
+      spec->cflags = read_string_list(*n, dotted(name, "cflags"));
+    }
   }
 
   // ---- paths ---------------------------------------------------------------
@@ -445,7 +515,8 @@ class ManifestParser {
     }
     for (const fs::path& part : fs::path(path)) {
       if (part == "..") {
-        fail(field, "path " + in_quotes(path) + " contains \"..\"; paths must stay inside the kernel folder");
+        fail(field, "path " + in_quotes(path) +
+                        " contains \"..\"; paths must stay inside the kernel folder");
       }
     }
     const fs::path full = fs::path(dir_) / path;
@@ -505,7 +576,8 @@ class ManifestParser {
     const std::string sig_field = dotted(prefix, "signature");
     const toml::node* sig = table.get("signature");
     if (sig == nullptr) {
-      fail(sig_field, "missing; e.g. signature = \"axpy(Tensor x, Tensor y, float alpha) -> Tensor\"");
+      fail(sig_field,
+           "missing; e.g. signature = \"axpy(Tensor x, Tensor y, float alpha) -> Tensor\"");
     }
     try {
       op.signature = parse_signature(read_string(*sig, sig_field));
@@ -538,7 +610,9 @@ class ManifestParser {
     if (node == nullptr) return {"float32"};
     const std::string field = dotted(prefix, "dtypes");
     std::vector<std::string> dtypes = read_string_list(*node, field);
-    if (dtypes.empty()) fail(field, "empty; list at least one of " + join(std::begin(kDtypes), std::end(kDtypes)));
+    if (dtypes.empty()) {
+      fail(field, "empty; list at least one of " + join(std::begin(kDtypes), std::end(kDtypes)));
+    }
     std::set<std::string> seen;
     for (size_t i = 0; i < dtypes.size(); ++i) {
       const std::string& dtype = dtypes[i];
@@ -552,7 +626,9 @@ class ManifestParser {
         }
         fail(indexed(field, i), message);
       }
-      if (!seen.insert(dtype).second) fail(indexed(field, i), "duplicate dtype " + in_quotes(dtype));
+      if (!seen.insert(dtype).second) {
+        fail(indexed(field, i), "duplicate dtype " + in_quotes(dtype));
+      }
     }
     return dtypes;
   }

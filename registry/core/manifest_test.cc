@@ -217,6 +217,38 @@ TEST_F(ManifestTest, SignatureErrorBecomesManifestError) {
   }
 }
 
+TEST_F(ManifestTest, NonAsciiInStringsAndCommentsIsKept) {
+  // U+00E9 and U+00A7 are among the characters toml++ 3.3 mishandles when it
+  // tests them for whitespace; inside strings and comments they are fine.
+  const std::string text = "format = 1 # r\xC3\xA9sum\xC3\xA9\n"
+                           "description = \"caf\xC3\xA9 \xC2\xA7 \xE4\xB8\xAD\"\n" +
+                           std::string(kCuda) + kOp;
+  EXPECT_EQ(parse(text).description, "caf\xC3\xA9 \xC2\xA7 \xE4\xB8\xAD");
+  const std::string multi_line = "format = 1\ndescription = \"\"\"\\\n  x\xC3\xA9\"\"\"\n" +
+                                 std::string(kCuda) + kOp;
+  EXPECT_EQ(parse(multi_line).description, "x\xC3\xA9");
+}
+
+TEST_F(ManifestTest, NonAsciiThatTripsTomlPlusPlusIsAnError) {
+  const std::string tail = std::string(kCuda) + kOp;
+  const std::vector<std::string> texts = {
+      "format = 1\nname = \xC3\xA9\n" + tail,         // outside a string
+      "format = 1\n[cuda\xC3\xBA]\n" + tail,          // in a table header
+      "format = 1\nx = 1['a\xC3\xBA']\n" + tail,      // where an error path scans ahead
+      "format = 1\ndescription = \"\"\"\\\n\xC2\xA7\"\"\"\n" + tail,  // tomlplusplus#190
+  };
+  for (const std::string& text : texts) {
+    SCOPED_TRACE(text);
+    try {
+      parse(text);
+      ADD_FAILURE() << "accepted";
+    } catch (const ManifestError& e) {
+      EXPECT_EQ(e.field(), "");
+      EXPECT_NE(std::string(e.what()).find("TOML at "), std::string::npos) << e.what();
+    }
+  }
+}
+
 // ---- the corpus of bad manifests --------------------------------------------
 
 struct BadManifest {

@@ -37,7 +37,8 @@ TEST(SignatureTest, WhitespaceTolerantAndCanonical) {
 }
 
 TEST(SignatureTest, CanonicalRoundTrips) {
-  for (const char* text : {"relu(Tensor x) -> Tensor", "_k2(Tensor a_1, int n, bool b) -> Tensor"}) {
+  for (const char* text :
+       {"relu(Tensor x) -> Tensor", "_k2(Tensor a_1, int n, bool b) -> Tensor"}) {
     Signature sig = parse_signature(text);
     EXPECT_EQ(sig.canonical(), text);
     EXPECT_EQ(parse_signature(sig.canonical()).canonical(), text);

@@ -167,7 +167,8 @@ std::string find_in_path(const std::string& name) {
   return "";
 }
 
-CompilerIdentity identify_compiler(const std::string& command, const std::string& memo_file) {
+CompilerIdentity identify_compiler(const std::string& command, const std::string& memo_file,
+                                   const VersionAsker& ask) {
   const std::string invoked =
       command.find('/') != std::string::npos ? command : find_in_path(command);
   if (invoked.empty() || !is_executable_file(invoked)) {
@@ -201,7 +202,17 @@ CompilerIdentity identify_compiler(const std::string& command, const std::string
 
   const bool is_nvcc = basename_of(resolved).find("nvcc") != std::string::npos ||
                        basename_of(invoked).find("nvcc") != std::string::npos;
-  CompilerIdentity identity{resolved, ask_version(command, invoked, is_nvcc)};
+  std::string version;
+  if (ask) {
+    version = pick_version_line(non_empty_lines(ask(invoked)), is_nvcc);
+    if (version.empty()) {
+      throw std::runtime_error("'" + invoked + " --version' printed nothing; is " + command +
+                               " a working compiler?");
+    }
+  } else {
+    version = ask_version(command, invoked, is_nvcc);
+  }
+  CompilerIdentity identity{resolved, version};
 
   // Read-modify-write. Two processes may race here; the last writer wins and
   // the loser's answer is simply asked again next time.
