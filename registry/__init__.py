@@ -15,11 +15,25 @@ except ImportError as error:  # pragma: no cover - a checkout without the built 
         "Run `make core` in the checkout (see README.md)."
     ) from error
 
-from registry.api import KernelInfo, get, list, status
-from registry.errors import BuildError, KernelNotFoundError, LockTimeoutError, ManifestError, RegistryError
-from registry.op import Op, OpGroup
+from registry.api import get, list, status  # noqa: A004
 
 __all__ = [
     "get", "list", "status", "Op", "OpGroup", "KernelInfo",
     "RegistryError", "BuildError", "KernelNotFoundError", "LockTimeoutError", "ManifestError",
 ]
+
+# The rest loads on first use, so `import registry` stays a few milliseconds.
+_LAZY = {
+    "Op": "registry.op", "OpGroup": "registry.op", "KernelInfo": "registry.api",
+    "RegistryError": "registry.errors", "BuildError": "registry.errors",
+    "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
+    "ManifestError": "registry.errors",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'registry' has no attribute {name!r}")

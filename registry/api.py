@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
 from registry import _core, knobs
-from registry.kernel import KernelState, Status, resolve
 from registry.op import Op, OpGroup
 
-_states: dict[tuple[str, str | None], KernelState] = {}
+_states: dict = {}  # (name, requested backend) -> kernel.KernelState
 _lock = threading.RLock()
 
 
@@ -34,6 +32,8 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
     if state is not None and not rebuild and state.stamps.unchanged():
         state.status.outcome = "in-process"
         return _handle(state)
+    from registry.kernel import resolve
+
     with _lock:
         start = time.perf_counter()
         state = resolve(name, requested, rebuild, _states.get((name, requested)))
@@ -42,13 +42,13 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
         return _handle(state)
 
 
-def _handle(state: KernelState) -> Op | OpGroup:
+def _handle(state) -> Op | OpGroup:
     if len(state.ops) == 1:
         return next(iter(state.ops.values()))
     return OpGroup(state.name, state.ops)
 
 
-def status(name: str, *, device: str | None = None) -> Status:
+def status(name: str, *, device: str | None = None):
     """What the last `get` of `name` in this process did: key, hit or build,
     paths, build time, and what changed since the previous build."""
     requested = device or knobs.device()
@@ -58,11 +58,16 @@ def status(name: str, *, device: str | None = None) -> Status:
     return state.status
 
 
-@dataclass(frozen=True)
 class KernelInfo:
-    name: str
-    manifest: str
-    loaded: bool
+    """One entry of registry.list()."""
+
+    __slots__ = ("name", "manifest", "loaded")
+
+    def __init__(self, name: str, manifest: str, loaded: bool):
+        self.name, self.manifest, self.loaded = name, manifest, loaded
+
+    def __repr__(self) -> str:
+        return f"KernelInfo({self.name!r}, loaded={self.loaded})"
 
     def __str__(self) -> str:
         return f"{self.name}{' (loaded)' if self.loaded else ''}  {self.manifest}"

@@ -68,6 +68,12 @@ def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool 
                 overrides["PYTORCH_NVCC"] = f"{ccache} {nvcc_command()}"
             if recache:
                 overrides["CCACHE_RECACHE"] = "1"
+            # Generated bindings live under the cache root and builds run in a
+            # staging folder inside it: with the root as base dir ccache sees
+            # the same relative paths from any cache root, so a new cache dir
+            # still hits.
+            if "CCACHE_BASEDIR" not in os.environ:
+                overrides["CCACHE_BASEDIR"] = str(cache_root)
         saved = {k: os.environ.get(k) for k in overrides}
         os.environ.update(overrides)
         try:

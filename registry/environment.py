@@ -15,7 +15,38 @@ from pathlib import Path
 from registry import _core, ccache
 
 
-def cuda_arch_list() -> str:
+# Asking torch about the GPU starts the CUDA driver (hundreds of ms), which a
+# `get` that finds everything cached should not pay. The driver's /proc files
+# name the GPU models without starting anything; the capability of a set of
+# models is asked once and remembered in <cache>/v1/cuda_arch.txt.
+_PROC_GPUS = Path("/proc/driver/nvidia/gpus")
+
+
+def _gpu_models() -> list[str] | None:
+    """GPU model names from the driver, or None when /proc does not tell."""
+    try:
+        models = []
+        for info in sorted(_PROC_GPUS.glob("*/information")):
+            for line in info.read_text().splitlines():
+                if line.startswith("Model:"):
+                    models.append(line.split(":", 1)[1].strip())
+        return models
+    except OSError:
+        return None
+
+
+def cuda_available() -> bool:
+    import torch
+
+    if torch.version.cuda is None:
+        return False
+    if torch.cuda.is_initialized() or os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        return torch.cuda.is_available()
+    models = _gpu_models()
+    return bool(models) if models is not None else torch.cuda.is_available()
+
+
+def cuda_arch_list(cache_root: Path) -> str:
     """The architectures a CUDA build targets: TORCH_CUDA_ARCH_LIST if set,
     else exactly the current device's compute capability (e.g. "9.0")."""
     configured = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
@@ -23,8 +54,24 @@ def cuda_arch_list() -> str:
         return configured
     import torch
 
-    major, minor = torch.cuda.get_device_capability()
-    return f"{major}.{minor}"
+    models = None if torch.cuda.is_initialized() else _gpu_models()
+    if not models or len(set(models)) != 1 or os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        major, minor = torch.cuda.get_device_capability()
+        return f"{major}.{minor}"
+    memo = cache_root / "v1" / "cuda_arch.txt"
+    known = dict(line.split("\t", 1) for line in _read_lines(memo) if "\t" in line)
+    if models[0] not in known:
+        major, minor = torch.cuda.get_device_capability()
+        known[models[0]] = f"{major}.{minor}"
+        _core.write_file_atomic(str(memo), "".join(f"{m}\t{a}\n" for m, a in sorted(known.items())))
+    return known[models[0]]
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except OSError:
+        return []
 
 
 def _ask_version(invoked: str) -> str:
@@ -49,7 +96,7 @@ def build_environment(backend: str, cache_root: Path) -> dict[str, str]:
     }
     if backend == "cuda":
         env["env.cuda"] = str(torch.version.cuda)
-        env["env.cuda_arch"] = cuda_arch_list()
+        env["env.cuda_arch"] = cuda_arch_list(cache_root)
         env["toolchain.nvcc"] = _core.identify_compiler(ccache.nvcc_command(), memo, _ask_version).text()
         if os.environ.get("PYTORCH_NVCC"):
             env["toolchain.pytorch_nvcc"] = os.environ["PYTORCH_NVCC"]

@@ -1,7 +1,7 @@
 """The registry's exceptions: each says what went wrong and what to do next."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from registry._core import ManifestError  # noqa: F401  (raised by the C++ core; has .file and .field)
 
@@ -21,8 +21,7 @@ class KernelNotFoundError(RegistryError, LookupError):
         )
 
 
-@dataclass(frozen=True)
-class Diagnostic:
+class Diagnostic(NamedTuple):
     """One compiler message: where, how bad, what."""
 
     file: str

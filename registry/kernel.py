@@ -10,16 +10,16 @@ Nothing here runs when `get` finds its stamps unchanged (see api.py).
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from registry import _core, ccache, environment, keys, knobs
-from registry.artifacts import Artifact, ensure
-from registry.builder import BuildPlan
 from registry.errors import KernelNotFoundError, RegistryError
 from registry.launchers import build_table, open_library
 from registry.op import Op
+
+# The build machinery (builder, artifacts, ThreadPoolExecutor) is imported only
+# when something must be built: a fresh process that finds everything cached
+# should not pay for it.
 
 # Loaded in this process, by key; never unloaded (an old handle may still run).
 _libraries: dict[str, object] = {}
@@ -27,24 +27,30 @@ _modules: dict[str, object] = {}
 _namespaces: set[str] = set()
 
 
-@dataclass
+# Plain classes, not dataclasses: generating a dataclass costs ~2 ms at
+# import, and this module is on the path of a fresh process's first `get`.
 class Status:
-    """What the last `get` of a kernel did, and why."""
+    """What the last `get` of a kernel did, and why.
 
-    kernel: str
-    backend: str
-    outcome: str                     # "compiled", "cache", "in-process"
-    key: str
-    manifest: str
-    artifacts: dict[str, str]        # what -> path
-    build_seconds: float             # compile time of this get (0 on a hit)
-    last_build_seconds: float        # how long the current artifact took to build
-    built_at: float
-    changes: list[str]               # why the key differs from the previous build's
-    compiled: list[str]              # which artifacts this get compiled
-    notes: list[str] = field(default_factory=list)  # rejected cache entries, unresolved includes
-    get_seconds: float = 0.0
-    ccache: tuple[int, int] | None = None  # (hits, misses) during this get's builds
+    outcome             "compiled", "cache" (loaded from disk) or "in-process"
+    key                 the kernel library's content key
+    artifacts           what -> path of each loaded file
+    build_seconds       compile time of this get (0 on a hit)
+    last_build_seconds  how long the current kernel library took to build
+    changes             why the key differs from the previous build's
+    compiled            which artifacts this get compiled
+    notes               rejected cache entries, includes that resolved nowhere
+    ccache              (hits, misses) during this get's builds, when it built
+    """
+
+    def __init__(self, *, kernel, backend, outcome, key, manifest, artifacts, build_seconds,
+                 last_build_seconds, built_at, changes, compiled, notes=(), ccache=None):
+        self.kernel, self.backend, self.outcome, self.key = kernel, backend, outcome, key
+        self.manifest, self.artifacts = manifest, artifacts
+        self.build_seconds, self.last_build_seconds, self.built_at = build_seconds, last_build_seconds, built_at
+        self.changes, self.compiled, self.notes = list(changes), list(compiled), list(notes)
+        self.ccache = ccache
+        self.get_seconds = 0.0
 
     def __str__(self) -> str:
         lines = [
@@ -65,13 +71,14 @@ class Status:
     __repr__ = __str__
 
 
-@dataclass
 class KernelState:
-    name: str
-    backend: str
-    ops: dict[str, Op]
-    stamps: object   # _core.StampSet over every file the build depends on
-    status: Status
+    """A kernel loaded in this process: its op handles and what they depend on."""
+
+    __slots__ = ("name", "backend", "ops", "stamps", "status")
+
+    def __init__(self, name: str, backend: str, ops: dict, stamps, status: Status):
+        # stamps: a _core.StampSet over every file the build depends on
+        self.name, self.backend, self.ops, self.stamps, self.status = name, backend, ops, stamps, status
 
 
 def locate(name: str) -> str:
@@ -86,9 +93,7 @@ def locate(name: str) -> str:
 
 def choose_backend(manifest, requested: str | None) -> str:
     if requested is None:
-        import torch
-
-        requested = "cuda" if manifest.cuda.present and torch.cuda.is_available() else "cpu"
+        requested = "cuda" if manifest.cuda.present and environment.cuda_available() else "cpu"
     spec = manifest.cuda if requested == "cuda" else manifest.cpu
     if not spec.present:
         raise RegistryError(
@@ -112,10 +117,12 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     lib_key, files, stamps, unresolved = _lib_key(manifest, backend, env, memo, rebuild)
     changes = _changes(memo, lib_key, rebuild)
 
-    plans = {"lib": (lib_key, _lib_plan(manifest, backend, env), rebuild)}
+    # Plans are made only for what must be built (a binding plan writes its source).
+    plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, env), rebuild)}
     if manifest.binding == "generated":
         for op in manifest.ops:
-            plans[op.name] = (keys.binding_key(op.signature, backend, env), _binding_plan(manifest, op, backend, cache_root), False)
+            plans[op.name] = (keys.binding_key(op.signature, backend, env),
+                              lambda op=op: _binding_plan(manifest, op, backend, cache_root), False)
 
     artifacts, ccache_delta = _artifacts(store, plans, cache_root, env.get("env.cuda_arch"))
 
@@ -129,7 +136,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     memo_out = _core.Memo()
     memo_out.kernel, memo_out.backend = name, backend
     memo_out.env = environment.fingerprint(env)
-    memo_out.keys = {what: (lib_key if what == "lib" else plan[0]).hex for what, plan in plans.items()}
+    memo_out.keys = {what: plan[0].hex for what, plan in plans.items()}
     memo_out.stamps, memo_out.inputs = stamps.stamps, lib_key.inputs
     if memo is None or compiled or memo_out.env != memo.env or dict(memo_out.keys) != dict(memo.keys) \
             or _stamp_tuples(memo_out.stamps) != _stamp_tuples(memo.stamps):
@@ -195,18 +202,30 @@ def _changes(memo, lib_key, rebuild: bool) -> list[str]:
     return list(_core.diff_key_inputs(memo.inputs, lib_key.inputs)) or ["key format changed"]
 
 
+class _Hit:
+    """A verified cache entry (the same fields artifacts.Artifact has)."""
+
+    built, miss_reason = None, ""
+
+    def __init__(self, entry, path: str):
+        self.entry, self.path = entry, path
+
+
 def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
     """Cache hits first; the misses build under the compiler environment, side
     by side (the binding, with torch headers, is the slow one)."""
     artifacts, missing = {}, {}
-    for what, (key, plan, force) in plans.items():
+    for what, (key, make_plan, force) in plans.items():
         hit = None if force else store.lookup(key.hex)
         if hit is not None and hit.entry is not None:
-            artifacts[what] = Artifact(hit.entry, str(Path(hit.entry.dir) / hit.entry.artifact), None)
+            artifacts[what] = _Hit(hit.entry, str(Path(hit.entry.dir) / hit.entry.artifact))
         else:
-            missing[what] = (key, plan, force)
+            missing[what] = (key, make_plan(), force)
     if not missing:
         return artifacts, None
+    from concurrent.futures import ThreadPoolExecutor
+
+    from registry.artifacts import ensure
     counting = ccache.ccache_executable() is not None
     before = ccache.hit_rate(ccache.stats()) if counting else None
     forced = any(force for _, _, force in missing.values())
@@ -227,7 +246,9 @@ def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
     return artifacts, (after[0] - before[0], after[1] - before[1])
 
 
-def _lib_plan(manifest, backend: str, env: dict[str, str]) -> BuildPlan:
+def _lib_plan(manifest, backend: str, env: dict[str, str]):
+    from registry.builder import BuildPlan
+
     spec = keys.backend_spec(manifest, backend)
     pybind = manifest.binding == "pybind"
     includes = keys.include_dirs(manifest)
@@ -252,7 +273,9 @@ def _short(manifest, env) -> str:
     return _core.hash_fields_hex([("files", "\0".join(_core.hash_file_hex(f) or "" for f in files)), *sorted(env.items())])[:16]
 
 
-def _binding_plan(manifest, op, backend: str, cache_root: Path) -> BuildPlan:
+def _binding_plan(manifest, op, backend: str, cache_root: Path):
+    from registry.builder import BuildPlan
+
     namespace = keys.binding_namespace(op.signature, backend)
     # A stable path: the text depends only on the signature, so ccache and
     # error messages see the same file every time.
@@ -267,7 +290,7 @@ def _binding_plan(manifest, op, backend: str, cache_root: Path) -> BuildPlan:
     )
 
 
-def _load(manifest, backend: str, artifacts: dict[str, Artifact], previous: KernelState | None) -> dict[str, Op]:
+def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None) -> dict[str, Op]:
     import torch
 
     lib = artifacts["lib"]
@@ -297,7 +320,7 @@ def _load(manifest, backend: str, artifacts: dict[str, Artifact], previous: Kern
     return ops
 
 
-def _import_module(artifact: Artifact):
+def _import_module(artifact):
     import importlib.util
 
     name = Path(artifact.path).name.split(".")[0]

@@ -47,3 +47,26 @@ def lock_timeout() -> float:
 
 def verbose() -> bool:
     return os.environ.get("REGISTRY_VERBOSE", "0") == "1"
+
+
+# REGISTRY_CACHE_MAX_BYTES  the cache's size cap: after each publish, least
+#                           recently used entries no live process has loaded
+#                           are removed until it fits (default: 20G)
+_SIZE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def cache_max_bytes() -> int:
+    return parse_size(os.environ.get("REGISTRY_CACHE_MAX_BYTES", "").strip() or "20G", "REGISTRY_CACHE_MAX_BYTES")
+
+
+def parse_size(text: str, what: str) -> int:
+    """Bytes from "1048576", "500M", "20G" or "1.5GiB" (suffixes are powers of 1024)."""
+    value = text.strip().upper().removesuffix("IB").removesuffix("B")
+    number, suffix = (value[:-1], value[-1]) if value[-1:] in ("K", "M", "G", "T") else (value, "")
+    try:
+        size = int(float(number) * _SIZE_SUFFIXES[suffix])
+    except (ValueError, OverflowError):
+        raise ValueError(f"{what} must be a size such as 20G, 500M or 1048576, not {text!r}") from None
+    if size < 0:
+        raise ValueError(f"{what} must not be negative, got {text!r}")
+    return size

@@ -28,6 +28,22 @@ class LauncherTable(ctypes.Structure):
     ]
 
 
+class KregTensor(ctypes.Structure):
+    """registry/include/kreg/abi.h's kreg_tensor, for calling a launcher directly
+    (benchmarks time the kernel alone this way)."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("numel", ctypes.c_int64), ("ndim", ctypes.c_int64),
+                ("sizes", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
+
+    @classmethod
+    def of(cls, tensor) -> "KregTensor":
+        sizes = (ctypes.c_int64 * tensor.dim())(*tensor.shape)
+        strides = (ctypes.c_int64 * tensor.dim())(*tensor.stride())
+        view = cls(tensor.data_ptr(), tensor.numel(), tensor.dim(), sizes, strides)
+        view._keep = (sizes, strides)  # the arrays must outlive the struct
+        return view
+
+
 def open_library(path: str) -> ctypes.CDLL:
     # RTLD_LOCAL: two versions of one kernel export the same launcher names.
     return ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)

@@ -33,6 +33,30 @@ void init_cache(py::module_& m) {
       .def_readonly("entry", &Lookup::entry)
       .def_readonly("miss_reason", &Lookup::miss_reason);
 
+  // A pin holds a shared lock on one entry until released or collected; a
+  // process keeps its pins for life so gc() never removes what it has loaded.
+  py::class_<Pin>(m, "Pin")
+      .def_property_readonly("key", &Pin::key)
+      .def_property_readonly("held", &Pin::held)
+      .def("release", &Pin::release)
+      .def("__enter__", [](Pin& pin) -> Pin& { return pin; }, py::return_value_policy::reference)
+      .def("__exit__", [](Pin& pin, py::args) { pin.release(); })
+      .def("__repr__", [](const Pin& pin) {
+        return "<Pin " + pin.key() + (pin.held() ? " held>" : " released>");
+      });
+
+  py::class_<GcReport>(m, "GcReport")
+      .def_readonly("removed", &GcReport::removed)
+      .def_readonly("freed_bytes", &GcReport::freed_bytes)
+      .def_readonly("kept_live", &GcReport::kept_live)
+      .def_readonly("total_bytes", &GcReport::total_bytes)
+      .def("__repr__", [](const GcReport& r) {
+        return "<GcReport removed=" + std::to_string(r.removed.size()) +
+               " freed_bytes=" + std::to_string(r.freed_bytes) +
+               " kept_live=" + std::to_string(r.kept_live) +
+               " total_bytes=" + std::to_string(r.total_bytes) + ">";
+      });
+
   py::class_<CacheStore>(m, "CacheStore")
       .def(py::init<std::string>(), py::arg("root"))
       .def_property_readonly("root", &CacheStore::root)
@@ -43,6 +67,10 @@ void init_cache(py::module_& m) {
       .def("publish", &CacheStore::publish)
       .def("lookup", &CacheStore::lookup)
       .def("touch", &CacheStore::touch)
+      .def("pin", &CacheStore::pin, py::arg("key_hex"))
+      .def("pinned", &CacheStore::pinned, py::arg("key_hex"))
+      .def("gc", &CacheStore::gc, py::arg("max_bytes"), py::arg("keep") = std::vector<std::string>{})
+      .def("clear", &CacheStore::clear)
       .def("list", &CacheStore::list)
       .def("remove", &CacheStore::remove)
       .def("clean_staging", &CacheStore::clean_staging);

@@ -9,6 +9,7 @@
 //   v1/tmp/<pid>-<random>/     private staging folders; a build happens here
 //   v1/locks/<key>.lock        flock() files serializing builds of one key
 //   v1/memo/<name>.toml        the last build's file stamps per kernel (see memo)
+//   v1/locks/gc.lock           serializes gc() and clear() across processes
 //
 // Publishing: a build writes into a staging folder, the store writes
 // entry.toml there (with the artifact's size and XXH3-128), fsyncs, and
@@ -30,11 +31,21 @@
 //   deps          = ["/abs/path", ...]       # the compiler's own dependency list
 //   [inputs]                                 # the key's inputs, name = value
 // An entry of another format version is treated as a miss and rebuilt.
+//
+// Eviction and pins. objects/<key>/used does two jobs: its mtime is the
+// entry's last use (touch()), and it carries the pins. A process that loaded
+// an artifact holds a shared flock() on `used` for the rest of its life (a
+// Pin); gc() removes an entry only while holding an exclusive, non-blocking
+// flock() on the same file, so an entry some live process has mapped is never
+// removed, and a process that dies, however it dies, unpins by the kernel
+// dropping its locks. pin() re-checks after locking that its file is still
+// the entry's, so a pin can never land on an entry that gc() just removed.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hash.h"
@@ -66,6 +77,37 @@ std::string entry_to_toml(const Entry& entry);
 // Throws std::runtime_error with a reason on malformed text or another format.
 Entry entry_from_toml(const std::string& text);
 
+// A shared lock on one entry's `used` file, held until release() or
+// destruction. Move-only. Not inherited across exec (O_CLOEXEC); a forked
+// child shares it with its parent, and the entry stays pinned while either lives.
+class Pin {
+ public:
+  Pin() = default;
+  Pin(Pin&& other) noexcept;
+  Pin& operator=(Pin&& other) noexcept;
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+  ~Pin();
+
+  const std::string& key() const { return key_; }
+  bool held() const { return fd_ >= 0; }
+  void release();
+
+ private:
+  friend class CacheStore;
+  Pin(int fd, std::string key) : fd_(fd), key_(std::move(key)) {}
+  int fd_ = -1;
+  std::string key_;
+};
+
+// What gc() or clear() did.
+struct GcReport {
+  std::vector<std::string> removed;  // keys, least recently used first
+  int64_t freed_bytes = 0;
+  int kept_live = 0;        // entries it would have removed, kept: pinned by a live process
+  int64_t total_bytes = 0;  // what objects/ holds afterwards
+};
+
 struct Lookup {
   std::optional<Entry> entry;  // set on a verified hit
   std::string miss_reason;     // empty on a hit or a plain absence
@@ -96,12 +138,28 @@ class CacheStore {
   // Marks an entry as used now (touches objects/<key>/used): drives LRU.
   void touch(const std::string& key_hex) const;
 
+  // Pins a published entry for as long as the Pin lives (see the top of this
+  // file). Blocks only while a gc() is removing that very entry. Throws
+  // std::runtime_error when the entry is not (or no longer) in the cache.
+  Pin pin(const std::string& key_hex) const;
+  // Whether some process (this one included) holds a pin on the entry now.
+  bool pinned(const std::string& key_hex) const;
+
+  // When objects/ holds more than max_bytes, removes entries least recently
+  // used first until it fits, skipping pinned ones and the keys in `keep`.
+  // Also removes staging folders of dead processes.
+  GcReport gc(int64_t max_bytes, const std::vector<std::string>& keep = {}) const;
+  // Removes every entry that is not pinned.
+  GcReport clear() const;
+
   std::vector<Entry> list() const;
   void remove(const std::string& key_hex) const;
   // Removes staging folders whose creating process is gone.
   int clean_staging() const;
 
  private:
+  GcReport evict(int64_t max_bytes, const std::vector<std::string>& keep) const;
+
   std::string root_;
   std::string v1_;
 };

@@ -1,12 +1,16 @@
 #include "cache_store.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -328,6 +332,207 @@ TEST(CacheStore, WriteFileAtomicReplaces) {
   }
   EXPECT_EQ(files, 1);  // no temporary left behind
   EXPECT_THROW(write_file_atomic(dir.path() + "/no/such/dir/x", "x"), std::runtime_error);
+}
+
+// ---- pins and eviction ------------------------------------------------------
+
+// Publishes `key` with an artifact of `size` bytes, last used at `used_at`.
+void publish_used_at(const CacheStore& store, const std::string& key, size_t size,
+                     time_t used_at) {
+  store.publish(stage_build(store, std::string(size, 'x')), sample_entry(key));
+  store.touch(key);
+  const std::string used = store.object_dir(key) + "/used";
+  const struct timeval times[2] = {{used_at, 0}, {used_at, 0}};
+  ASSERT_EQ(utimes(used.c_str(), times), 0) << used;
+}
+
+std::string key_named(const std::string& name) { return hash_bytes(name).hex(); }
+
+TEST(CacheStoreGc, UnderTheCapRemovesNothing) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_used_at(store, key_named("a"), 1000, 100);
+  const GcReport report = store.gc(1 << 20);
+  EXPECT_TRUE(report.removed.empty());
+  EXPECT_EQ(report.freed_bytes, 0);
+  EXPECT_GT(report.total_bytes, 1000);
+  EXPECT_TRUE(store.lookup(key_named("a")).entry);
+}
+
+TEST(CacheStoreGc, RemovesLeastRecentlyUsedFirst) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  // Published in an order different from their use, so publishing order
+  // cannot pass for LRU order.
+  publish_used_at(store, key_named("middle"), 1000, 2000);
+  publish_used_at(store, key_named("newest"), 1000, 3000);
+  publish_used_at(store, key_named("oldest"), 1000, 1000);
+  int64_t total = 0;
+  for (const Entry& e : store.list()) total += e.disk_bytes;
+
+  // Room for two entries but not three: only the oldest goes.
+  GcReport report = store.gc(total - 500);
+  ASSERT_EQ(report.removed, std::vector<std::string>{key_named("oldest")});
+  EXPECT_GE(report.freed_bytes, 1000);
+  EXPECT_EQ(report.total_bytes, total - report.freed_bytes);
+  EXPECT_EQ(report.kept_live, 0);
+  EXPECT_FALSE(fs::exists(store.object_dir(key_named("oldest"))));
+
+  // Using the middle one makes it the newest: a cap for one entry keeps it.
+  store.touch(key_named("middle"));
+  report = store.gc(report.total_bytes / 2 + 100);
+  ASSERT_EQ(report.removed, std::vector<std::string>{key_named("newest")});
+  EXPECT_TRUE(store.lookup(key_named("middle")).entry);
+  EXPECT_TRUE(fs::is_empty(dir.path() + "/v1/tmp"));  // removed folders do not linger
+}
+
+TEST(CacheStoreGc, PinnedEntryIsKeptEvenWhenOldest) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_used_at(store, key_named("oldest"), 1000, 1000);
+  publish_used_at(store, key_named("newer"), 1000, 2000);
+  Pin pin = store.pin(key_named("oldest"));
+  EXPECT_TRUE(pin.held());
+  EXPECT_EQ(pin.key(), key_named("oldest"));
+  EXPECT_TRUE(store.pinned(key_named("oldest")));
+  EXPECT_FALSE(store.pinned(key_named("newer")));
+
+  GcReport report = store.gc(0);
+  EXPECT_EQ(report.removed, std::vector<std::string>{key_named("newer")});
+  EXPECT_EQ(report.kept_live, 1);
+  EXPECT_TRUE(store.lookup(key_named("oldest")).entry);
+
+  pin.release();
+  EXPECT_FALSE(pin.held());
+  EXPECT_FALSE(store.pinned(key_named("oldest")));
+  report = store.gc(0);
+  EXPECT_EQ(report.removed, std::vector<std::string>{key_named("oldest")});
+  EXPECT_EQ(report.total_bytes, 0);
+}
+
+TEST(CacheStoreGc, KeepListIsNotRemoved) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_used_at(store, key_named("just built"), 1000, 1000);
+  const GcReport report = store.gc(0, {key_named("just built")});
+  EXPECT_TRUE(report.removed.empty());
+  EXPECT_EQ(report.kept_live, 0);
+  EXPECT_TRUE(store.lookup(key_named("just built")).entry);
+}
+
+TEST(CacheStoreGc, PinHeldByAForkedChildLastsUntilItExits) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_used_at(store, key_named("child's"), 1000, 1000);
+  int to_parent[2], to_child[2];
+  ASSERT_EQ(pipe(to_parent), 0);
+  ASSERT_EQ(pipe(to_child), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child pins, says so, and holds the pin until told to exit. It
+    // exits without releasing: the kernel must drop the lock for it.
+    Pin pin = store.pin(key_named("child's"));
+    char byte = 'p';
+    if (write(to_parent[1], &byte, 1) != 1) _exit(2);
+    if (read(to_child[0], &byte, 1) != 1) _exit(3);
+    _exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(read(to_parent[0], &byte, 1), 1);
+
+  GcReport report = store.gc(0);
+  EXPECT_TRUE(report.removed.empty());
+  EXPECT_EQ(report.kept_live, 1);
+  EXPECT_TRUE(store.pinned(key_named("child's")));
+
+  ASSERT_EQ(write(to_child[1], &byte, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) close(fd);
+
+  report = store.gc(0);
+  EXPECT_EQ(report.removed, std::vector<std::string>{key_named("child's")});
+  EXPECT_EQ(report.kept_live, 0);
+}
+
+TEST(CacheStoreGc, ClearRemovesAllButPinnedAndBrokenFoldersToo) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_used_at(store, key_named("a"), 100, 1000);
+  publish_used_at(store, key_named("b"), 100, 2000);
+  publish_used_at(store, key_named("pinned"), 100, 3000);
+  // A folder that list() skips still takes space, so clear() removes it.
+  fs::create_directory(store.object_dir(key_named("broken")));
+  write_text(store.object_dir(key_named("broken")) + "/entry.toml", "not toml [[[");
+  const Pin pin = store.pin(key_named("pinned"));
+
+  const GcReport report = store.clear();
+  EXPECT_EQ(report.removed.size(), 3u);
+  EXPECT_EQ(report.kept_live, 1);
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir.path() + "/v1/objects")) {
+    left.push_back(e.path().filename().string());
+  }
+  EXPECT_EQ(left, std::vector<std::string>{key_named("pinned")});
+  EXPECT_THROW(store.gc(-1), std::invalid_argument);
+}
+
+TEST(CacheStoreGc, PinOfAMissingEntryThrowsAndSaysWhatToDo) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  try {
+    store.pin(key_named("never published"));
+    FAIL() << "pin() of a missing entry returned";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("call get() again"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(store.object_dir(key_named("never published"))));
+}
+
+TEST(CacheStoreGc, PinWaitingOnARemovalRefusesInsteadOfPinningNothing) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_used_at(store, key_named("a"), 100, 1000);
+  // Play gc: hold the exclusive lock, let pin() block on it, remove the
+  // entry, then let go. The pin must notice its file is no longer the entry's.
+  const std::string used = store.object_dir(key_named("a")) + "/used";
+  const int fd = open(used.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  std::atomic<bool> refused{false};
+  std::string message;
+  std::thread pinner([&] {
+    try {
+      store.pin(key_named("a"));
+    } catch (const std::runtime_error& e) {
+      message = e.what();
+      refused = true;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  store.remove(key_named("a"));
+  close(fd);
+  pinner.join();
+  EXPECT_TRUE(refused);
+  EXPECT_NE(message.find("concurrent gc"), std::string::npos) << message;
+}
+
+TEST(CacheStoreGc, PinMovesAndSecondPinInOneProcessIsFine) {
+  TempDir dir;
+  CacheStore store(dir.path());
+  publish_used_at(store, key_named("a"), 100, 1000);
+  Pin first = store.pin(key_named("a"));
+  Pin second = store.pin(key_named("a"));  // shared locks do not conflict
+  Pin moved = std::move(first);
+  EXPECT_FALSE(first.held());  // NOLINT(bugprone-use-after-move): checking the moved-from state
+  EXPECT_TRUE(moved.held());
+  second.release();
+  EXPECT_TRUE(store.pinned(key_named("a")));  // `moved` still holds it
+  moved = Pin();
+  EXPECT_FALSE(store.pinned(key_named("a")));
 }
 
 }  // namespace

@@ -21,10 +21,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* const kTopKeys[] = {"format",       "name",    "description", "binding",
-                                "binding_source", "include_dirs", "headers", "cflags",
-                                "ldflags",      "reference", "cpu",       "cuda",
-                                "op"};
+// The keys of each level, in the order the format comment in manifest.h lists
+// them (error messages show them in this order).
+const char* const kTopKeys[] = {"format",  "name",    "description", "binding",   "binding_source",
+                                "include_dirs", "headers", "cflags", "ldflags", "reference",
+                                "cpu",     "cuda",    "op"};
 const char* const kBackendKeys[] = {"sources", "cflags"};
 const char* const kOpKeys[] = {"signature", "dtypes", "launcher", "same_shape", "reference"};
 
@@ -33,12 +34,15 @@ const char* const kDtypes[] = {"float32", "float16", "bfloat16", "float64"};
 // Spellings people reach for that edit distance alone would not catch.
 const std::map<std::string, std::string>& key_aliases() {
   static const std::map<std::string, std::string> kAliases = {
-      {"src", "sources"},       {"srcs", "sources"},      {"source", "sources"},
-      {"files", "sources"},     {"dtype", "dtypes"},      {"types", "dtypes"},
-      {"flags", "cflags"},      {"cxxflags", "cflags"},   {"nvcc_flags", "cflags"},
-      {"nvccflags", "cflags"},  {"include", "include_dirs"}, {"includes", "include_dirs"},
-      {"include_dir", "include_dirs"}, {"header", "headers"}, {"ops", "op"},
-      {"version", "format"},    {"shape", "same_shape"},  {"sig", "signature"},
+      {"src", "sources"},        {"srcs", "sources"},
+      {"source", "sources"},     {"files", "sources"},
+      {"dtype", "dtypes"},       {"types", "dtypes"},
+      {"flags", "cflags"},       {"cxxflags", "cflags"},
+      {"nvcc_flags", "cflags"},  {"nvccflags", "cflags"},
+      {"include", "include_dirs"}, {"includes", "include_dirs"},
+      {"include_dir", "include_dirs"}, {"header", "headers"},
+      {"ops", "op"},             {"version", "format"},
+      {"shape", "same_shape"},   {"sig", "signature"},
   };
   return kAliases;
 }
@@ -46,12 +50,15 @@ const std::map<std::string, std::string>& key_aliases() {
 // torch-style dtype names, so the error can say what to write instead.
 const std::map<std::string, std::string>& dtype_aliases() {
   static const std::map<std::string, std::string> kAliases = {
-      {"float", "float32"},  {"half", "float16"},   {"double", "float64"},
-      {"f32", "float32"},    {"f16", "float16"},    {"bf16", "bfloat16"},
-      {"f64", "float64"},    {"fp32", "float32"},   {"fp16", "float16"},
-      {"fp64", "float64"},   {"torch.float32", "float32"}, {"torch.float16", "float16"},
-      {"torch.bfloat16", "bfloat16"}, {"torch.float64", "float64"}, {"torch.half", "float16"},
-      {"torch.float", "float32"}, {"torch.double", "float64"},
+      {"float", "float32"},          {"half", "float16"},
+      {"double", "float64"},         {"f32", "float32"},
+      {"f16", "float16"},            {"bf16", "bfloat16"},
+      {"f64", "float64"},            {"fp32", "float32"},
+      {"fp16", "float16"},           {"fp64", "float64"},
+      {"torch.float32", "float32"},  {"torch.float16", "float16"},
+      {"torch.bfloat16", "bfloat16"}, {"torch.float64", "float64"},
+      {"torch.half", "float16"},     {"torch.float", "float32"},
+      {"torch.double", "float64"},
   };
   return kAliases;
 }

@@ -1,0 +1,85 @@
+"""axpy bandwidth beside torch.add(y, x, alpha=a), one run, one GPU.
+
+    python bench/axpy_bandwidth.py [--n 268435456] [--out bench/results]
+
+Napkin math: axpy moves 3 * n * sizeof(T) bytes (read x, read y, write out);
+GB/s below counts exactly those. The ceiling is a device-to-device copy of
+1 GiB (read + write) measured in the same run. Medians of CUDA-event timings
+over random inputs (never zeros). Writes axpy_bandwidth.json and .md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+import registry
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def median_ms(fn, iters: int = 20, reps: int = 9) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        stop.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(stop) / iters)
+    return sorted(times)[len(times) // 2]
+
+
+def copy_gbps() -> float:
+    src = torch.randint(0, 255, (1 << 30,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), iters=10)
+    return 2 * src.numel() / ms / 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1 << 28)
+    ap.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
+    args = ap.parse_args()
+    axpy = registry.get("axpy", device="cuda")
+    rows = []
+    copy = copy_gbps()
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x = torch.randn(args.n, device="cuda").to(dtype)
+        y = torch.randn(args.n, device="cuda").to(dtype)
+        err = (axpy(x, y, 1.5).double() - (1.5 * x.double() + y.double())).abs().max().item()
+        bytes_moved = 3 * args.n * x.element_size()
+        ours = median_ms(lambda: axpy(x, y, 1.5))
+        theirs = median_ms(lambda: torch.add(y, x, alpha=1.5))
+        rows.append({"dtype": str(dtype).replace("torch.", ""), "registry_ms": ours, "torch_add_ms": theirs,
+                     "registry_GBps": bytes_moved / ours / 1e6, "torch_add_GBps": bytes_moved / theirs / 1e6,
+                     "ratio": theirs / ours, "max_abs_err": err})
+        del x, y
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "gpu": torch.cuda.get_device_name(0),
+            "torch": torch.__version__, "n": args.n, "copy_GBps": copy,
+            "command": f"python bench/axpy_bandwidth.py --n {args.n}"}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "axpy_bandwidth.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    md = [f"# axpy bandwidth on {meta['gpu']}", "",
+          f"{meta['date']}, torch {meta['torch']}, n = {args.n}. Command: `{meta['command']}`.",
+          f"Device copy ceiling in the same run: {copy:.0f} GB/s (read + write).", "",
+          "| dtype | registry axpy | torch.add(y, x, alpha) | registry / torch.add bandwidth | of copy | max abs err |",
+          "|---|---|---|---|---|---|"]
+    for r in rows:
+        md.append(f"| {r['dtype']} | {r['registry_ms']:.4f} ms, {r['registry_GBps']:.0f} GB/s | "
+                  f"{r['torch_add_ms']:.4f} ms, {r['torch_add_GBps']:.0f} GB/s | {r['ratio']:.3f} | "
+                  f"{r['registry_GBps'] / copy:.3f} | {r['max_abs_err']:.2g} |")
+    (out / "axpy_bandwidth.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

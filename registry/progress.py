@@ -1,0 +1,170 @@
+"""Progress for a build, and clean-up when one is interrupted.
+
+    with build_progress(plan.kernel, plan.describe(), estimate_s, build_dir=staging):
+        cpp_extension.load(...)
+
+A build runs synchronously in the calling thread (torch's load() waits on
+ninja), so the progress comes from a timer thread: nothing shows for the
+first SHOW_AFTER_S seconds (a cache-fast build stays silent), then a tqdm bar
+(tqdm.auto: a widget in Jupyter when ipywidgets is installed, otherwise one
+updating line) shows the elapsed time against the estimate, usually how long
+the previous build of that artifact took.
+
+Interrupts: load() runs ninja through subprocess.run, which on
+KeyboardInterrupt SIGKILLs ninja only. Ninja starts each compiler in its own
+process group, so when the SIGINT went to the Python process alone (`kill
+-INT`, some notebook front-ends) the compilers outlive it, orphaned, still
+writing into the staging folder. With `build_dir` given, leaving the block
+by an exception kills every process of this user whose working directory is
+inside that folder (ninja runs its jobs there): nothing else has a reason to
+be in a private staging folder.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+SHOW_AFTER_S = 0.5   # builds faster than this show nothing
+REFRESH_S = 0.25
+
+
+def _tqdm_class():
+    # tqdm.auto warns when it runs in Jupyter without ipywidgets and falls
+    # back to the text bar, which is what we want anyway: say nothing.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from tqdm.auto import tqdm
+    return tqdm
+
+
+def _in_notebook() -> bool:
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def _should_show() -> bool:
+    # A log file or a CI pipe would collect hundreds of carriage-return frames.
+    if _in_notebook():
+        return True
+    stream = sys.stderr
+    return bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
+
+
+class _Ticker(threading.Thread):
+    """Shows and refreshes the bar until told to stop."""
+
+    def __init__(self, kernel: str, what: str, estimate_s: float | None, show: bool):
+        super().__init__(name=f"registry-progress-{kernel}", daemon=True)
+        self.kernel, self.what, self.estimate_s, self.show = kernel, what, estimate_s, show
+        self.start_time = time.monotonic()
+        self.done = threading.Event()
+        self.bar = None
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        if self.done.wait(SHOW_AFTER_S) or not self.show:
+            return
+        with self.lock:
+            if self.done.is_set():
+                return
+            self.bar = self._open_bar()
+        while not self.done.wait(REFRESH_S):
+            with self.lock:
+                if self.bar is not None:
+                    self._refresh()
+
+    def _open_bar(self):
+        tqdm = _tqdm_class()
+        desc = f"building {self.what} of {self.kernel}"
+        if self.estimate_s:
+            return tqdm(total=round(self.estimate_s, 1), desc=desc, unit="s", leave=False,
+                        bar_format="{desc}: {bar} {n:.1f}/{total:.1f} s (estimate){postfix}")
+        return tqdm(total=None, desc=desc, leave=False, bar_format="{desc}: {elapsed} elapsed{postfix}")
+
+    def _refresh(self) -> None:
+        elapsed = time.monotonic() - self.start_time
+        if self.estimate_s:
+            # Never reach 100 % while still building; say so when it runs long.
+            self.bar.n = min(elapsed, self.bar.total * 0.99)
+            if elapsed > self.estimate_s:
+                self.bar.set_postfix_str(f"longer than the last build: {elapsed:.1f} s", refresh=False)
+        self.bar.refresh()
+
+    def finish(self, outcome: str) -> float:
+        self.done.set()
+        with self.lock:
+            bar, self.bar = self.bar, None
+        elapsed = time.monotonic() - self.start_time
+        if bar is not None:
+            bar.set_postfix_str(f"{outcome} after {elapsed:.1f} s", refresh=True)
+            bar.close()
+        self.join(timeout=1.0)
+        return elapsed
+
+
+@contextlib.contextmanager
+def build_progress(kernel: str, what: str, estimate_s: float | None = None, *, build_dir: str | os.PathLike | None = None):
+    """Show progress while the block runs longer than SHOW_AFTER_S; close the
+    bar on any exit. With `build_dir`, an exception (KeyboardInterrupt
+    included) also stops every compiler still running in that folder."""
+    ticker = _Ticker(kernel, what, estimate_s, _should_show())
+    ticker.start()
+    try:
+        yield ticker
+    except BaseException as error:
+        ticker.finish("interrupted" if isinstance(error, KeyboardInterrupt) else "failed")
+        if build_dir is not None:
+            kill_build_processes(build_dir)
+        raise
+    else:
+        ticker.finish("done")
+
+
+def _cwd_inside(pid: int, folder: str) -> bool:
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:  # gone, or not ours to inspect
+        return False
+    return cwd == folder or cwd.startswith(folder + "/")
+
+
+def processes_in(build_dir: str | os.PathLike) -> list[int]:
+    """Pids (other than this process) whose working directory is in build_dir."""
+    folder = str(Path(build_dir).resolve())
+    me = os.getpid()
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:  # no /proc (not Linux): nothing we can find
+        return []
+    return [pid for pid in pids if pid != me and _cwd_inside(pid, folder)]
+
+
+def kill_build_processes(build_dir: str | os.PathLike, grace_s: float = 2.0) -> list[int]:
+    """SIGTERM, then SIGKILL after grace_s, every process working in build_dir.
+    Returns the pids found. Safe to call when there are none."""
+    folder = str(Path(build_dir).resolve())
+    found = processes_in(folder)
+    alive = found
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [pid for pid in alive if _signal(pid, sig)]
+        deadline = time.monotonic() + grace_s
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+            alive = [pid for pid in alive if _cwd_inside(pid, folder)]
+        if not alive:
+            break
+    return found
+
+
+def _signal(pid: int, sig: int) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False

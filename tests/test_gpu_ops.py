@@ -1,0 +1,144 @@
+"""Ready ops on the GPU: stream, graphs, dtypes, input checks, overhead.
+
+Run on a CUDA machine: `python -m pytest -m gpu -v`. Without a GPU these are
+reported as skipped.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+import torch
+
+import registry
+from kernel_contract import DTYPES, cases, check, make_args, reference
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+SIZES = [1, 17, 1 << 16, 1 << 28]
+
+
+@pytest.mark.parametrize("n", SIZES, ids=lambda n: f"n{n}")
+@pytest.mark.parametrize("manifest,op,dtype", cases("cuda"), ids=lambda v: getattr(v, "name", v))
+def test_numerics_against_reference(manifest, op, dtype, n):
+    gen = torch.Generator().manual_seed(n)
+    args = make_args(op, n, DTYPES[dtype], "cuda", gen)
+    fn = registry.get(manifest.name, device="cuda")
+    out = fn(*args)
+    ref = reference(manifest, op)(*[a.cpu() if isinstance(a, torch.Tensor) else a for a in args])
+    passed, worst, why = check(out, ref, DTYPES[dtype])
+    assert passed, f"{manifest.name}.{op.name} {dtype} n={n}: {why} (max abs error {worst:.3g})"
+
+
+@pytest.fixture(scope="module")
+def axpy():
+    return registry.get("axpy", device="cuda")
+
+
+def test_runs_on_the_current_stream(axpy):
+    """The op consumes the result of a long kernel queued on stream s, with no
+    device synchronize in between: correct only if it is ordered on s."""
+    n = 1 << 24
+    x_src, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    x = torch.full((n,), float("nan"), device="cuda")
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)  # ~25 ms of spinning on s
+        x.copy_(x_src)
+        out = axpy(x, y, 1.5)
+    s.synchronize()
+    torch.testing.assert_close(out, 1.5 * x_src + y)
+
+
+def test_captured_in_a_cuda_graph_and_replayed(axpy):
+    n = 1 << 20
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        axpy(x, y, 1.5)  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = axpy(x, y, 1.5)
+    for _ in range(3):
+        x.copy_(torch.randn(n, device="cuda"))
+        y.copy_(torch.randn(n, device="cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, 1.5 * x + y)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("offset", [1, 3])
+def test_misaligned_views_and_odd_sizes(axpy, dtype, offset):
+    for n in (5, 1000, (1 << 20) + 7):
+        base_x = torch.randn(n + offset, device="cuda").to(dtype)
+        base_y = torch.randn(n + offset, device="cuda").to(dtype)
+        x, y = base_x[offset:], base_y[offset:]
+        assert x.is_contiguous() and x.data_ptr() % 16 != 0
+        out = axpy(x, y, 1.5)
+        passed, worst, why = check(out, 1.5 * x.double() + y.double(), dtype)
+        assert passed, f"offset {offset} n={n} {dtype}: {why}"
+
+
+def test_cpu_tensor_to_cuda_op_is_an_error_naming_the_argument(axpy):
+    x = torch.randn(8, device="cuda")
+    with pytest.raises(RuntimeError, match="argument 'y' is on cpu but this build of the op runs on CUDA"):
+        axpy(x, torch.randn(8), 1.0)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tensors_on_different_gpus_is_an_error(axpy):
+    with pytest.raises(RuntimeError, match="put all tensors on one device"):
+        axpy(torch.randn(8, device="cuda:0"), torch.randn(8, device="cuda:1"), 1.0)
+
+
+def test_output_comes_from_the_pytorch_allocator(axpy):
+    x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    before = torch.cuda.memory_allocated()
+    out = axpy(x, y, 1.5)
+    assert torch.cuda.memory_allocated() - before >= out.numel() * out.element_size()
+
+
+def _median_ms(fn, iters=20, reps=7) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        stop.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(stop) / iters)
+    return sorted(times)[len(times) // 2]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_wrapper_overhead_under_5_percent_at_2_28(axpy, dtype):
+    """Op time (checks, allocation, dispatch, launch) against the kernel's own
+    time: the same launcher called directly through its address."""
+    from registry.kernel import _libraries
+    from registry.launchers import KregTensor
+
+    n = 1 << 28
+    x, y = torch.randn(n, device="cuda").to(dtype), torch.randn(n, device="cuda").to(dtype)
+    out = torch.empty_like(x)
+    suffix = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}[dtype]
+    library = _libraries[axpy.key]
+    launcher = getattr(library, f"axpy_{suffix}")
+    launcher.restype = ctypes.c_char_p
+    kout, kx, ky = KregTensor.of(out), KregTensor.of(x), KregTensor.of(y)
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+    def kernel_only():
+        assert launcher(kout, kx, ky, ctypes.c_float(1.5), stream) is None
+
+    kernel_ms = _median_ms(kernel_only)
+    op_ms = _median_ms(lambda: axpy(x, y, 1.5))
+    overhead = (op_ms - kernel_ms) / kernel_ms
+    print(f"\n{dtype}: kernel {kernel_ms:.4f} ms, op {op_ms:.4f} ms, overhead {overhead:+.2%}")
+    assert overhead < 0.05, f"wrapper overhead {overhead:.1%} ≥ 5% (op {op_ms:.4f} ms, kernel {kernel_ms:.4f} ms)"
