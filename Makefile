@@ -35,3 +35,43 @@ test-python: core
 
 clean:
 	rm -rf $(BUILD)
+
+# Sanitizers and fuzzing of the C++ core (see registry/fuzz/):
+#   make sanitize   the GoogleTest suite under AddressSanitizer + UBSan
+#   make fuzz       each libFuzzer target for FUZZ_SECONDS, seeded from kernels/
+# The fuzz corpus grows across runs in $(FUZZ_BUILD)/corpus; a crashing input
+# is written to $(FUZZ_BUILD)/crash-* (replay: $(FUZZ_BUILD)/fuzz_<target> FILE).
+SANITIZE_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS := manifest include_scan
+
+.PHONY: sanitize fuzz
+
+sanitize: deps
+	cmake -S registry -B $(SANITIZE_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DREGISTRY_SANITIZE=ON -DREGISTRY_BUILD_MODULE=OFF >/dev/null
+	cmake --build $(SANITIZE_BUILD) --target core_tests
+	ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(SANITIZE_BUILD)/core_tests
+
+# kreg_core itself is built with -fsanitize=fuzzer-no-link: without coverage
+# instrumentation in the code under test, libFuzzer would mutate blindly.
+fuzz: deps
+	@command -v clang++ >/dev/null || { echo "make fuzz needs clang and its libFuzzer runtime:" \
+	  "apt-get install clang libclang-rt-14-dev"; exit 1; }
+	CC=clang CXX=clang++ cmake -S registry -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DREGISTRY_FUZZ=ON -DREGISTRY_SANITIZE=ON -DREGISTRY_BUILD_MODULE=OFF -DREGISTRY_BUILD_TESTS=OFF \
+	  -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link >/dev/null
+	cmake --build $(FUZZ_BUILD)
+	@mkdir -p $(addprefix $(FUZZ_BUILD)/corpus/,$(FUZZ_TARGETS))
+	@for f in kernels/*/kernel.toml; do cp $$f $(FUZZ_BUILD)/corpus/manifest/seed-$$(echo $$f | tr / _); done
+	@find kernels -type f \( -name '*.h' -o -name '*.cuh' -o -name '*.cpp' -o -name '*.cu' \) | \
+	  while read -r f; do cp "$$f" $(FUZZ_BUILD)/corpus/include_scan/seed-$$(echo "$$f" | tr / _); done
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/ $(FUZZ_BUILD)/corpus/$$t 2>$(FUZZ_BUILD)/fuzz_$$t.log || \
+	    { tail -40 $(FUZZ_BUILD)/fuzz_$$t.log; exit 1; }; \
+	  grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' $(FUZZ_BUILD)/fuzz_$$t.log; \
+	done

@@ -125,7 +125,11 @@ class TorchLoadBaseline:
             "#define AXPY_BIAS 0.0f", f"#define AXPY_BIAS {k}.0f")), 3.0 + k) for k in range(10, 10 + self.reps)]
         r["header_edit"] = _summary(heads)
         self.config.write_text(self.original_config)
-        reverts = [step(lambda: self.source.write_text(self.original_source), 3.0)]
+        reverts = []
+        for k in range(self.reps):  # back to content load() built before: it rebuilds anyway
+            self.source.write_text(self.original_source.replace("axpy_element(alpha,", f"{k + 1}.0f + axpy_element(alpha,"))
+            load(**self.kwargs)
+            reverts.append(step(lambda: self.source.write_text(self.original_source), 3.0))
         r["revert"] = _summary(reverts)
         return r
 

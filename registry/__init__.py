@@ -20,6 +20,7 @@ from registry.api import get, list, status  # noqa: A004
 __all__ = [
     "get", "list", "status", "Op", "OpGroup", "KernelInfo",
     "RegistryError", "BuildError", "KernelNotFoundError", "LockTimeoutError", "ManifestError",
+    "sweep", "watch",
 ]
 
 # The rest loads on first use, so `import registry` stays a few milliseconds.
@@ -28,6 +29,7 @@ _LAZY = {
     "RegistryError": "registry.errors", "BuildError": "registry.errors",
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
+    "sweep": "registry.sweep", "watch": "registry.watch",
 }
 
 

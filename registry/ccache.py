@@ -58,7 +58,10 @@ def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool 
     ccache compile for real and store the fresh result."""
     ccache = ccache_executable()
     with _env_lock:
-        overrides = {}
+        # Newer torch prepends ccache to its compilers by itself; the wiring
+        # here is exact (the user's compiler, nvcc wrapped, recache on force),
+        # so turn torch's off rather than run ccache twice.
+        overrides = {"TORCH_NO_COMPILER_WRAPPER": "1"}
         if cuda_arch:
             overrides["TORCH_CUDA_ARCH_LIST"] = cuda_arch
         if ccache:

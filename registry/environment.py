@@ -7,6 +7,7 @@ switching compilers, or moving to another GPU generation changes the key and
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -16,34 +17,56 @@ from registry import _core, ccache
 
 
 # Asking torch about the GPU starts the CUDA driver (hundreds of ms), which a
-# `get` that finds everything cached should not pay. The driver's /proc files
-# name the GPU models without starting anything; the capability of a set of
-# models is asked once and remembered in <cache>/v1/cuda_arch.txt.
+# `get` that finds everything cached should not pay. So the answer (is there a
+# GPU, which compute capability) is asked once per machine identity and kept
+# in <cache>/v1/cuda_arch.txt. The identity is cheap to read and changes with
+# anything that could change the answer: the host, the boot (hardware is only
+# swapped across one), CUDA_VISIBLE_DEVICES, and the GPU models the driver
+# lists in /proc where it does.
 _PROC_GPUS = Path("/proc/driver/nvidia/gpus")
 
 
-def _gpu_models() -> list[str] | None:
-    """GPU model names from the driver, or None when /proc does not tell."""
+def _machine_identity() -> str:
+    parts = [socket.gethostname(), os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")]
     try:
-        models = []
-        for info in sorted(_PROC_GPUS.glob("*/information")):
-            for line in info.read_text().splitlines():
-                if line.startswith("Model:"):
-                    models.append(line.split(":", 1)[1].strip())
-        return models
+        parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
     except OSError:
-        return None
+        pass
+    try:
+        for info in sorted(_PROC_GPUS.glob("*/information")):
+            parts += [line.split(":", 1)[1].strip() for line in info.read_text().splitlines() if line.startswith("Model:")]
+    except OSError:
+        pass
+    return "|".join(parts)
 
 
-def cuda_available() -> bool:
+def _device_answer(cache_root: Path) -> str:
+    """"none", or the first visible device's capability as "major.minor"."""
     import torch
 
     if torch.version.cuda is None:
-        return False
-    if torch.cuda.is_initialized() or os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        return torch.cuda.is_available()
-    models = _gpu_models()
-    return bool(models) if models is not None else torch.cuda.is_available()
+        return "none"
+    if torch.cuda.is_initialized():
+        return _ask_torch(torch)
+    memo = cache_root / "v1" / "cuda_arch.txt"
+    identity = _machine_identity()
+    known = dict(line.split("\t", 1) for line in _read_lines(memo) if "\t" in line)
+    if identity not in known:
+        known[identity] = _ask_torch(torch)
+        memo.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _core.write_file_atomic(str(memo), "".join(f"{i}\t{a}\n" for i, a in sorted(known.items())))
+    return known[identity]
+
+
+def _ask_torch(torch) -> str:
+    if not torch.cuda.is_available():
+        return "none"
+    major, minor = torch.cuda.get_device_capability()
+    return f"{major}.{minor}"
+
+
+def cuda_available(cache_root: Path) -> bool:
+    return _device_answer(cache_root) != "none"
 
 
 def cuda_arch_list(cache_root: Path) -> str:
@@ -52,19 +75,11 @@ def cuda_arch_list(cache_root: Path) -> str:
     configured = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
     if configured:
         return configured
-    import torch
-
-    models = None if torch.cuda.is_initialized() else _gpu_models()
-    if not models or len(set(models)) != 1 or os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        major, minor = torch.cuda.get_device_capability()
-        return f"{major}.{minor}"
-    memo = cache_root / "v1" / "cuda_arch.txt"
-    known = dict(line.split("\t", 1) for line in _read_lines(memo) if "\t" in line)
-    if models[0] not in known:
-        major, minor = torch.cuda.get_device_capability()
-        known[models[0]] = f"{major}.{minor}"
-        _core.write_file_atomic(str(memo), "".join(f"{m}\t{a}\n" for m, a in sorted(known.items())))
-    return known[models[0]]
+    answer = _device_answer(cache_root)
+    if answer == "none":
+        raise RuntimeError("no CUDA device is visible; build for the CPU (device='cpu') "
+                           "or set TORCH_CUDA_ARCH_LIST to build for a GPU elsewhere")
+    return answer
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -91,9 +91,9 @@ def locate(name: str) -> str:
     raise KernelNotFoundError(name, names, _core.closest_name(name, names))
 
 
-def choose_backend(manifest, requested: str | None) -> str:
+def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
     if requested is None:
-        requested = "cuda" if manifest.cuda.present and environment.cuda_available() else "cpu"
+        requested = "cuda" if manifest.cuda.present and environment.cuda_available(cache_root) else "cpu"
     spec = manifest.cuda if requested == "cuda" else manifest.cpu
     if not spec.present:
         raise RegistryError(
@@ -106,8 +106,8 @@ def choose_backend(manifest, requested: str | None) -> str:
 def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: KernelState | None) -> KernelState:
     start = time.perf_counter()
     manifest = _core.parse_manifest(locate(name))
-    backend = choose_backend(manifest, requested_backend)
     cache_root = knobs.cache_dir()
+    backend = choose_backend(manifest, requested_backend, cache_root)
     store = _core.CacheStore(str(cache_root))
     env = environment.build_environment(backend, cache_root)
     # Per manifest path: two checkouts sharing a cache keep separate memos.

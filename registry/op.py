@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import ctypes
 
+# Launcher tables an Op has moved away from. A compiled graph (torch.compile,
+# CUDA graphs) may hold an old table's address: tables are never freed, so such
+# a graph keeps running the version it was built with instead of freed memory.
+# Kernel libraries are likewise never unloaded. Each table is a few bytes.
+_retired_tables: list = []
+
 
 class Op:
     __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_table", "_address", "_arg_names")
@@ -21,7 +27,8 @@ class Op:
         self._address = 0
 
     def _swap(self, fn, table, backend: str, key: str) -> None:
-        # Keep the table referenced before publishing its address.
+        if self._table is not None:
+            _retired_tables.append(self._table)
         self._table = table
         self._fn, self._address = fn, ctypes.addressof(table)
         self.backend, self.key = backend, key

@@ -79,21 +79,27 @@ class _Ticker(threading.Thread):
                 if self.bar is not None:
                     self._refresh()
 
+    def _label(self, elapsed: float, outcome: str = "") -> str:
+        head = f"building {self.what} of {self.kernel}: "
+        if outcome:
+            return head + f"{outcome} after {elapsed:.1f} s"
+        if not self.estimate_s:
+            return head + f"{elapsed:.1f} s"
+        late = " (longer than the last build)" if elapsed > self.estimate_s else ""
+        return head + f"{elapsed:.1f} s of ~{self.estimate_s:.1f} s{late}"
+
     def _open_bar(self):
         tqdm = _tqdm_class()
-        desc = f"building {self.what} of {self.kernel}"
-        if self.estimate_s:
-            return tqdm(total=round(self.estimate_s, 1), desc=desc, unit="s", leave=False,
-                        bar_format="{desc}: {bar} {n:.1f}/{total:.1f} s (estimate){postfix}")
-        return tqdm(total=None, desc=desc, leave=False, bar_format="{desc}: {elapsed} elapsed{postfix}")
+        # The text carries the numbers; the bar (with an estimate) only the fraction.
+        bar_format = "{desc} |{bar}|" if self.estimate_s else "{desc}"
+        return tqdm(total=self.estimate_s or None, desc=self._label(time.monotonic() - self.start_time),
+                    bar_format=bar_format, leave=False, dynamic_ncols=True)
 
     def _refresh(self) -> None:
         elapsed = time.monotonic() - self.start_time
         if self.estimate_s:
-            # Never reach 100 % while still building; say so when it runs long.
-            self.bar.n = min(elapsed, self.bar.total * 0.99)
-            if elapsed > self.estimate_s:
-                self.bar.set_postfix_str(f"longer than the last build: {elapsed:.1f} s", refresh=False)
+            self.bar.n = min(elapsed, self.estimate_s * 0.99)  # never full while still building
+        self.bar.set_description_str(self._label(elapsed), refresh=False)
         self.bar.refresh()
 
     def finish(self, outcome: str) -> float:
@@ -102,7 +108,7 @@ class _Ticker(threading.Thread):
             bar, self.bar = self.bar, None
         elapsed = time.monotonic() - self.start_time
         if bar is not None:
-            bar.set_postfix_str(f"{outcome} after {elapsed:.1f} s", refresh=True)
+            bar.set_description_str(self._label(elapsed, outcome), refresh=True)
             bar.close()
         self.join(timeout=1.0)
         return elapsed

@@ -12,7 +12,9 @@ block in HTML, its last lines in text.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import html
+import os
 import re
 from pathlib import Path
 
@@ -38,6 +40,30 @@ def readable_log(log) -> str:
     return _ANSI.sub("", log)
 
 
+def resolve_source(file: str, log: str = "") -> str:
+    """An existing path for a diagnostic's file, or `file` unchanged.
+
+    A relative path is relative to the build's staging folder, which is gone
+    by now: ccache (CCACHE_BASEDIR = the cache root) rewrites paths under the
+    cache, e.g. an inline kernel's, relative to it. Staging folders sit at
+    <cache>/v1/tmp/<one level>, so resolve from there; failing that, from the
+    working directory, or an absolute path in the log that ends the same way.
+    """
+    if os.path.isabs(file):
+        return file
+    candidates = []
+    try:
+        from registry import knobs
+
+        candidates.append(os.path.normpath(knobs.cache_dir() / "v1" / "tmp" / "staging" / file))
+    except ImportError:  # rendering outside the package
+        pass
+    candidates.append(os.path.abspath(file))
+    tail = "/" + re.sub(r"^(\.\.?/)+", "", file)
+    candidates += [token for token in re.findall(r"(/[^\s'\"]+)", log) if token.endswith(tail)]
+    return next((c for c in candidates if os.path.isfile(c)), file)
+
+
 def source_excerpt(file: str, line: int, context: int = CONTEXT_LINES) -> list[tuple[int, str]]:
     """[(line number, text)] around `line`, or [] when the file cannot be read
     (a temporary file, or one that moved since the build)."""
@@ -58,6 +84,20 @@ def _caret_offset(text: str, column: int | None) -> int | None:
     return len(text[: column - 1].expandtabs(4)) if column - 1 <= len(text) else None
 
 
+def _resolved(err) -> list:
+    """The error's diagnostics with their files made findable (see resolve_source)."""
+    log = readable_log(getattr(err, "log", ""))
+    return [_with_file(d, resolve_source(d.file, log)) for d in getattr(err, "diagnostics", []) or []]
+
+
+def _with_file(diagnostic, file: str):
+    if hasattr(diagnostic, "_replace"):  # a NamedTuple
+        return diagnostic._replace(file=file)
+    if dataclasses.is_dataclass(diagnostic):
+        return dataclasses.replace(diagnostic, file=file)
+    return diagnostic
+
+
 def _header(err) -> str:
     return f"building {getattr(err, 'what', 'a kernel')} of kernel {getattr(err, 'kernel', '?')!r} failed"
 
@@ -65,7 +105,7 @@ def _header(err) -> str:
 def render_text(err) -> str:
     """The error as plain text: diagnostics with marked source, then the log's tail."""
     out = [_header(err)]
-    diagnostics = list(getattr(err, "diagnostics", []) or [])
+    diagnostics = _resolved(err)
     for d in diagnostics[:MAX_DIAGNOSTICS]:
         out += ["", str(d)]
         excerpt = source_excerpt(d.file, d.line)
@@ -81,7 +121,8 @@ def render_text(err) -> str:
     log_lines = readable_log(getattr(err, "log", "")).rstrip().splitlines()
     shown = log_lines[-TEXT_LOG_LINES:]
     skipped = len(log_lines) - len(shown)
-    out += ["", f"compiler log ({'last %d of %d lines' % (len(shown), len(log_lines)) if skipped else 'complete'}):"]
+    label = f"last {len(shown)} of {len(log_lines)} lines" if skipped else "complete"
+    out += ["", f"compiler log ({label}):"]
     out += [f"  {line}" for line in shown]
     out += ["", "Fix the source and call registry.get() again; the op you had keeps working."]
     return "\n".join(out)
@@ -101,9 +142,10 @@ _STYLE = (
 def _html_line(number: int, text: str, width: int, hit: bool, column: int | None) -> str:
     prefix = f"{'&gt;' if hit else ' '} {number:>{width}} | "
     if hit and column and column - 1 < len(text):
-        # Underline the token the compiler points at (up to the next space).
+        # Underline the token the compiler points at: an identifier or number, else one character.
         start = column - 1
-        end = start + (len(text[start:].split(" ", 1)[0]) or 1)
+        token = re.match(r"\w+|\S", text[start:])
+        end = start + (len(token.group()) if token else 1)
         body = html.escape(text[:start]) + f"<span class='col'>{html.escape(text[start:end])}</span>" + html.escape(text[end:])
     else:
         body = html.escape(text)
@@ -113,7 +155,7 @@ def _html_line(number: int, text: str, width: int, hit: bool, column: int | None
 def render_html(err) -> str:
     """The error as an HTML fragment (for a notebook's output area)."""
     parts = [_STYLE, "<div class='kreg-err'>", f"<div><b>{html.escape(_header(err))}</b></div>"]
-    diagnostics = list(getattr(err, "diagnostics", []) or [])
+    diagnostics = _resolved(err)
     for d in diagnostics[:MAX_DIAGNOSTICS]:
         parts.append(f"<div class='where'>{html.escape(str(d))}</div>")
         excerpt = source_excerpt(d.file, d.line)

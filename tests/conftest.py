@@ -66,3 +66,15 @@ def compiles():
             return [r for r in runs if kernel is None or r[0] == kernel]
 
     return Counter()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Prints the figures the reliability tests collected (kills, compiles per
+    round, ...): passing tests' output is otherwise hidden."""
+    import sys
+
+    helpers = sys.modules.get("reliability_helpers")
+    if helpers is not None and helpers.FIGURES:
+        terminalreporter.section("reliability figures")
+        for line in helpers.FIGURES:
+            terminalreporter.write_line(line)

@@ -1,0 +1,136 @@
+"""The IPython extension, driven through IPython's own magic machinery."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+
+import registry
+from registry import magics
+
+_names = itertools.count()
+
+# The launcher ABI (registry/include/kreg/abi.h) for an op named axpy: the
+# same signature as the checkout's axpy, so the session's binding is reused.
+SIGNATURE = '--signature "axpy(Tensor x, Tensor y, float alpha) -> Tensor"'
+SOURCE = r"""
+#include "kreg/abi.h"
+
+KREG_API const char* axpy_f32(kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, void*) {
+  auto* o = static_cast<float*>(out.data);
+  auto* xs = static_cast<const float*>(x.data);
+  auto* ys = static_cast<const float*>(y.data);
+  for (int64_t i = 0; i < out.numel; ++i) o[i] = alpha * xs[i] + ys[i] + OFFSET;
+  return nullptr;
+}
+"""
+
+
+def cell(offset: str = "0.0f") -> str:
+    return SOURCE.replace("OFFSET", offset)
+
+
+@pytest.fixture(scope="module")
+def shell():
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "registry.magics")
+    yield ip
+    ip.run_line_magic("unload_ext", "registry.magics")
+
+
+@pytest.fixture
+def name(kernels_root) -> str:
+    # kernels_root: a private cache and kernels path for the session
+    return f"inline_t{next(_names)}"
+
+
+def _offset(op) -> float:
+    x, y = torch.randn(33), torch.randn(33)
+    return float((op(x, y, 2.0) - (2.0 * x + y)).mean())
+
+
+def test_kernel_cell_builds_and_binds_the_op(shell, name, compiles, capsys):
+    shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", cell())
+    op = shell.user_ns[name]
+    assert isinstance(op, registry.Op)
+    assert _offset(op) == pytest.approx(0.0, abs=1e-6)
+    assert (name, "kernel-lib") in compiles(name)  # (and the binding, if this session has not built it yet)
+    folder = magics.inline_root() / name
+    assert (folder / f"{name}.cpp").read_text().strip() == cell().strip()
+    manifest = (folder / "kernel.toml").read_text()
+    assert "format = 1" in manifest and "[cpu]" in manifest and 'dtypes = ["float32"]' in manifest
+    assert f"{name}: axpy(Tensor x, Tensor y, float alpha) -> Tensor [cpu], compiled" in capsys.readouterr().out
+
+
+def test_unchanged_cell_is_a_hit_and_an_edit_hot_reloads(shell, name, compiles):
+    line = f"{name} --cpu {SIGNATURE}"
+    shell.run_cell_magic("kernel", line, cell())
+    op = shell.user_ns[name]
+    source = magics.inline_root() / name / f"{name}.cpp"
+    mtime = source.stat().st_mtime_ns
+    shell.run_cell_magic("kernel", line, cell())
+    assert source.stat().st_mtime_ns == mtime  # not rewritten
+    assert registry.status(name).outcome == "in-process"
+    assert compiles(name).count((name, "kernel-lib")) == 1
+
+    shell.run_cell_magic("kernel", line, cell("3.0f"))
+    assert shell.user_ns[name] is op  # the same handle...
+    assert _offset(op) == pytest.approx(3.0, abs=1e-5)  # ...runs the new code
+    assert compiles(name).count((name, "kernel-lib")) == 2
+
+    shell.run_cell_magic("kernel", line, cell())  # back to the first version: no compile
+    assert _offset(op) == pytest.approx(0.0, abs=1e-6)
+    assert compiles(name).count((name, "kernel-lib")) == 2
+
+
+def test_registry_line_magic(shell, name, compiles, capsys):
+    shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", cell())
+    capsys.readouterr()
+    shell.run_line_magic("registry", f"status {name}")
+    out = capsys.readouterr().out
+    assert f"kernel {name} [cpu]" in out and "last get:" in out
+    shell.run_line_magic("registry", "list")
+    assert f"{name} (loaded)" in capsys.readouterr().out
+    shell.run_line_magic("registry", "ccache")
+    assert "ccache" in capsys.readouterr().out
+    shell.run_line_magic("registry", f"rebuild {name}")
+    assert "forced rebuild" in capsys.readouterr().out
+    assert compiles(name).count((name, "kernel-lib")) == 2
+    shell.run_line_magic("registry", "status never_loaded_kernel")
+    assert "not loaded" in capsys.readouterr().out
+    shell.run_line_magic("registry", "frobnicate")
+    assert "usage: %registry" in capsys.readouterr().out
+
+
+def test_build_error_in_a_cell_renders_the_source_line(shell, name, capsys):
+    shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", cell())
+    op = shell.user_ns[name]
+    capsys.readouterr()
+    result = shell.run_cell(f"%%kernel {name} --cpu {SIGNATURE}\n" + cell("undefined_offset"))
+    assert isinstance(result.error_in_exec, registry.BuildError)
+    out = capsys.readouterr().out
+    source = magics.inline_root() / name / f"{name}.cpp"
+    assert f"{source}:" in out and "undefined_offset" in out
+    assert any(line.lstrip().startswith(">") and "undefined_offset" in line for line in out.splitlines())
+    assert "Traceback" not in out
+    assert _offset(op) == pytest.approx(0.0, abs=1e-6)  # the previous code still runs
+
+
+def test_bad_arguments_say_what_to_write(shell):
+    with pytest.raises(ValueError, match="not a valid kernel name"):
+        shell.run_cell_magic("kernel", f"BadName --cpu {SIGNATURE}", cell())
+    with pytest.raises(ValueError, match="pass --signature"):
+        shell.run_cell_magic("kernel", "inline_nosig --cpu", cell())
+    with pytest.raises(ValueError, match="unknown dtype float8"):
+        shell.run_cell_magic("kernel", f"inline_dt --cpu --dtypes float8 {SIGNATURE}", cell())
+
+
+def test_unload_restores_the_exception_display(shell):
+    assert registry.BuildError in shell.custom_exceptions
+    shell.run_line_magic("unload_ext", "registry.magics")
+    assert registry.BuildError not in shell.custom_exceptions
+    assert "kernel" not in shell.magics_manager.magics["cell"]
+    shell.run_line_magic("load_ext", "registry.magics")
+    assert registry.BuildError in shell.custom_exceptions

@@ -1,0 +1,105 @@
+"""registry.sweep: every dtype and size checked against the float64 reference, timed."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import registry
+from registry.sweep import COLUMNS, TOLERANCES, compare
+
+SMALL = [1, 17, 4096]
+
+
+def test_table_has_the_columns_and_axpy_passes_on_cpu(axpy_copy):
+    result = registry.sweep(axpy_copy.name, sizes=SMALL, device="cpu", repeats=3)
+    table = result.table
+    assert list(table.columns) == [c for c in COLUMNS if c != "fraction_of_copy"]  # no copy baseline on CPU
+    assert sorted(table["dtype"].unique()) == sorted(["float32", "float16", "bfloat16"])
+    assert sorted(table["n"].unique()) == SMALL
+    assert result.passed, table.to_string()
+    assert (table["median_ms"] > 0).all() and (table["gbps"] > 0).all()
+    for dtype, (rtol, atol) in TOLERANCES.items():
+        rows = table[table["dtype"] == dtype]
+        assert (rows["rtol"] == rtol).all() and (rows["atol"] == atol).all()
+
+
+def test_html_repr_and_plots(axpy_copy):
+    from matplotlib.figure import Figure
+
+    result = registry.sweep(axpy_copy.name, sizes=[17, 4096], dtypes=["float32"], device="cpu", repeats=2)
+    html = result._repr_html_()
+    assert "<table" in html and f"kernel {axpy_copy.name} on cpu" in html and torch.__version__ in html
+    for metric in ("gbps", "ms"):
+        fig = result.plot(metric)
+        assert isinstance(fig, Figure)
+        assert fig.axes[0].get_xscale() == "log"
+        assert [line.get_label() for line in fig.axes[0].get_lines()] == ["float32"]
+    with pytest.raises(ValueError, match="'gbps' or 'ms'"):
+        result.plot("flops")
+
+
+def test_sizes_over_the_memory_budget_are_skipped_with_the_reason(axpy_copy):
+    result = registry.sweep(axpy_copy.name, sizes=[17, 1 << 20], dtypes=["float32"], device="cpu",
+                            memory_budget=1 << 20, repeats=2)
+    skipped = result.table[result.table["n"] == 1 << 20].iloc[0]
+    assert skipped["note"].startswith("skipped: needs") and "memory_budget=" in skipped["note"]
+    assert skipped["passed"] is None
+    assert result.passed  # the row that ran passed
+
+
+def test_a_broken_kernel_fails_the_check(axpy_copy):
+    # A bias of 0.25 is outside every dtype's tolerance (bfloat16: 0.008 + 0.008 |ref|) for |ref| < 30.
+    axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 0.25f")
+    result = registry.sweep(axpy_copy.name, sizes=[17, 4096], device="cpu", repeats=1)
+    assert not result.passed
+    assert not result.table["passed"].any()
+    assert result.table["note"].str.contains("out of tolerance").all()
+
+
+def test_scalar_arguments_can_be_set(axpy_copy):
+    result = registry.sweep(axpy_copy.name, sizes=[17], dtypes=["float32"], device="cpu", repeats=1,
+                            args={"alpha": -3.0})
+    assert result.passed
+
+
+def test_all_zero_output_fails_even_within_tolerance():
+    ref = torch.full((64,), 1e-7, dtype=torch.float64)  # |ref| below float32's atol
+    check = compare(torch.zeros(64), ref, *TOLERANCES["float32"])
+    assert not check.passed and "all zeros" in check.reason
+
+
+def test_nan_or_inf_where_the_reference_is_finite_fails():
+    ref = torch.randn(32, dtype=torch.float64)
+    out = ref.float()
+    out[3] = float("nan")
+    check = compare(out, ref, *TOLERANCES["float32"])
+    assert not check.passed and "NaN/inf" in check.reason
+    out[3] = float("inf")
+    assert not compare(out, ref, *TOLERANCES["float32"]).passed
+
+
+def test_tolerance_scales_with_magnitude():
+    ref = torch.tensor([1e6, -2e6, 0.5], dtype=torch.float64)
+    out = (ref * (1 + 5e-6)).float()  # abs error ~5 at 1e6, but relative 5e-6 < rtol 1e-5
+    check = compare(out, ref, *TOLERANCES["float32"])
+    assert check.passed and check.max_abs_err > 1
+    assert not compare((ref * (1 + 5e-5)).float(), ref, *TOLERANCES["float32"]).passed
+
+
+def test_half_precision_rounding_passes_and_one_ulp_more_fails():
+    torch.manual_seed(0)
+    ref = torch.randn(1000, dtype=torch.float64) * 10
+    assert compare(ref.half(), ref, *TOLERANCES["float16"]).passed          # correctly rounded
+    assert compare(ref.bfloat16(), ref, *TOLERANCES["bfloat16"]).passed
+    assert not compare((ref * 1.01).half(), ref, *TOLERANCES["float16"]).passed
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_sweep_reports_fraction_of_copy():
+    result = registry.sweep("axpy", sizes=[1, 17, 1 << 16, 1 << 24], device="cuda", repeats=5)
+    assert result.passed, result.table.to_string()
+    assert "fraction_of_copy" in result.table.columns
+    assert result.copy_gbps > 0
+    big = result.table[result.table["n"] == 1 << 24]
+    assert (big["fraction_of_copy"] > 0).all()
