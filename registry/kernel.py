@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from registry import _core, ccache, environment, keys, knobs
+from registry import _core, ccache, environment, keys, knobs, torch_ops
 from registry.errors import KernelNotFoundError, RegistryError
 from registry.launchers import build_table, open_library
 from registry.op import Op
@@ -119,7 +119,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
 
     # Plans are made only for what must be built (a binding plan writes its source).
     plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, env), rebuild)}
-    if manifest.binding == "generated":
+    if manifest.binding != "pybind":
         for op in manifest.ops:
             plans[op.name] = (keys.binding_key(op.signature, backend, env),
                               lambda op=op: _binding_plan(manifest, op, backend, cache_root), False)
@@ -314,9 +314,12 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None)
                 torch.ops.load_library(binding.path)
             _namespaces.add(namespace)
         fn = getattr(torch.ops, namespace).call.default
+        torch_ops.register_binding_fake(namespace, spec.signature)
         op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])
         op._swap(fn, build_table(handle, spec, manifest.name), backend, lib.entry.key)
         ops[spec.name] = op
+        if manifest.binding == "torch-library":
+            torch_ops.expose(manifest.name, spec, backend, op)
     return ops
 
 

@@ -134,3 +134,36 @@ def test_unload_restores_the_exception_display(shell):
     assert "kernel" not in shell.magics_manager.magics["cell"]
     shell.run_line_magic("load_ext", "registry.magics")
     assert registry.BuildError in shell.custom_exceptions
+
+
+CUDA_SOURCE = r"""
+#include "kreg/abi.h"
+
+__global__ void axpy_kernel(float* out, const float* x, const float* y, float alpha, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = alpha * x[i] + y[i] + OFFSET;
+}
+
+KREG_API const char* axpy_f32(kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, void* stream) {
+  const int64_t blocks = (out.numel + 255) / 256;
+  axpy_kernel<<<blocks < 4096 ? blocks : 4096, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<float*>(out.data), static_cast<const float*>(x.data), static_cast<const float*>(y.data),
+      alpha, out.numel);
+  cudaError_t error = cudaGetLastError();
+  return error == cudaSuccess ? nullptr : cudaGetErrorString(error);
+}
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_kernel_cell_builds_and_hot_reloads(shell, name, compiles):
+    line = f"{name} --cuda {SIGNATURE}"
+    shell.run_cell_magic("kernel", line, CUDA_SOURCE.replace("OFFSET", "0.0f"))
+    op = shell.user_ns[name]
+    x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    torch.testing.assert_close(op(x, y, 2.0), 2.0 * x + y)
+    assert (magics.inline_root() / name / f"{name}.cu").exists()
+    shell.run_cell_magic("kernel", line, CUDA_SOURCE.replace("OFFSET", "1.0f"))
+    torch.testing.assert_close(op(x, y, 2.0), 2.0 * x + y + 1.0)
+    assert compiles(name).count((name, "kernel-lib")) == 2

@@ -467,9 +467,9 @@ class ManifestParser {
 
   void parse_binding(const toml::table& root, Manifest* m) const {
     if (const toml::node* n = root.get("binding")) m->binding = read_string(*n, "binding");
-    if (m->binding != "generated" && m->binding != "pybind") {
+    if (m->binding != "generated" && m->binding != "torch-library" && m->binding != "pybind") {
       fail("binding", "unknown binding " + in_quotes(m->binding) +
-                          "; use \"generated\" (the default) or \"pybind\"");
+                          "; use \"generated\" (the default), \"torch-library\" or \"pybind\"");
     }
     const toml::node* source = root.get("binding_source");
     if (m->binding == "pybind") {

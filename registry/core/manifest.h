@@ -5,7 +5,12 @@
 //   format       = 1                      # required; an unknown version is an error
 //   name         = "axpy"                 # defaults to the folder name; [a-z_][a-z0-9_]{0,63}
 //   description  = "out = alpha * x + y"
-//   binding      = "generated"            # "generated" (default) or "pybind"
+//   binding      = "generated"            # "generated" (default), "torch-library" or "pybind":
+//                                         #   generated: an op handle, built from the signature
+//                                         #   torch-library: the same, and also registered as
+//                                         #     torch.ops.<kernel name>.<op> with a fake (meta)
+//                                         #     kernel, so torch.compile sees it without a break
+//                                         #   pybind: a hand-written PYBIND11_MODULE (slower)
 //   binding_source = "axpy_pybind.cpp"    # required when binding = "pybind"
 //   include_dirs = ["include"]            # searched for #include "..." and <...>
 //   headers      = ["axpy.h"]             # extra files the build depends on
