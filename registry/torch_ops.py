@@ -27,12 +27,18 @@ def _first_tensor(signature) -> int:
 
 
 def register_binding_fake(namespace: str, signature) -> None:
+    """A Meta kernel for kreg_<hash>::call (fake tensors fall back to it). Cheaper
+    to register than torch.library.register_fake, and this runs on a fresh
+    process's first `get`."""
     if namespace in _faked:
         return
     import torch
 
     first = _first_tensor(signature)
-    torch.library.register_fake(f"{namespace}::call")(lambda *args: torch.empty_like(args[first]))
+    library = _libraries.get(namespace)
+    if library is None:
+        library = _libraries[namespace] = torch.library.Library(namespace, "IMPL")
+    library.impl("call", lambda *args: torch.empty_like(args[first]), "Meta")
     _faked.add(namespace)
 
 

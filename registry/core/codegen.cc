@@ -10,7 +10,7 @@ namespace {
 // Python driver (registry/launchers.py mirrors this struct) and passed to the
 // op as an integer, so one compiled binding serves any number of kernels and
 // kernel versions that share a signature.
-constexpr const char* kPrologue = R"CPP(#include <ATen/ops/empty_like.h>
+constexpr const char* kPrologueHead = R"CPP(#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 @BACKEND_INCLUDES@
 #include <cstdint>
@@ -41,7 +41,11 @@ int dtype_slot(c10::ScalarType t) {
 kreg_tensor view_of(const at::Tensor& t) {
   return kreg_tensor{t.data_ptr(), t.numel(), t.dim(), t.sizes().data(), t.strides().data()};
 }
+)CPP";
 
+// JIT only: the table arrives as an integer argument of the op. (An AOT unit
+// holds its tables as constants instead; see codegen_aot.cc.)
+constexpr const char* kTableLookup = R"CPP(
 const LauncherTable& table_at(int64_t address) {
   const auto* table = reinterpret_cast<const LauncherTable*>(address);
   TORCH_CHECK(table != nullptr && table->magic == kTableMagic,
@@ -49,7 +53,9 @@ const LauncherTable& table_at(int64_t address) {
               "call it through the handle registry.get() returns");
   return *table;
 }
+)CPP";
 
+constexpr const char* kChecks = R"CPP(
 // Every check names the argument and says what to do; none of them copies.
 void check_tensor(const LauncherTable& table, const at::Tensor& t, const char* arg, int index,
                   const at::Tensor& first, const char* first_arg) {
