@@ -222,6 +222,7 @@ def main() -> None:
     ap.add_argument("--device", choices=["cpu", "cuda"], default=None)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
+    ap.add_argument("--torch-reps", type=int, default=None, help="repetitions of torch's steps (default: --reps)")
     ap.add_argument("--skip-torch", action="store_true")
     args = ap.parse_args()
     import torch
@@ -233,7 +234,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="edit-loop-"))
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     ours = measure_registry(device, args.reps, work)
-    theirs = {} if args.skip_torch else TorchLoadBaseline(CHECKOUT, work / "torch", device, args.reps).run()
+    theirs = {} if args.skip_torch else TorchLoadBaseline(CHECKOUT, work / "torch", device, args.torch_reps or args.reps).run()
     machine = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or platform.machine()
     meta = {
         "date": started, "device": device, "machine": machine, "cpus": os.cpu_count(),

@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# One GPU-machine session: set up, the GPU test suite, the axpy bandwidth
-# benchmark and the edit-loop benchmark beside torch load(). Results go to
-# $OUT (the device tool brings them back) and a short table is printed last.
-#   bash bench/gpu/run_all.sh
+# One GPU-machine session: set up, every test marked gpu, the axpy bandwidth
+# benchmark, the edit-loop benchmark beside torch load(), and both notebooks
+# executed on CUDA. Results go to $OUT (the device tool brings them back).
+#   bash bench/gpu/run_all.sh            (STEPS="tests bandwidth editloop notebooks")
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
+STEPS=${STEPS:-tests bandwidth editloop notebooks}
 export REGISTRY_CACHE_DIR=$(mktemp -d)
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
-python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gpu_ops.py 2>&1 | tee "$OUT/gpu_tests.txt" | tail -45
-python3 bench/axpy_bandwidth.py --out "$OUT" 2>&1 | tail -12
-python3 bench/edit_loop.py --device cuda --reps "${REPS:-3}" --out "$OUT" 2>&1 | tail -16
+nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+python3 -c "import torch; print('torch', torch.__version__)" >> "$OUT/gpu.txt"
+for step in $STEPS; do
+  case $step in
+    tests) python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.txt" | tail -60 ;;
+    bandwidth) python3 bench/axpy_bandwidth.py --out "$OUT" 2>&1 | tail -12 ;;
+    editloop) python3 bench/edit_loop.py --device cuda --reps "${REPS:-3}" --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tail -16 ;;
+    notebooks) REGISTRY_SWEEP_FIGURE="$OUT/axpy_sweep_h200.png" python3 bench/gpu/run_notebooks.py "$OUT" 2>&1 | tail -20 ;;
+  esac
+done

@@ -3,13 +3,16 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "codegen_aot.h"  // declares binding_text: the pieces the AOT generator shares
+
 namespace kreg {
 namespace {
 
 // The fixed part of every binding. The launcher table is filled in by the
 // Python driver (registry/launchers.py mirrors this struct) and passed to the
 // op as an integer, so one compiled binding serves any number of kernels and
-// kernel versions that share a signature.
+// kernel versions that share a signature. (Three pieces: the AOT units of
+// codegen_aot.cc use the head and the checks, with constant tables.)
 constexpr const char* kPrologueHead = R"CPP(#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 @BACKEND_INCLUDES@
@@ -132,74 +135,109 @@ std::string schema_type(ArgType type) {
 
 }  // namespace
 
+// The pieces both generators emit (declared in codegen_aot.h): the JIT binding
+// below and the AOT registration units of codegen_aot.cc check, allocate and
+// launch with the same text, so they cannot drift apart.
+namespace binding_text {
+
+std::string prologue(const std::string& backend, bool with_table_lookup) {
+  const bool cuda = backend == "cuda";
+  std::string text = std::string(kPrologueHead) + (with_table_lookup ? kTableLookup : "") + kChecks;
+  replace_all(text, "@BACKEND_INCLUDES@",
+              cuda ? "#include <c10/cuda/CUDAGuard.h>\n#include <c10/cuda/CUDAStream.h>" : "");
+  replace_all(text, "@DEVICE_TEST@", device_test(backend));
+  replace_all(text, "@DEVICE_WORD@", cuda ? "CUDA" : "the CPU");
+  replace_all(text, "@MOVE_HINT@", cuda ? ".cuda()" : ".cpu()");
+  return text;
+}
+
+const Arg& first_tensor(const Signature& signature, const std::string& caller) {
+  for (const Arg& arg : signature.args) {
+    if (arg.type == ArgType::kTensor) return arg;
+  }
+  throw std::invalid_argument(caller + ": signature has no Tensor argument");
+}
+
+std::string cpp_params(const Signature& signature) {
+  std::string text;
+  for (const Arg& arg : signature.args) {
+    text += (text.empty() ? "" : ", ") + c_type(arg.type) + " " + arg.name;
+  }
+  return text;
+}
+
+std::string schema_params(const Signature& signature) {
+  std::string text;
+  for (const Arg& arg : signature.args) {
+    text += (text.empty() ? "" : ", ") + schema_type(arg.type) + " " + arg.name;
+  }
+  return text;
+}
+
+std::string launcher_params(const Signature& signature) {
+  // The output, every argument in order, then the stream.
+  std::string text = "kreg_tensor";
+  for (const Arg& arg : signature.args) text += ", " + launcher_param_type(arg.type);
+  return text + ", void*";
+}
+
+std::string checks_and_call(const Signature& signature, const std::string& backend,
+                            const std::string& launcher_type) {
+  const bool cuda = backend == "cuda";
+  const Arg& first = first_tensor(signature, "checks_and_call");
+  std::ostringstream out;
+  int tensor_index = 0;
+  for (const Arg& arg : signature.args) {
+    if (arg.type != ArgType::kTensor) continue;
+    out << "  check_tensor(table, " << arg.name << ", \"" << arg.name << "\", " << tensor_index++
+        << ", " << first.name << ", \"" << first.name << "\");\n";
+  }
+  out << "  const int slot = dtype_slot(" << first.name << ".scalar_type());\n"
+      << "  void* launcher = slot < 0 ? nullptr : table.launchers[slot];\n"
+      << "  TORCH_CHECK(launcher != nullptr, table.op_name, \": dtype \", " << first.name
+      << ".scalar_type(),\n              \" is not supported; the manifest lists \", table.dtypes);\n";
+  if (cuda) out << "  const c10::cuda::CUDAGuard device_guard(" << first.name << ".device());\n";
+  out << "  at::Tensor out = at::empty_like(" << first.name << ");\n"
+      << "  if (out.numel() == 0) return out;\n";
+  if (cuda) {
+    out << "  void* stream = c10::cuda::getCurrentCUDAStream(" << first.name
+        << ".device().index()).stream();\n";
+  } else {
+    out << "  void* stream = nullptr;\n";
+  }
+  out << "  const char* error = reinterpret_cast<" << launcher_type << ">(launcher)(view_of(out)";
+  for (const Arg& arg : signature.args) out << ", " << launcher_arg(arg);
+  out << ", stream);\n"
+      << "  TORCH_CHECK(error == nullptr, table.op_name, \": the launcher failed: \", error);\n"
+      << "  return out;\n}\n";
+  return out.str();
+}
+
+}  // namespace binding_text
+
 std::string generate_binding(const Signature& signature, const std::string& backend,
                              const std::string& module_name) {
+  using namespace binding_text;
   if (backend != "cpu" && backend != "cuda") {
     throw std::invalid_argument("generate_binding: backend must be cpu or cuda, not " + backend);
   }
-  const bool cuda = backend == "cuda";
-  std::string prologue = kPrologue;
-  replace_all(prologue, "@BACKEND_INCLUDES@",
-              cuda ? "#include <c10/cuda/CUDAGuard.h>\n#include <c10/cuda/CUDAStream.h>" : "");
-  replace_all(prologue, "@DEVICE_TEST@", device_test(backend));
-  replace_all(prologue, "@DEVICE_WORD@", cuda ? "CUDA" : "the CPU");
-  replace_all(prologue, "@MOVE_HINT@", cuda ? ".cuda()" : ".cpu()");
-
-  const Arg* first = nullptr;
-  for (const Arg& arg : signature.args) {
-    if (arg.type == ArgType::kTensor) {
-      first = &arg;
-      break;
-    }
-  }
-  if (first == nullptr) throw std::invalid_argument("generate_binding: signature has no Tensor argument");
+  first_tensor(signature, "generate_binding");  // throws before any text is made
 
   std::ostringstream out;
   out << "// Generated by the kernel registry for the op signature\n//   " << signature.canonical()
       << "\n// on the " << backend << " backend (binding template v" << kBindingTemplateVersion
       << ").\n// Do not edit: the text depends only on the signature, so one compiled copy\n"
       << "// serves every kernel version that has it.\n";
-  out << prologue << "\n";
-
-  // The launcher type: output, every argument in order, then the stream.
-  out << "using Launcher = const char* (*)(kreg_tensor";
-  for (const Arg& arg : signature.args) out << ", " << launcher_param_type(arg.type);
-  out << ", void*);\n\n";
-
-  out << "at::Tensor call(";
-  for (const Arg& arg : signature.args) out << c_type(arg.type) << " " << arg.name << ", ";
-  out << "int64_t kreg_table) {\n";
+  out << prologue(backend, /*with_table_lookup=*/true) << "\n";
+  out << "using Launcher = const char* (*)(" << launcher_params(signature) << ");\n\n";
+  out << "at::Tensor call(" << cpp_params(signature) << ", int64_t kreg_table) {\n";
   out << "  const LauncherTable& table = table_at(kreg_table);\n";
-  int tensor_index = 0;
-  for (const Arg& arg : signature.args) {
-    if (arg.type != ArgType::kTensor) continue;
-    out << "  check_tensor(table, " << arg.name << ", \"" << arg.name << "\", " << tensor_index++
-        << ", " << first->name << ", \"" << first->name << "\");\n";
-  }
-  out << "  const int slot = dtype_slot(" << first->name << ".scalar_type());\n"
-      << "  void* launcher = slot < 0 ? nullptr : table.launchers[slot];\n"
-      << "  TORCH_CHECK(launcher != nullptr, table.op_name, \": dtype \", " << first->name
-      << ".scalar_type(),\n              \" is not supported; the manifest lists \", table.dtypes);\n";
-  if (cuda) out << "  const c10::cuda::CUDAGuard device_guard(" << first->name << ".device());\n";
-  out << "  at::Tensor out = at::empty_like(" << first->name << ");\n"
-      << "  if (out.numel() == 0) return out;\n";
-  if (cuda) {
-    out << "  void* stream = c10::cuda::getCurrentCUDAStream(" << first->name
-        << ".device().index()).stream();\n";
-  } else {
-    out << "  void* stream = nullptr;\n";
-  }
-  out << "  const char* error = reinterpret_cast<Launcher>(launcher)(view_of(out)";
-  for (const Arg& arg : signature.args) out << ", " << launcher_arg(arg);
-  out << ", stream);\n"
-      << "  TORCH_CHECK(error == nullptr, table.op_name, \": the launcher failed: \", error);\n"
-      << "  return out;\n}\n\n";
+  out << checks_and_call(signature, backend, "Launcher") << "\n";
 
   // Registered for both device keys so that a tensor on the wrong device gets
   // the message above rather than the dispatcher's "could not run" error.
-  out << "TORCH_LIBRARY(" << module_name << ", m) {\n  m.def(\"call(";
-  for (const Arg& arg : signature.args) out << schema_type(arg.type) << " " << arg.name << ", ";
-  out << "int kreg_table) -> Tensor\");\n}\n";
+  out << "TORCH_LIBRARY(" << module_name << ", m) {\n  m.def(\"call(" << schema_params(signature)
+      << ", int kreg_table) -> Tensor\");\n}\n";
   for (const char* key : {"CPU", "CUDA"}) {
     out << "TORCH_LIBRARY_IMPL(" << module_name << ", " << key << ", m) { m.impl(\"call\", &call); }\n";
   }
