@@ -24,7 +24,11 @@ from registry.op import Op
 # Loaded in this process, by key; never unloaded (an old handle may still run).
 _libraries: dict[str, object] = {}
 _modules: dict[str, object] = {}
-_namespaces: set[str] = set()
+# Bindings registered in this process: namespace -> the file it came from.
+# Loading a second file that registers the same TORCH_LIBRARY namespace aborts
+# the process, so a namespace registered here is never built or loaded again
+# (even if the cache was emptied or moved meanwhile).
+_namespaces: dict[str, str] = {}
 
 
 # Plain classes, not dataclasses: generating a dataclass costs ~2 ms at
@@ -119,9 +123,13 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
 
     # Plans are made only for what must be built (a binding plan writes its source).
     plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, env), rebuild)}
+    binding_keys = {} if manifest.binding == "pybind" else \
+        {op.name: keys.binding_key(op.signature, backend, env) for op in manifest.ops}
     if manifest.binding != "pybind":
         for op in manifest.ops:
-            plans[op.name] = (keys.binding_key(op.signature, backend, env),
+            if keys.binding_namespace(op.signature, backend) in _namespaces:
+                continue
+            plans[op.name] = (binding_keys[op.name],
                               lambda op=op: _binding_plan(manifest, op, backend, cache_root), False)
 
     artifacts, ccache_delta = _artifacts(store, plans, cache_root, env.get("env.cuda_arch"))
@@ -136,7 +144,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     memo_out = _core.Memo()
     memo_out.kernel, memo_out.backend = name, backend
     memo_out.env = environment.fingerprint(env)
-    memo_out.keys = {what: plan[0].hex for what, plan in plans.items()}
+    memo_out.keys = {"lib": lib_key.hex, **{op: key.hex for op, key in binding_keys.items()}}
     memo_out.stamps, memo_out.inputs = stamps.stamps, lib_key.inputs
     if memo is None or compiled or memo_out.env != memo.env or dict(memo_out.keys) != dict(memo.keys) \
             or _stamp_tuples(memo_out.stamps) != _stamp_tuples(memo.stamps):
@@ -150,7 +158,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
         kernel=name, backend=backend,
         outcome="compiled" if compiled else "cache",
         key=lib_key.hex, manifest=manifest.file,
-        artifacts={("kernel library" if w == "lib" else f"binding {w}"): a.path for w, a in artifacts.items()},
+        artifacts=_artifact_paths(manifest, backend, artifacts),
         build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built),
         last_build_seconds=lib.entry.build_seconds, built_at=lib.entry.built_at,
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
@@ -182,6 +190,14 @@ def _lib_key(manifest, backend: str, env: dict[str, str], memo, rebuild: bool):
 
 def _stamp_tuples(stamps) -> list:
     return [(s.path, s.content) for s in stamps]
+
+
+def _artifact_paths(manifest, backend: str, artifacts: dict) -> dict[str, str]:
+    paths = {"kernel library": artifacts["lib"].path}
+    if manifest.binding != "pybind":
+        for spec in manifest.ops:
+            paths[f"binding {spec.name}"] = _namespaces[keys.binding_namespace(spec.signature, backend)]
+    return paths
 
 
 def _recorded_deps(memo) -> list[str]:
@@ -307,12 +323,12 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None)
     handle = lib.built.loaded if lib.built else _libraries.get(lib.entry.key) or open_library(lib.path)
     _libraries[lib.entry.key] = handle
     for spec in manifest.ops:
-        binding = artifacts[spec.name]
         namespace = keys.binding_namespace(spec.signature, backend)
         if namespace not in _namespaces:
+            binding = artifacts[spec.name]
             if binding.built is None:
                 torch.ops.load_library(binding.path)
-            _namespaces.add(namespace)
+            _namespaces[namespace] = binding.path
         fn = getattr(torch.ops, namespace).call.default
         torch_ops.register_binding_fake(namespace, spec.signature)
         op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])

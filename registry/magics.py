@@ -125,7 +125,7 @@ class RegistryMagics(Magics):
                   f"kernel {rest[0]!r} is not loaded in this kernel yet; run registry.get({rest[0]!r}) or its %%kernel cell")
         elif command == "rebuild" and len(rest) == 1:
             device = _loaded_device(rest[0]) or None
-            self.shell.user_ns[rest[0]] = registry.get(rest[0], rebuild=True, device=device)
+            registry.get(rest[0], rebuild=True, device=device)  # the handles you hold run the new build
             print(registry.status(rest[0], device=device))
         elif command == "ccache" and not rest:
             print(self._ccache_report())

@@ -168,6 +168,18 @@ def kill_build_processes(build_dir: str | os.PathLike, grace_s: float = 2.0) -> 
     return found
 
 
+def stop_builds_of_this_process(cache_root: str | os.PathLike) -> list[int]:
+    """Kill the compilers of every build this process runs, wherever it runs
+    them: the staging folders <cache>/v1/tmp/<pid>-* (cache_store.h). For the
+    main thread on Ctrl-C while worker threads build: the interrupt reaches
+    only the main thread, and killing the workers' compilers makes their
+    load() fail at once instead of finishing (and publishing) the builds."""
+    found = []
+    for folder in (Path(cache_root) / "v1" / "tmp").glob(f"{os.getpid()}-*"):
+        found += kill_build_processes(folder)
+    return found
+
+
 def _signal(pid: int, sig: int) -> bool:
     try:
         os.kill(pid, sig)

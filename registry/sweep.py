@@ -178,7 +178,13 @@ def sweep(name: str, dtypes: list[str] | None = None, sizes: list[int] | None = 
             raise AttributeError(f"{manifest.reference} has no function {spec.reference!r} for op {spec.name!r}; "
                                  f"define it, or set reference = \"...\" in the [[op]] of {manifest.file}")
         for dtype in dtypes or list(spec.dtypes):
+            if dtype not in TOLERANCES:
+                raise ValueError(f"unknown dtype {dtype!r}; choose from {', '.join(TOLERANCES)}")
             for n in sizes:
+                if dtype not in spec.dtypes:  # the op would refuse it: say so in the table
+                    rows.append(dict(op=spec.name, dtype=dtype, n=n, passed=None,
+                                     note=f"skipped: {spec.name} lists only {', '.join(spec.dtypes)} in kernel.toml"))
+                    continue
                 rows.append(_run_case(op, fn, spec, dtype, n, device, budget, repeats, args or {}, copy_gbps))
     table = pd.DataFrame(rows, columns=COLUMNS)
     if device != "cuda":

@@ -119,3 +119,14 @@ def test_compile_error_raises_with_file_line_and_old_op_keeps_working(axpy_copy,
     registry.get(axpy_copy.name)
     assert registry.status(axpy_copy.name).outcome == "cache"  # the fix is the old content
     torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
+
+
+def test_a_new_cache_dir_never_registers_a_binding_twice(axpy_copy, compiles, tmp_path, monkeypatch):
+    # Loading a second file for a TORCH_LIBRARY namespace aborts the process;
+    # a binding registered here is reused even when the cache no longer has it.
+    registry.get(axpy_copy.name)
+    monkeypatch.setenv("REGISTRY_CACHE_DIR", str(tmp_path / "elsewhere"))
+    op = registry.get(axpy_copy.name, rebuild=True)
+    x, y = _inputs()
+    torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
+    assert (axpy_copy.name, "binding") not in compiles(axpy_copy.name)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -55,8 +56,9 @@ op = registry.get(sys.argv[1], device="cpu")
 print("outcome", registry.status(sys.argv[1], device="cpu").outcome, flush=True)
 """
 
-# Whether builder.run_build already wraps load() in progress.build_progress.
+# Whether builder.run_build / kernel._artifacts already call the clean-up in registry/progress.py.
 BUILDER_CLEANS_UP = "build_progress" in (Path(registry.__file__).parent / "builder.py").read_text()
+WORKERS_STOPPED = "stop_builds_of_this_process" in (Path(registry.__file__).parent / "kernel.py").read_text()
 NOT_WIRED = ("builder.run_build does not call progress.build_progress(build_dir=staging) yet: on SIGINT "
              "subprocess.run SIGKILLs ninja before ninja can stop its compilers, which run in their own "
              "process groups and so outlive even a Ctrl-C to the whole group")
@@ -104,9 +106,16 @@ def _run_child(name: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           timeout=timeout, env=dict(os.environ))
 
 
-def _interrupt_build(name: str, whole_group: bool, wrap_load: bool = False):
-    """Start a build in a child, SIGINT it about 1 s into the compile.
-    Returns (returncode, output, the build processes seen, child pid)."""
+class Interrupted(NamedTuple):
+    rc: int
+    output: str
+    seen: dict       # pid -> (name, start time) of every build process seen
+    pid: int         # the child's
+    exit_s: float    # from the SIGINT to the child's exit
+
+
+def _interrupt_build(name: str, whole_group: bool, wrap_load: bool = False) -> Interrupted:
+    """Start a build in a child and SIGINT it about 1 s into the compile."""
     child = subprocess.Popen([sys.executable, "-c", CHILD, name, *(["--wrap-load"] if wrap_load else [])], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, env=dict(os.environ),
                              start_new_session=True)  # its own group, so killpg spares pytest
@@ -124,18 +133,19 @@ def _interrupt_build(name: str, whole_group: bool, wrap_load: bool = False):
             os.killpg(child.pid, signal.SIGINT)   # what Ctrl-C in a terminal, or Jupyter's interrupt, sends
         else:
             os.kill(child.pid, signal.SIGINT)     # `kill -INT <pid>`: the Python process alone
-        output, _ = child.communicate(timeout=60)
+        interrupted_at = time.monotonic()
+        output, _ = child.communicate(timeout=120)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-    return child.returncode, output, seen, child.pid
+    return Interrupted(child.returncode, output, seen, child.pid, time.monotonic() - interrupted_at)
 
 
-def _exited_by_interrupt(rc: int, output: str, child_pid: int, cache_root: Path) -> None:
-    assert rc != 0 and "KeyboardInterrupt" in output, f"rc {rc}, output:\n{output[-3000:]}"
+def _exited_by_interrupt(run: Interrupted, cache_root: Path) -> None:
+    assert run.rc != 0 and "KeyboardInterrupt" in run.output, f"rc {run.rc}, output:\n{run.output[-3000:]}"
     staging = cache_root / "v1" / "tmp"
-    leftovers = [p.name for p in staging.iterdir() if p.name.startswith(f"{child_pid}-")] if staging.exists() else []
+    leftovers = [p.name for p in staging.iterdir() if p.name.startswith(f"{run.pid}-")] if staging.exists() else []
     assert not leftovers, f"staging folders left behind: {leftovers}"
 
 
@@ -169,10 +179,10 @@ def test_ctrl_c_stops_the_build_and_publishes_nothing(slow_copy, cache_root):
     survivors = {}
     for _ in range(2):  # a second interrupted build must not publish anything either
         # To the whole process group: what Ctrl-C in a terminal, or Jupyter's interrupt, sends.
-        rc, output, seen, pid = _interrupt_build(slow_copy.name, whole_group=True)
-        assert any(n == "ninja" for n, _ in seen.values()), f"no ninja seen: {seen}"
-        _exited_by_interrupt(rc, output, pid, cache_root)
-        survivors.update(_survivors(seen))
+        run = _interrupt_build(slow_copy.name, whole_group=True)
+        assert any(n == "ninja" for n, _ in run.seen.values()), f"no ninja seen: {run.seen}"
+        _exited_by_interrupt(run, cache_root)
+        survivors.update(_survivors(run.seen))
         assert _entries(cache_root, slow_copy.name) == before, "an interrupted build published a cache entry"
 
     fresh = _run_child(slow_copy.name)
@@ -187,9 +197,31 @@ def test_ctrl_c_stops_the_build_and_publishes_nothing(slow_copy, cache_root):
 def test_build_progress_stops_compilers_left_by_an_interrupt(slow_copy, cache_root):
     # SIGINT to the Python process alone (`kill -INT <pid>`), with load()
     # wrapped as builder.run_build is to wrap it: nothing may survive.
-    rc, output, seen, pid = _interrupt_build(slow_copy.name, whole_group=False, wrap_load=True)
-    _exited_by_interrupt(rc, output, pid, cache_root)
-    assert not _survivors(seen)
+    run = _interrupt_build(slow_copy.name, whole_group=False, wrap_load=True)
+    _exited_by_interrupt(run, cache_root)
+    assert not _survivors(run.seen)
+
+
+@pytest.mark.parametrize("whole_group", [
+    pytest.param(True, id="ctrl-c"),
+    pytest.param(False, id="sigint-to-python-alone", marks=pytest.mark.xfail(
+        not WORKERS_STOPPED, strict=False,
+        reason="kernel._artifacts does not call progress.stop_builds_of_this_process on KeyboardInterrupt yet: "
+               "the SIGINT reaches only the main thread, the worker threads' builds run to the end and publish, "
+               "and the interrupt takes effect only then")),
+])
+def test_interrupt_during_side_by_side_builds_stops_both(slow_copy, tmp_path, monkeypatch, whole_group):
+    # A fresh cache: the first get builds the kernel library and the op
+    # binding side by side, in worker threads, which a SIGINT never reaches.
+    # With Ctrl-C the ninjas get it too and stop their compilers themselves.
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("REGISTRY_CACHE_DIR", str(cache))
+    monkeypatch.setenv("CCACHE_DISABLE", "1")  # the binding must really compile, not come from ccache
+    run = _interrupt_build(slow_copy.name, whole_group=whole_group)
+    _exited_by_interrupt(run, cache)
+    assert not _survivors(run.seen)
+    assert not _core.CacheStore(str(cache)).list(), "an interrupted build published a cache entry"
+    assert run.exit_s < 10, f"the interrupt took {run.exit_s:.1f} s to stop the builds"
 
 
 # build_progress on its own: the bar appears only for slow blocks and closes on any exit.

@@ -103,3 +103,12 @@ def test_cuda_sweep_reports_fraction_of_copy():
     assert result.copy_gbps > 0
     big = result.table[result.table["n"] == 1 << 24]
     assert (big["fraction_of_copy"] > 0).all()
+
+
+def test_a_dtype_the_op_does_not_list_is_skipped_and_an_unknown_one_refused(axpy_copy):
+    result = registry.sweep(axpy_copy.name, sizes=[17], dtypes=["float32", "float64"], device="cpu", repeats=1)
+    row = result.table[result.table["dtype"] == "float64"].iloc[0]
+    assert row["passed"] is None and "lists only float32, float16, bfloat16" in row["note"]
+    assert result.passed
+    with pytest.raises(ValueError, match="unknown dtype 'float8'"):
+        registry.sweep(axpy_copy.name, sizes=[17], dtypes=["float8"], device="cpu")

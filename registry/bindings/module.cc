@@ -11,6 +11,7 @@ namespace kreg::python {
 void init_manifest(py::module_& m);
 void init_build(py::module_& m);
 void init_cache(py::module_& m);
+void init_aot(py::module_& m);
 }  // namespace kreg::python
 
 PYBIND11_MODULE(_core, m) {
@@ -39,4 +40,5 @@ PYBIND11_MODULE(_core, m) {
   kreg::python::init_manifest(m);
   kreg::python::init_build(m);
   kreg::python::init_cache(m);
+  kreg::python::init_aot(m);
 }

@@ -1,0 +1,151 @@
+"""The AOT path: a manifest exported as an installable package (registry/aot.py),
+built by pip with setuptools + BuildExtension, and imported in a fresh
+interpreter that never imports the JIT registry.
+
+The build tests compile two torch units each (~30-40 s on two cores), so they
+are marked slow; they need no GPU and run in CI. The CUDA variant is marked gpu.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from registry import aot
+from registry.errors import RegistryError
+
+# Runs in the fresh interpreter: the package as production code would use it.
+CHECK = """
+import ctypes, sys
+import torch
+import axpy_ops
+
+assert axpy_ops.__file__.startswith(sys.argv[1]), axpy_ops.__file__
+assert axpy_ops.ops is torch.ops.axpy
+devices = sys.argv[2].split(",")
+for device in devices:
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(1001, generator=gen).to(device, dtype)
+        y = torch.randn(1001, generator=gen).to(device, dtype)
+        expected = (1.5 * x.float() + y.float()).to(dtype)  # computed in float, rounded once
+        torch.testing.assert_close(torch.ops.axpy.axpy(x, y, 1.5), expected)
+        torch.testing.assert_close(axpy_ops.axpy(x, y, 1.5), expected)
+        torch.library.opcheck(torch.ops.axpy.axpy.default, (x, y, 1.5))
+    # The JIT binding's checks, with its messages.
+    try:
+        torch.ops.axpy.axpy(x.double(), y.double(), 1.0)
+        raise AssertionError("float64 was accepted")
+    except RuntimeError as error:
+        assert "the manifest lists float32, float16, bfloat16" in str(error), error
+    try:
+        torch.ops.axpy.axpy(x, y[:3], 1.0)
+        raise AssertionError("mismatched shapes were accepted")
+    except RuntimeError as error:
+        assert "argument 'y' has shape [3]" in str(error), error
+
+# CPU and CUDA launchers share names: each module keeps its own private.
+for module in ("_C_cpu", "_C_cuda"):
+    if getattr(axpy_ops, module, None) is not None:
+        assert not hasattr(ctypes.CDLL(getattr(axpy_ops, module).__file__), "axpy_f32"), module
+assert "registry" not in sys.modules, "the package imported the JIT registry"
+print("AOT-OK")
+"""
+
+
+def _export_and_install(tmp_path: Path, backends, env=None) -> Path:
+    package = aot.export_package("axpy", tmp_path / "axpy_pkg", backends=backends)
+    target = tmp_path / "site"
+    # --no-build-isolation: build against this torch (an isolated build would
+    # fetch another); --no-index: nothing is downloaded.
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--no-index",
+         "--target", str(target), str(package)],
+        capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
+    assert result.returncode == 0, f"pip failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    return target
+
+
+def _run_fresh(target: Path, devices: str, tmp_path: Path) -> None:
+    # Only the install folder on the path, and a working folder outside the
+    # checkout, so nothing but the installed package can be imported.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK), str(target), devices],
+                            capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert result.returncode == 0 and "AOT-OK" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_cpu_package_builds_and_runs_without_the_registry(tmp_path):
+    target = _export_and_install(tmp_path, ["cpu"])
+    built = sorted(p.name.split(".")[0] for p in (target / "axpy_ops").glob("*.so"))
+    assert built == ["_C", "_C_cpu"]
+    _run_fresh(target, "cpu", tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_package_builds_and_runs_beside_the_cpu_one(tmp_path):
+    # KREG_AOT_CUDA=1: a missing nvcc fails the build instead of skipping the module.
+    target = _export_and_install(tmp_path, None, env={"KREG_AOT_CUDA": "1"})
+    built = sorted(p.name.split(".")[0] for p in (target / "axpy_ops").glob("*.so"))
+    assert built == ["_C", "_C_cpu", "_C_cuda"]
+    _run_fresh(target, "cpu,cuda", tmp_path)
+
+
+# ---- export only (fast) -------------------------------------------------------
+
+
+def test_export_writes_a_self_contained_package(tmp_path):
+    out = aot.export_package("axpy", tmp_path / "pkg", backends=["cpu"])
+    files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert {"setup.py", "README.md", "axpy_ops/__init__.py", "csrc/generated/axpy_def.cpp",
+            "csrc/generated/axpy_impl_cpu.cpp", "csrc/kernel/axpy_cpu.cpp", "csrc/kernel/axpy.h",
+            "csrc/kernel/axpy_math.h", "csrc/kernel/include/axpy/config.h", "csrc/kernel/kernel.toml",
+            "csrc/include/kreg/abi.h", "csrc/include/kreg/cpu.h"} <= files
+    assert "csrc/kernel/axpy.cu" not in files and "csrc/generated/axpy_impl_cuda.cpp" not in files
+    setup = (out / "setup.py").read_text()
+    assert "CPU_CXX_FLAGS = ['-O3']" in setup and "'csrc/kernel/include'" in setup
+    assert "'cuda':" not in setup  # no CUDA sources listed
+    init = (out / "axpy_ops" / "__init__.py").read_text()
+    assert "import registry" not in init and "from registry" not in init
+    assert '@torch.library.register_fake("axpy::axpy")' in init and "_C_cuda" not in init
+    compile(init, "__init__.py", "exec")
+    compile(setup, "setup.py", "exec")
+
+
+def test_default_exports_every_backend_with_optional_cuda(tmp_path):
+    out = aot.export_package("axpy", tmp_path / "pkg")
+    assert (out / "csrc/kernel/axpy.cu").is_file() and (out / "csrc/generated/axpy_impl_cuda.cpp").is_file()
+    assert "NVCC_FLAGS = ['-Xcompiler=-fvisibility=hidden', '-O3', '-lineinfo']" in (out / "setup.py").read_text()
+    init = (out / "axpy_ops" / "__init__.py").read_text()
+    assert "try:\n    from . import _C_cuda" in init and "except ImportError" in init
+
+
+def test_reexport_replaces_a_previous_export_but_not_a_foreign_folder(tmp_path):
+    out = aot.export_package("axpy", tmp_path / "pkg")
+    (out / "axpy_ops" / "_C_cuda.stale.so").write_text("")
+    aot.export_package("axpy", out, backends=["cpu"])
+    assert not (out / "axpy_ops" / "_C_cuda.stale.so").exists() and not (out / "csrc/kernel/axpy.cu").exists()
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    with pytest.raises(RegistryError, match="not a package the registry exported"):
+        aot.export_package("axpy", foreign)
+    assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+def test_asking_for_a_missing_backend_says_what_to_do(tmp_path, axpy_copy):
+    text = axpy_copy.path("kernel.toml").read_text()
+    axpy_copy.path("kernel.toml").write_text(text.replace('[cuda]\nsources = ["axpy.cu"]\ncflags = ["-O3", "-lineinfo"]\n', ""))
+    with pytest.raises(RegistryError, match=r"no \[cuda\] section.*export backends=\['cpu'\]"):
+        aot.export_package(axpy_copy.name, tmp_path / "pkg", backends=["cuda"])
+    with pytest.raises(ValueError, match="not one of cpu, cuda"):
+        aot.export_package(axpy_copy.name, tmp_path / "pkg", backends=["rocm"])
