@@ -192,6 +192,8 @@ def cuda_problem():
         return f"this torch ({{torch.__version__}}) is built without CUDA"
     if CUDA_HOME is None or not os.path.exists(os.path.join(CUDA_HOME, "bin", "nvcc")):
         return "nvcc was not found; set CUDA_HOME to the CUDA toolkit"
+    if not os.path.exists(os.path.join(CUDA_HOME, "include", "cuda_runtime.h")):
+        return f"CUDA_HOME={{CUDA_HOME}} has no include/cuda_runtime.h; set CUDA_HOME to the CUDA toolkit"
     if not os.environ.get("TORCH_CUDA_ARCH_LIST") and not torch.cuda.is_available():
         return 'no GPU is visible to choose the architectures from; set TORCH_CUDA_ARCH_LIST (e.g. "9.0")'
     return None
@@ -290,8 +292,8 @@ def _init_py(manifest, backends: list[str]) -> str:
 def _readme(manifest, backends: list[str]) -> str:
     package = package_name(manifest.name)
     cuda = ("The CUDA kernels are built when nvcc is usable (KREG_AOT_CUDA=0 skips them, "
-            "KREG_AOT_CUDA=1 makes their absence an error); set TORCH_CUDA_ARCH_LIST to choose "
-            "the GPU architectures.\n" if "cuda" in backends else "Exported without the CUDA kernels.\n")
+            "KREG_AOT_CUDA=1 makes their absence an error). TORCH_CUDA_ARCH_LIST chooses the "
+            "GPU architectures (needed where no GPU is visible); CUDA_HOME, the toolkit.\n" if "cuda" in backends else "Exported without the CUDA kernels.\n")
     return f"""# {package}
 
 `torch.ops.{manifest.name}` ({manifest.description or 'no description'}), exported ahead of time
@@ -305,4 +307,8 @@ Build against the torch it will run with, so without build isolation:
 {cuda}
 Then `import {package}`: `{package}.ops` is `torch.ops.{manifest.name}`, and each op is
 also a function of the module.
+
+A link error "hidden symbol `<launcher>_<f32|f16|bf16|f64>' isn't defined" means
+the kernel's sources lack the launcher for a dtype the manifest lists: define it
+(registry/include/kreg/abi.h in the registry) or drop the dtype, then export again.
 """

@@ -1,0 +1,69 @@
+"""`get` with nothing changed in a fresh process, beside torch load(): the
+one step of bench/edit_loop.py that is about start-up rather than compiling,
+measured on its own (cheap enough to rerun after a start-up change).
+
+    python bench/fresh_get.py [--device cpu|cuda] [--reps 9] [--out bench/results]
+
+Each sample is a new Python process that has imported torch; the clock runs
+from `import registry` (torch: the `load()` call) to the op being returned.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(CHECKOUT / "bench"))
+from edit_loop import Scratch, child_get  # noqa: E402
+from edit_loop_torch import TorchLoadBaseline  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
+    args = ap.parse_args()
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(CHECKOUT / "registry")], capture_output=True)
+    work = Path(tempfile.mkdtemp(prefix="fresh-get-"))
+    (work / "kernels").mkdir()
+    Scratch(work / "kernels", "axpy", device)
+    env = dict(os.environ, REGISTRY_KERNELS_PATH=str(work / "kernels"), REGISTRY_CACHE_DIR=str(work / "cache"))
+    child_get("axpy", device, env)  # build
+    ours = [child_get("axpy", device, env) for _ in range(args.reps)]
+    assert all(r["compiles"] == 0 and r["outcome"] == "cache" for r in ours), ours
+    torch_base = TorchLoadBaseline(CHECKOUT, work / "torch", device, 1)
+    torch_base.child(work / "ext")
+    theirs = [torch_base.child(work / "ext")["load_s"] for _ in range(args.reps)]
+    result = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": device,
+        "machine": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "torch": torch.__version__, "reps": args.reps,
+        "command": f"python bench/fresh_get.py --device {device} --reps {args.reps}",
+        "registry_ms": [r["get_s"] * 1e3 for r in ours], "torch_load_ms": [t * 1e3 for t in theirs],
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"fresh_get-{device}.json").write_text(json.dumps(result, indent=1))
+    line = (f"{result['date']} {result['machine']} torch {result['torch']}: fresh-process get, nothing changed: "
+            f"registry median {statistics.median(result['registry_ms']):.2f} ms, "
+            f"torch load() median {statistics.median(result['torch_load_ms']):.2f} ms (n = {args.reps}); "
+            f"`{result['command']}`")
+    (out / f"fresh_get-{device}.md").write_text(line + "\n")
+    print(line)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
