@@ -3,7 +3,7 @@
 #   make test         the same set-up, then the C++ and Python test suites
 PYTHON ?= python3
 BUILD ?= build
-APT_PACKAGES := g++ cmake ninja-build ccache libtomlplusplus-dev libxxhash-dev libgtest-dev
+APT_PACKAGES := g++ cmake ninja-build ccache libtomlplusplus-dev libxxhash-dev libgtest-dev clang libclang-rt-14-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: deps core quickstart test test-cpp test-python clean

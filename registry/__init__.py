@@ -37,5 +37,9 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        # Cache the function itself: importing registry.sweep binds the
+        # *module* to this attribute, which must not shadow the function.
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'registry' has no attribute {name!r}")

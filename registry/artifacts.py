@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from registry import _core, knobs
+from registry import _core, knobs, pins
 from registry.builder import BuildPlan, BuildResult, run_build
 from registry.errors import LockTimeoutError
 
@@ -45,6 +45,7 @@ def ensure(store, key, plan: BuildPlan, force: bool = False) -> Artifact:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        pins.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
         return Artifact(published, _artifact_path(published), result, reason)
 
 

@@ -23,6 +23,7 @@ from registry import knobs
 from registry.diagnostics import parse_diagnostics
 from registry.errors import BuildError
 from registry.launchers import open_library
+from registry.progress import build_progress
 
 
 @dataclass
@@ -37,6 +38,7 @@ class BuildPlan:
     ldflags: list[str] = field(default_factory=list)
     include_paths: list[str] = field(default_factory=list)
     project_dirs: list[str] = field(default_factory=list)  # deps under these are recorded
+    estimate_s: float | None = None  # the previous build's seconds, for the progress bar
 
     @property
     def is_python_module(self) -> bool:
@@ -77,18 +79,21 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(plan.module_name, None)
     start = time.perf_counter()
     try:
-        loaded = cpp_extension.load(
-            name=plan.module_name,
-            sources=plan.sources,
-            extra_cflags=plan.cflags,
-            extra_cuda_cflags=plan.cuda_cflags,
-            extra_ldflags=plan.ldflags,
-            extra_include_paths=plan.include_paths,
-            build_directory=str(staging),
-            verbose=knobs.verbose(),
-            with_cuda=plan.with_cuda,
-            is_python_module=plan.is_python_module,
-        )
+        # A progress bar after 0.5 s; on any exception (Ctrl-C included) it also
+        # stops the compilers still running in the staging folder.
+        with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
+            loaded = cpp_extension.load(
+                name=plan.module_name,
+                sources=plan.sources,
+                extra_cflags=plan.cflags,
+                extra_cuda_cflags=plan.cuda_cflags,
+                extra_ldflags=plan.ldflags,
+                extra_include_paths=plan.include_paths,
+                build_directory=str(staging),
+                verbose=knobs.verbose(),
+                with_cuda=plan.with_cuda,
+                is_python_module=plan.is_python_module,
+            )
     except (RuntimeError, OSError, ImportError) as error:
         log = str(error)
         raise BuildError(plan.kernel, plan.describe(), parse_diagnostics(log), log) from None

@@ -3,6 +3,7 @@
   python -m registry list
   python -m registry build NAME [--device cpu|cuda] [--rebuild]
   python -m registry status NAME [--device cpu|cuda]
+  python -m registry aot NAME --out DIR [--backend cpu|cuda]...
   python -m registry cache ls [--json]
   python -m registry cache info
   python -m registry cache gc [--max-bytes SIZE]
@@ -70,6 +71,15 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--rebuild", action="store_true", help="compile again even if nothing changed")
         sub.set_defaults(run=run)
 
+    aot = commands.add_parser("aot", help="export a kernel as an installable package (no JIT at run time)",
+                              description="write a setuptools package that registers torch.ops.NAME when imported")
+    aot.add_argument("name", help="the kernel's name (its folder under kernels/)")
+    aot.add_argument("--out", required=True, metavar="DIR",
+                     help="the package folder to write (created; a previous export there is replaced)")
+    aot.add_argument("--backend", action="append", choices=("cpu", "cuda"), dest="backends",
+                     help="export only this backend (repeatable; default: every backend the manifest has)")
+    aot.set_defaults(run=_aot)
+
     cache = commands.add_parser("cache", help="inspect or trim the artifact cache")
     cache_commands = cache.add_subparsers(dest="cache_command", required=True, metavar="CACHE_COMMAND")
     ls = cache_commands.add_parser("ls", help="every cache entry, most recently used first")
@@ -125,6 +135,14 @@ def _status(args) -> int:
 
     registry.get(args.name, device=args.device)
     print(registry.status(args.name, device=args.device))
+    return EXIT_OK
+
+
+def _aot(args) -> int:
+    from registry.aot import export_package
+
+    path = export_package(args.name, args.out, backends=args.backends)
+    print(f"wrote {path}; build it where it will run: python -m pip install --no-build-isolation {path}")
     return EXIT_OK
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from registry import _core, ccache, environment, keys, knobs, torch_ops
+from registry import _core, ccache, environment, keys, knobs, pins, torch_ops
 from registry.errors import KernelNotFoundError, RegistryError
 from registry.launchers import build_table, open_library
 from registry.op import Op
@@ -60,7 +60,8 @@ class Status:
         lines = [
             f"kernel {self.kernel} [{self.backend}]  key {self.key}",
             f"  last get: {self.outcome} in {self.get_seconds * 1e3:.1f} ms"
-            + (f", compiled {', '.join(self.compiled)} in {self.build_seconds:.2f} s" if self.compiled else ""),
+            + (f", compiled {', '.join(self.compiled)} in {self.build_seconds:.2f} s"
+               if self.compiled and self.outcome == "compiled" else ""),
             f"  built {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.built_at))}"
             f" in {self.last_build_seconds:.2f} s",
             f"  manifest {self.manifest}",
@@ -122,7 +123,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     changes = _changes(memo, lib_key, rebuild)
 
     # Plans are made only for what must be built (a binding plan writes its source).
-    plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, env), rebuild)}
+    plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, env, _previous_build_seconds(store, memo, previous)),
+                     rebuild)}
     binding_keys = {} if manifest.binding == "pybind" else \
         {op.name: keys.binding_key(op.signature, backend, env) for op in manifest.ops}
     if manifest.binding != "pybind":
@@ -134,6 +136,10 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
 
     artifacts, ccache_delta = _artifacts(store, plans, cache_root, env.get("env.cuda_arch"))
 
+    # Pinned before loading: a `cache gc` elsewhere cannot remove what this
+    # process is about to load or has loaded.
+    for a in artifacts.values():
+        pins.hold(store, a.entry.key)
     ops = _load(manifest, backend, artifacts, previous)
 
     lib = artifacts["lib"]
@@ -230,13 +236,15 @@ class _Hit:
 def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
     """Cache hits first; the misses build under the compiler environment, side
     by side (the binding, with torch headers, is the slow one)."""
-    artifacts, missing = {}, {}
+    artifacts, missing, rejected = {}, {}, {}
     for what, (key, make_plan, force) in plans.items():
         hit = None if force else store.lookup(key.hex)
         if hit is not None and hit.entry is not None:
             artifacts[what] = _Hit(hit.entry, str(Path(hit.entry.dir) / hit.entry.artifact))
         else:
             missing[what] = (key, make_plan(), force)
+            if hit is not None and hit.miss_reason:
+                rejected[what] = hit.miss_reason  # the lookup removed a damaged entry
     if not missing:
         return artifacts, None
     from concurrent.futures import ThreadPoolExecutor
@@ -252,17 +260,37 @@ def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
         else:
             with ThreadPoolExecutor(max_workers=len(missing)) as pool:
                 futures = {what: pool.submit(ensure, store, *args) for what, args in missing.items()}
-                errors = [f.exception() for f in futures.values() if f.exception() is not None]
+                try:
+                    errors = [f.exception() for f in futures.values() if f.exception() is not None]
+                except KeyboardInterrupt:
+                    # Ctrl-C reaches this thread only: stop the workers' compilers so their builds fail now.
+                    from registry.progress import stop_builds_of_this_process
+
+                    stop_builds_of_this_process(cache_root)
+                    raise
                 if errors:
                     raise errors[0]
                 artifacts.update({what: f.result() for what, f in futures.items()})
+    for what, reason in rejected.items():
+        artifacts[what].miss_reason = artifacts[what].miss_reason or reason
     if not counting:
         return artifacts, None
     after = ccache.hit_rate(ccache.stats())
     return artifacts, (after[0] - before[0], after[1] - before[1])
 
 
-def _lib_plan(manifest, backend: str, env: dict[str, str]):
+def _previous_build_seconds(store, memo, previous) -> float | None:
+    """How long the kernel library took last time: the progress bar's estimate."""
+    if previous is not None:
+        return previous.status.last_build_seconds
+    if memo is not None and "lib" in memo.keys:
+        hit = store.lookup(memo.keys["lib"])
+        if hit.entry is not None:
+            return hit.entry.build_seconds
+    return None
+
+
+def _lib_plan(manifest, backend: str, env: dict[str, str], estimate_s: float | None = None):
     from registry.builder import BuildPlan
 
     spec = keys.backend_spec(manifest, backend)
@@ -281,6 +309,7 @@ def _lib_plan(manifest, backend: str, env: dict[str, str]):
         ldflags=([] if pybind else ["-Wl,-Bsymbolic"]) + list(manifest.ldflags),
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
+        estimate_s=estimate_s,
     )
 
 

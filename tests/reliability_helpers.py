@@ -184,14 +184,6 @@ class Child:
             pytest.fail(f"child did not exit within {timeout:.0f} s\n{self.stderr_text()}")
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.01)
-
-
 def verify_all_objects(cache: Path) -> tuple[int, list[str]]:
     """(entries that verify, problems) over every folder under objects/:
     lookup re-checks format, key, size and digest."""

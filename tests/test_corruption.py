@@ -98,10 +98,6 @@ def test_damage_is_survived_with_a_correct_result(case, cache_root, kernels_root
         assert tomllib.loads((cache_root / "v1" / "toolchains.toml").read_text())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kernel._artifacts drops the miss_reason of its own store.lookup() (which already removed the "
-    "damaged entry), so artifacts.ensure sees a plain absence and status().notes stays empty; "
-    "remove this marker once kernel.py passes the reason on (see the reliability report)"))
 @pytest.mark.parametrize("case", list(ENTRY_CASES))
 def test_rejected_entry_is_reported_in_status_notes(case, cache_root, kernels_root):
     result = _outcome(case, cache_root, kernels_root)

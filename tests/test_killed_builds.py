@@ -121,5 +121,5 @@ def test_builds_killed_at_random_points_leave_a_usable_cache(private_cache, priv
            f"{window:.2f} s get; {mid_build} landed inside the get; the next get rebuilt {rebuilt} times "
            f"and found the victim's published entry {KILLS - rebuilt} times; hangs 0, bad loads 0; "
            f"the next get (a fresh process) took {min(verify_seconds):.2f}-{max(verify_seconds):.2f} s; "
-           f"{good} entries under objects/ all verify; {leftovers} staging folders of killed builds "
-           f"left in tmp/, all removed by clean_staging")
+           f"{good} entries under objects/ all verify; staging folders of killed builds still in tmp/ "
+           f"at the end: {leftovers}, all removed by clean_staging")
