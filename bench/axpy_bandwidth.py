@@ -17,29 +17,15 @@ from pathlib import Path
 import torch
 
 import registry
+from registry.timing import cuda_median_ms
 
 CHECKOUT = Path(__file__).resolve().parent.parent
-
-
-def median_ms(fn, iters: int = 20, reps: int = 9) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop) / iters)
-    return sorted(times)[len(times) // 2]
 
 
 def copy_gbps() -> float:
     src = torch.randint(0, 255, (1 << 30,), dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    ms = median_ms(lambda: dst.copy_(src), iters=10)
+    ms = cuda_median_ms(lambda: dst.copy_(src), iters=10)
     return 2 * src.numel() / ms / 1e6
 
 
@@ -56,8 +42,8 @@ def main() -> None:
         y = torch.randn(args.n, device="cuda").to(dtype)
         err = (axpy(x, y, 1.5).double() - (1.5 * x.double() + y.double())).abs().max().item()
         bytes_moved = 3 * args.n * x.element_size()
-        ours = median_ms(lambda: axpy(x, y, 1.5))
-        theirs = median_ms(lambda: torch.add(y, x, alpha=1.5))
+        ours = cuda_median_ms(lambda: axpy(x, y, 1.5))
+        theirs = cuda_median_ms(lambda: torch.add(y, x, alpha=1.5))
         rows.append({"dtype": str(dtype).replace("torch.", ""), "registry_ms": ours, "torch_add_ms": theirs,
                      "registry_GBps": bytes_moved / ours / 1e6, "torch_add_GBps": bytes_moved / theirs / 1e6,
                      "ratio": theirs / ours, "max_abs_err": err})

@@ -99,7 +99,7 @@ class TorchLoadBaseline:
         r.update(self._ccache())
 
         os.environ["TORCH_EXTENSIONS_DIR"] = str(ext_dir)
-        ext = load(**self.kwargs)
+        load(**self.kwargs)  # built once; the loop below times the no-change calls
         samples = []
         for _ in range(5):
             t = time.perf_counter()

@@ -29,7 +29,7 @@ _LAZY = {
     "RegistryError": "registry.errors", "BuildError": "registry.errors",
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
-    "sweep": "registry.sweep", "watch": "registry.watch",
+    "sweep": "registry.dtype_sweep", "watch": "registry.watcher",
 }
 
 
@@ -37,8 +37,6 @@ def __getattr__(name):
     if name in _LAZY:
         import importlib
 
-        # Cache the function itself: importing registry.sweep binds the
-        # *module* to this attribute, which must not shadow the function.
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

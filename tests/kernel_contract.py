@@ -1,24 +1,14 @@
-"""The lab's test shape, derived from a kernel's manifest so every kernel gets
-it for free: inputs for an op's signature, its float64 reference, and a
-tolerance that scales with magnitude."""
+"""The lab's test shape, derived from each kernel's manifest so every kernel
+gets it for free. What "correct" means (inputs, reference, tolerance) is
+registry.checks, the same contract registry.sweep applies."""
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import torch
 
 from registry import _core, knobs
+from registry.checks import TOLERANCES, compare, load_reference, make_args as _make_args
 
-# |out - ref| <= ATOL + RTOL * |ref|, elementwise: a few ulps of each dtype.
-TOLERANCE = {
-    torch.float32: (1e-5, 1e-6),
-    torch.float16: (2e-3, 2e-3),
-    torch.bfloat16: (1.6e-2, 1.6e-2),
-    torch.float64: (1e-12, 1e-12),
-}
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
-SCALARS = {"float": 1.5, "int": 3, "bool": True}
 
 
 def manifests() -> list:
@@ -36,36 +26,17 @@ def cases(backend: str) -> list[tuple]:
 
 
 def make_args(op, n: int, dtype: torch.dtype, device: str, generator: torch.Generator) -> list:
-    """Random tensors (never zeros) of shape (n,) and the default scalars."""
-    args = []
-    for arg in op.signature.args:
-        if arg.type_name == "Tensor":
-            t = torch.randn(n, generator=generator, dtype=torch.float32, device="cpu").to(dtype)
-            args.append(t.to(device))
-        else:
-            args.append(SCALARS[arg.type_name])
-    return args
+    """Drawn on the CPU from `generator` (a CPU generator), then moved."""
+    args = _make_args(op, n, dtype, "cpu", generator, {})
+    return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
 
 
 def reference(manifest, op):
-    path = Path(manifest.dir) / manifest.reference
-    spec = importlib.util.spec_from_file_location(f"reference_{manifest.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, op.reference)
+    return getattr(load_reference(manifest), op.reference)
 
 
 def check(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> tuple[bool, float, str]:
-    """(passed, max abs error, why not). NaN, inf and unwritten zeros fail."""
-    rtol, atol = TOLERANCE[dtype]
-    got = out.detach().double().cpu()
-    ref = ref.double().cpu()
-    if got.shape != ref.shape:
-        return False, float("inf"), f"shape {tuple(got.shape)} != {tuple(ref.shape)}"
-    if not torch.isfinite(got).all():
-        return False, float("inf"), "non-finite values in the output"
-    err = (got - ref).abs()
-    bound = atol + rtol * ref.abs()
-    bad = int((err > bound).sum())
-    worst = float(err.max()) if err.numel() else 0.0
-    return bad == 0, worst, f"{bad} of {err.numel()} elements outside {atol} + {rtol}·|ref|" if bad else ""
+    """(passed, max abs error, why not)."""
+    name = next(k for k, v in DTYPES.items() if v == dtype)
+    result = compare(out, ref, *TOLERANCES[name])
+    return result.passed, result.max_abs_err, result.reason

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import registry
+from registry.timing import cuda_median_ms
 from kernel_contract import DTYPES, cases, check, make_args, reference
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -102,21 +103,6 @@ def test_output_comes_from_the_pytorch_allocator(axpy):
     assert torch.cuda.memory_allocated() - before >= out.numel() * out.element_size()
 
 
-def _median_ms(fn, iters=20, reps=7) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        stop.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(stop) / iters)
-    return sorted(times)[len(times) // 2]
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_wrapper_overhead_under_5_percent_at_2_28(axpy, dtype):
     """Op time (checks, allocation, dispatch, launch) against the kernel's own
@@ -137,8 +123,8 @@ def test_wrapper_overhead_under_5_percent_at_2_28(axpy, dtype):
     def kernel_only():
         assert launcher(kout, kx, ky, ctypes.c_float(1.5), stream) is None
 
-    kernel_ms = _median_ms(kernel_only)
-    op_ms = _median_ms(lambda: axpy(x, y, 1.5))
+    kernel_ms = cuda_median_ms(kernel_only)
+    op_ms = cuda_median_ms(lambda: axpy(x, y, 1.5))
     overhead = (op_ms - kernel_ms) / kernel_ms
     print(f"\n{dtype}: kernel {kernel_ms:.4f} ms, op {op_ms:.4f} ms, overhead {overhead:+.2%}")
     assert overhead < 0.05, f"wrapper overhead {overhead:.1%} ≥ 5% (op {op_ms:.4f} ms, kernel {kernel_ms:.4f} ms)"

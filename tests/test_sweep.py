@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import registry
-from registry.sweep import COLUMNS, TOLERANCES, compare
+from registry.checks import TOLERANCES, compare
+from registry.dtype_sweep import COLUMNS
 
 SMALL = [1, 17, 4096]
 

@@ -18,10 +18,8 @@ started it.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
-import types
 from pathlib import Path
 
 
@@ -118,15 +116,3 @@ def watch(name: str, interval: float = 0.5, *, device: str | None = None, out=No
     if interval <= 0:
         raise ValueError(f"interval must be positive seconds, not {interval!r}")
     return Watcher(name, interval, device, out)
-
-
-class _CallableModule(types.ModuleType):
-    """Importing registry.watch binds the package attribute `watch` to this
-    module, over the lazy function of the same name; calling the module calls
-    watch(), so `registry.watch(...)` works before and after the import."""
-
-    def __call__(self, *args, **kwargs):
-        return watch(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -34,66 +34,19 @@ Sizes that do not fit the memory budget are listed as skipped, with why.
 """
 from __future__ import annotations
 
-import importlib.util
-import statistics
-import sys
-import time
-import types
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-# (rtol, atol) per dtype. The kernels compute in float and round once on store,
-# so half an ulp of the output: fp16 eps 9.8e-4, bf16 eps 7.8e-3; float32's
-# atol covers the rounding of alpha * x before the add when the sum cancels.
-TOLERANCES = {
-    "float32": (1e-5, 1e-6),
-    "float16": (1e-3, 1e-3),
-    "bfloat16": (8e-3, 8e-3),
-    "float64": (1e-12, 1e-12),
-}
+from registry.checks import DEFAULT_SCALARS, TOLERANCES, compare, load_reference, make_args  # noqa: F401
+from registry.timing import median_seconds
+
 CPU_SIZES = [1, 17, 2**16, 2**20]
 CUDA_SIZES = [1, 17, 2**16, 2**24, 2**28]
-DEFAULT_SCALARS = {"float": 1.5, "int": 3, "bool": True}
 BUDGET_FRACTION = 0.5    # of free device memory (CUDA) or available RAM (CPU)
 CACHE_RESIDENT_BYTES = 64 << 20  # an input set below this may stay in L2/L3: rotate two
 COLUMNS = ["op", "dtype", "n", "max_abs_err", "max_rel_err", "rtol", "atol", "passed",
            "median_ms", "gbps", "fraction_of_copy", "note"]
-
-
-@dataclass
-class CheckResult:
-    max_abs_err: float
-    max_rel_err: float
-    passed: bool
-    reason: str = ""   # why it failed, empty when it passed
-
-
-def compare(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float) -> CheckResult:
-    """Elementwise |out - ref| <= atol + rtol * |ref|, computed in float64 on
-    out's device. max_rel_err is max |out - ref| / max(|ref|, atol)."""
-    out64 = out.detach().to(torch.float64)
-    ref64 = ref.detach().to(device=out64.device, dtype=torch.float64)
-    if out64.shape != ref64.shape:
-        return CheckResult(float("nan"), float("nan"), False, f"shape {list(out.shape)} != reference {list(ref.shape)}")
-    finite_ref = torch.isfinite(ref64)
-    bad_nonfinite = finite_ref & ~torch.isfinite(out64)
-    # Where the reference itself is inf/NaN the output must match it exactly.
-    mismatched_special = ~finite_ref & ~((out64 == ref64) | (torch.isnan(out64) & torch.isnan(ref64)))
-    err = (out64 - ref64).abs().where(finite_ref & torch.isfinite(out64), torch.zeros((), dtype=torch.float64, device=out64.device))
-    max_abs = float(err.max()) if err.numel() else 0.0
-    max_rel = float((err / ref64.abs().clamp_min(atol)).max()) if err.numel() else 0.0
-    if bool(bad_nonfinite.any()):
-        return CheckResult(float("inf"), float("inf"), False, f"{int(bad_nonfinite.sum())} NaN/inf elements where the reference is finite")
-    if bool(mismatched_special.any()):
-        return CheckResult(max_abs, max_rel, False, "output differs where the reference is inf/NaN")
-    if out64.numel() and bool((ref64[finite_ref] != 0).any()) and not bool(out64.any()):
-        return CheckResult(max_abs, max_rel, False, "output is all zeros but the reference is not")
-    over = err > atol + rtol * ref64.abs()
-    if bool(over.any()):
-        return CheckResult(max_abs, max_rel, False, f"{int(over.sum())} of {out.numel()} elements out of tolerance")
-    return CheckResult(max_abs, max_rel, True)
 
 
 class SweepResult:
@@ -163,7 +116,7 @@ def sweep(name: str, dtypes: list[str] | None = None, sizes: list[int] | None = 
     manifest = _core.parse_manifest(locate(name))
     device = device or knobs.device() or ("cuda" if torch.cuda.is_available() and manifest.cuda.present else "cpu")
     handle = registry.get(name, device=device)
-    reference = _load_reference(manifest)
+    reference = load_reference(manifest)
     budget = memory_budget if memory_budget is not None else _default_budget(device)
     sizes = list(sizes) if sizes is not None else (CUDA_SIZES if device == "cuda" else CPU_SIZES)
     copy_gbps = _copy_bandwidth(budget) if device == "cuda" else None
@@ -190,17 +143,6 @@ def sweep(name: str, dtypes: list[str] | None = None, sizes: list[int] | None = 
     if device != "cuda":
         table = table.drop(columns=["fraction_of_copy"])
     return SweepResult(table, name, _device_label(device), copy_gbps)
-
-
-def _load_reference(manifest):
-    if not manifest.reference:
-        raise ValueError(f"kernel {manifest.name!r} names no reference module; add reference = \"reference.py\" "
-                         f"to {manifest.file} with a float64 function per op")
-    path = Path(manifest.dir) / manifest.reference
-    module_spec = importlib.util.spec_from_file_location(f"kreg_reference_{manifest.name}", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)  # loaded fresh: an edited reference counts
-    return module
 
 
 def _default_budget(device: str) -> int:
@@ -241,13 +183,13 @@ def _run_case(op, reference, spec, dtype: str, n: int, device: str, budget: int,
         return row
 
     generator = torch.Generator(device=device).manual_seed(n)
-    input_sets = [_make_args(spec, n, torch_dtype, device, generator, args) for _ in range(sets)]
+    input_sets = [make_args(spec, n, torch_dtype, device, generator, args) for _ in range(sets)]
     _poison(n, torch_dtype, device)
     out = op(*input_sets[0])
     ref = reference(*[a.detach().to("cpu", torch.float64) if isinstance(a, torch.Tensor) else a for a in input_sets[0]])
     check = compare(out, ref, rtol, atol)
     del out, ref
-    seconds = _median_seconds(op, input_sets, device, repeats)
+    seconds = median_seconds(op, input_sets, device, repeats)
     moved = set_bytes + n * element  # inputs read + output written
     gbps = moved / seconds / 1e9
     row.update(max_abs_err=check.max_abs_err, max_rel_err=check.max_rel_err, passed=check.passed,
@@ -256,47 +198,9 @@ def _run_case(op, reference, spec, dtype: str, n: int, device: str, budget: int,
     return row
 
 
-def _make_args(spec, n: int, dtype, device: str, generator, overrides: dict) -> list:
-    values = []
-    for arg in spec.signature.args:
-        if arg.type_name == "Tensor":
-            values.append(torch.randn(n, generator=generator, device=device, dtype=torch.float32).to(dtype))
-        elif arg.name in overrides:
-            values.append(overrides[arg.name])
-        else:
-            values.append(DEFAULT_SCALARS[arg.type_name])
-    return values
-
-
 def _poison(n: int, dtype, device: str) -> None:
     block = torch.full((n,), float("nan"), dtype=dtype, device=device)
     del block  # freed back to the caching allocator, ready for the op's output
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def _median_seconds(op, input_sets: list, device: str, repeats: int, warmup: int = 3) -> float:
-    for i in range(warmup):
-        op(*input_sets[i % len(input_sets)])
-    _sync(device)
-    times = []
-    if device == "cuda":
-        for i in range(max(1, repeats)):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            op(*input_sets[i % len(input_sets)])
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
-    else:
-        for i in range(max(1, repeats)):
-            start = time.perf_counter()
-            op(*input_sets[i % len(input_sets)])
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _copy_bandwidth(budget: int, target_bytes: int = 1 << 30) -> float:
@@ -304,17 +208,5 @@ def _copy_bandwidth(budget: int, target_bytes: int = 1 << 30) -> float:
     size = max(1 << 20, min(target_bytes, budget // 4))
     src = torch.empty(size, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    seconds = _median_seconds(lambda a, b: b.copy_(a), [[src, dst]], "cuda", repeats=10)
+    seconds = median_seconds(lambda a, b: b.copy_(a), [[src, dst]], "cuda", repeats=10)
     return 2 * size / seconds / 1e9
-
-
-class _CallableModule(types.ModuleType):
-    """Importing registry.sweep binds the package attribute `sweep` to this
-    module, over the lazy function of the same name; calling the module calls
-    sweep(), so `registry.sweep(...)` works before and after the import."""
-
-    def __call__(self, *args, **kwargs):
-        return sweep(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
