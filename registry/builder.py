@@ -14,6 +14,7 @@ and ccache can serve unchanged units.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -96,7 +97,11 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
             )
     except (RuntimeError, OSError, ImportError) as error:
         log = str(error)
-        raise BuildError(plan.kernel, plan.describe(), parse_diagnostics(log), log) from None
+        # Under CCACHE_BASEDIR the compiler names files inside the cache
+        # relative to the staging folder, which is about to go: resolve now.
+        diagnostics = [d if os.path.isabs(d.file) else d._replace(file=os.path.normpath(staging / d.file))
+                       for d in parse_diagnostics(log)]
+        raise BuildError(plan.kernel, plan.describe(), diagnostics, log) from None
     seconds = time.perf_counter() - start
     deps = _ninja_deps(staging, plan.project_dirs)
     for obj in staging.glob("*.o"):
