@@ -123,8 +123,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     changes = _changes(memo, lib_key, rebuild)
 
     # Plans are made only for what must be built (a binding plan writes its source).
-    plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, env, _previous_build_seconds(store, memo, previous)),
-                     rebuild)}
+    plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, lib_key.hex,
+                                                 _previous_build_seconds(store, memo, previous)), rebuild)}
     binding_keys = {} if manifest.binding == "pybind" else \
         {op.name: keys.binding_key(op.signature, backend, env) for op in manifest.ops}
     if manifest.binding != "pybind":
@@ -290,7 +290,7 @@ def _previous_build_seconds(store, memo, previous) -> float | None:
     return None
 
 
-def _lib_plan(manifest, backend: str, env: dict[str, str], estimate_s: float | None = None):
+def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = None):
     from registry.builder import BuildPlan
 
     spec = keys.backend_spec(manifest, backend)
@@ -302,7 +302,7 @@ def _lib_plan(manifest, backend: str, env: dict[str, str], estimate_s: float | N
         kind="module" if pybind else "kernel-lib",
         # A module's name must change with its key (Python caches modules by
         # name); a kernel library's must not (ccache, see builder.py).
-        module_name=f"kreg_{manifest.name}_{backend}" + ("_" + _short(manifest, env) if pybind else ""),
+        module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else ""),
         sources=keys.kernel_sources(manifest, backend),
         cflags=([] if pybind else ["-fvisibility=hidden"]) + cflags,
         cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + list(manifest.cuda.cflags),
@@ -311,11 +311,6 @@ def _lib_plan(manifest, backend: str, env: dict[str, str], estimate_s: float | N
         project_dirs=includes,
         estimate_s=estimate_s,
     )
-
-
-def _short(manifest, env) -> str:
-    files, _ = keys.kernel_files(manifest, "cpu" if not manifest.cuda.present else "cuda", [])
-    return _core.hash_fields_hex([("files", "\0".join(_core.hash_file_hex(f) or "" for f in files)), *sorted(env.items())])[:16]
 
 
 def _binding_plan(manifest, op, backend: str, cache_root: Path):

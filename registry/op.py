@@ -30,7 +30,7 @@ class Op:
         if self._table is not None:
             _retired_tables.append(self._table)
         self._table = table
-        self._fn, self._address = fn, ctypes.addressof(table)
+        self._fn, self._address = fn, (ctypes.addressof(table) if table is not None else 0)
         self.backend, self.key = backend, key
 
     def __call__(self, *args, **kwargs):
@@ -38,6 +38,8 @@ class Op:
             args = self._bind_keywords(args, kwargs)
         if len(args) != len(self._arg_names):
             raise TypeError(f"{self.signature} takes {len(self._arg_names)} arguments, got {len(args)}")
+        if self._table is None:  # a hand-written pybind module's function
+            return self._fn(*args)
         return self._fn(*args, self._address)
 
     def _bind_keywords(self, args: tuple, kwargs: dict) -> tuple:
