@@ -35,16 +35,25 @@ def _lib_dir(name: str) -> Path:
     return Path(registry.status(name, device="cpu").artifacts["kernel library"]).parent
 
 
+def _replace(path: Path, data: bytes) -> None:
+    # This process has the library mapped: damage a new file renamed over it,
+    # as an in-place write would turn the mapped pages into SIGBUS here.
+    tmp = path.with_name(path.name + ".damaged")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def _damage(case: str, name: str, cache: Path) -> None:
     lib = _lib_dir(name)
     entry_toml = lib / "entry.toml"
     artifact = lib / tomllib.loads(entry_toml.read_text())["artifact"]
     if case == "truncated_artifact":
-        os.truncate(artifact, artifact.stat().st_size // 2)
+        data = artifact.read_bytes()
+        _replace(artifact, data[: len(data) // 2])
     elif case == "altered_byte":
         data = bytearray(artifact.read_bytes())
         data[len(data) // 2] ^= 0x40
-        artifact.write_bytes(bytes(data))
+        _replace(artifact, bytes(data))
     elif case == "garbage_entry":
         entry_toml.write_bytes(b"\x00\xffformat = [[[ not toml\n")
     elif case == "unknown_format":
