@@ -13,6 +13,14 @@ bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9');
 // Names end up as C++ identifiers in generated code, so a keyword such as
 // "float" or "int" as an argument name would make the binding fail to compile
 // with an error far from its cause.
+// Locals of the generated binding's op function (codegen.cc): an argument of
+// the same name would shadow or redeclare them.
+bool is_binding_local(const std::string& word) {
+  static const std::set<std::string> kLocals = {"out", "table", "slot", "launcher", "stream",
+                                                "error", "device_guard", "kreg_table"};
+  return kLocals.count(word) > 0 || word.rfind("kreg_", 0) == 0;
+}
+
 bool is_cpp_keyword(const std::string& word) {
   static const std::set<std::string> kKeywords = {
       "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
@@ -99,6 +107,10 @@ class Parser {
     std::string name = word();
     if (is_cpp_keyword(name)) {
       fail_at(start, std::string(what) + " \"" + name + "\" is a C++ keyword",
+              "choose another name");
+    }
+    if (std::string(what) == "argument name" && is_binding_local(name)) {
+      fail_at(start, std::string(what) + " \"" + name + "\" is a name the generated binding uses",
               "choose another name");
     }
     return name;

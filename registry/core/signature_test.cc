@@ -114,3 +114,17 @@ TEST(SignatureTest, ErrorIsInvalidArgument) {
 
 }  // namespace
 }  // namespace kreg
+
+namespace kreg {
+namespace {
+
+TEST(SignatureReservedNames, ArgumentsCannotShadowTheGeneratedBindingsLocals) {
+  for (const char* name : {"out", "table", "stream", "launcher", "kreg_table", "kreg_x"}) {
+    const std::string text = std::string("f(Tensor x, float ") + name + ") -> Tensor";
+    EXPECT_THROW(parse_signature(text), SignatureError) << text;
+  }
+  EXPECT_NO_THROW(parse_signature("f(Tensor x, float output) -> Tensor"));
+}
+
+}  // namespace
+}  // namespace kreg
