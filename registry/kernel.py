@@ -144,9 +144,12 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
 
     lib = artifacts["lib"]
     compiled = [what for what, a in artifacts.items() if a.built is not None]
-    all_deps = sorted(set(files) | {d for a in artifacts.values() if a.built for d in a.built.deps})
-    if len(all_deps) > len(files):
-        stamps = _core.StampSet(all_deps)
+    # Files the compiler reported that the scan did not see (an include spelled
+    # through a macro) join the stamps. The others keep the stamps taken when
+    # the key was computed: a file saved during the build must look changed.
+    reported = sorted({d for a in artifacts.values() if a.built for d in a.built.deps} - set(files))
+    if reported:
+        stamps.stamps = list(stamps.stamps) + list(_core.StampSet(reported).stamps)
     memo_out = _core.Memo()
     memo_out.kernel, memo_out.backend = name, backend
     memo_out.env = environment.fingerprint(env)

@@ -130,3 +130,18 @@ def test_a_new_cache_dir_never_registers_a_binding_twice(axpy_copy, compiles, tm
     x, y = _inputs()
     torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
     assert (axpy_copy.name, "binding") not in compiles(axpy_copy.name)
+
+
+def test_header_included_through_a_macro_is_covered_by_the_depfile(axpy_copy, compiles):
+    # The scanner cannot read `#include NAME`; the compiler's depfile, recorded
+    # after the first build, makes the header part of every later key.
+    axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 0.0f\n")
+    axpy_copy.edit("axpy_math.h", '#include "axpy/config.h"',
+                   '#include "axpy/config.h"\n#define AXPY_EXTRA_HEADER "extra.h"\n#include AXPY_EXTRA_HEADER')
+    axpy_copy.edit("axpy_math.h", "+ AXPY_BIAS;", "+ AXPY_BIAS + AXPY_EXTRA;")
+    op = registry.get(axpy_copy.name)
+    assert _bias(op) == pytest.approx(0.0, abs=1e-6)
+    axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 5.0f\n")
+    registry.get(axpy_copy.name)
+    assert _bias(op) == pytest.approx(5.0, abs=1e-4)
+    assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
