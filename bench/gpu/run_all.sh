@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One GPU-machine session: set up, every test marked gpu, the axpy bandwidth
+# One run on a GPU machine: set up, every test marked gpu, the axpy bandwidth
 # benchmark, the edit-loop benchmark beside torch load(), and both notebooks
-# executed on CUDA. Results go to $OUT (the device tool brings them back).
+# executed on CUDA. Results go to $OUT (a temporary folder when unset).
 #   bash bench/gpu/run_all.sh            (STEPS="tests bandwidth editloop notebooks")
 set -u
 . bench/gpu/env.sh

@@ -3,7 +3,7 @@
 // The contract: any input either parses into a manifest that keeps the
 // format's promises (checked below; a broken promise traps) or throws
 // kreg::ManifestError. Crashes, hangs, leaks and sanitizer reports are bugs.
-// Other std::exception types are caught too (the brief for this target), but
+// Other std::exception types are caught too (so the fuzzer keeps going), but
 // they mean an error without file and field; set KREG_FUZZ_STRICT=1 to make
 // them abort, so the fuzzer reports and minimizes them.
 //
