@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Run on a machine with network access, in the checkout: fills .gpu/ (ignored
+# by git) with what the GPU machine's image lacks, for bench/gpu/env.sh there:
+# Debian packages (ccache, and toml++/xxHash headers for the core) and the
+# Jupyter wheels for CPython 3.12 that executing notebooks needs.
+set -euo pipefail
+mkdir -p .gpu/debs .gpu/wheels
+(cd .gpu/debs && apt-get download ccache libhiredis0.14 libtomlplusplus-dev libxxhash-dev)
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+  --platform any -d .gpu/wheels \
+  nbclient nbformat ipykernel jupyter_client jupyter_core ipython traitlets tornado pyzmq platformdirs \
+  fastjsonschema jsonschema jsonschema-specifications referencing rpds-py comm debugpy decorator jedi parso \
+  matplotlib-inline prompt_toolkit wcwidth stack_data executing asttokens pure_eval pexpect ptyprocess \
+  nest_asyncio ipython_pygments_lexers
