@@ -183,6 +183,32 @@ LINK_FLAGS = {list(manifest.ldflags)!r}
 SOURCES = {sources!r}
 
 
+def torch_libstdcxx():
+    """The libstdc++ this torch runs with, or None where it cannot be told.
+
+    Linked by path, ahead of the compiler's own -lstdc++, so each module shares
+    it. A toolchain that finds only libstdc++.a in its own library folder
+    would otherwise put a second, static copy into the module, and Python's link
+    flags (often -Wl,-Bsymbolic-functions) bind the module to that copy. Two
+    copies of libstdc++'s locale state in one process break number formatting:
+    an error message with a shape in it comes out cut short, or crashes.
+    """
+    import torch  # noqa: F401  (maps torch's libraries, and the libstdc++ they need)
+
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(maxsplit=5)[-1].strip()
+                if os.path.basename(path).startswith("libstdc++.so") and os.path.isfile(path):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+LINK_FLAGS += [lib for lib in [torch_libstdcxx()] if lib]
+
+
 def cuda_problem():
     """Why the CUDA module cannot be built here, or None."""
     import torch

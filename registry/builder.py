@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from registry import knobs
+from registry import environment, knobs
 from registry.diagnostics import parse_diagnostics
 from registry.errors import BuildError
 from registry.launchers import open_library
@@ -88,7 +88,7 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
                 sources=plan.sources,
                 extra_cflags=plan.cflags,
                 extra_cuda_cflags=plan.cuda_cflags,
-                extra_ldflags=plan.ldflags,
+                extra_ldflags=plan.ldflags + _libstdcxx_flags(),
                 extra_include_paths=plan.include_paths,
                 build_directory=str(staging),
                 verbose=knobs.verbose(),
@@ -112,6 +112,13 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     elif plan.kind == "binding":
         loaded = None  # load() ran its static registration (TORCH_LIBRARY)
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
+
+
+def _libstdcxx_flags() -> list[str]:
+    """torch's libstdc++ by path, so every module shares it (see
+    environment.torch_libstdcxx and LINK_RECIPE)."""
+    lib = environment.torch_libstdcxx()
+    return [lib] if lib else []
 
 
 def _ninja_deps(build_dir: Path, project_dirs: list[str]) -> list[str]:

@@ -6,6 +6,7 @@ switching compilers, or moving to another GPU generation changes the key and
 """
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import subprocess
@@ -97,6 +98,42 @@ def _ask_version(invoked: str) -> str:
     return done.stdout + done.stderr
 
 
+# How builds link, as a key input: changing how modules are linked must not
+# reuse modules linked the old way. Not the libstdc++ path itself: finding it
+# costs a scan of the process's mappings (milliseconds with CUDA loaded) that
+# a `get` finding everything cached should not pay, and the module records
+# only the soname (libstdc++.so.6), so the path does not change what is built.
+LINK_RECIPE = "libstdc++ of the running torch, by path (1)"
+
+
+@functools.lru_cache(maxsize=None)
+def torch_libstdcxx() -> str | None:
+    """The libstdc++ shared library this process (torch) runs with, or None
+    where that cannot be told (no /proc, or a libstdc++ linked in statically).
+
+    Every build links it by path, ahead of the compiler's own -lstdc++. A
+    toolchain that finds only libstdc++.a in its own library folder (say its
+    libstdc++.so link dangles) would otherwise put a second, static copy of
+    libstdc++ into each module; two copies of its locale state in one process
+    break number formatting (an error message with a shape in it comes out
+    cut short, or crashes). Where the compiler links the shared one anyway,
+    this names the same library. Milliseconds: only builds ask.
+    """
+    import torch  # noqa: F401  (maps torch's libraries, and the libstdc++ they need)
+
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if "libstdc++.so" not in line:
+                    continue
+                path = line.split(maxsplit=5)[-1].strip()
+                if os.path.basename(path).startswith("libstdc++.so") and os.path.isfile(path):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
 def build_environment(backend: str, cache_root: Path) -> dict[str, str]:
     """Key inputs describing the toolchain and versions for `backend`."""
     import torch
@@ -108,6 +145,7 @@ def build_environment(backend: str, cache_root: Path) -> dict[str, str]:
         "env.python": f"{sys.version_info.major}.{sys.version_info.minor} {sysconfig.get_config_var('SOABI')}",
         "env.platform": sys.platform,
         "toolchain.cxx": _core.identify_compiler(ccache.cxx_command(), memo, _ask_version).text(),
+        "toolchain.link": LINK_RECIPE,
     }
     if backend == "cuda":
         env["env.cuda"] = str(torch.version.cuda)

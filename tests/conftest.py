@@ -69,12 +69,12 @@ def compiles():
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Prints the figures the reliability tests collected (kills, compiles per
-    round, ...): passing tests' output is otherwise hidden."""
+    """Prints the figures tests measured (tests/figures.py): passing tests'
+    output is otherwise hidden."""
     import sys
 
-    helpers = sys.modules.get("reliability_helpers")
-    if helpers is not None and helpers.FIGURES:
-        terminalreporter.section("reliability figures")
-        for line in helpers.FIGURES:
+    figures = sys.modules.get("figures")
+    if figures is not None and figures.FIGURES:
+        terminalreporter.section("measured figures")
+        for line in figures.FIGURES:
             terminalreporter.write_line(line)

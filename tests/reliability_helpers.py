@@ -1,9 +1,8 @@
 """Shared pieces of the reliability tests (concurrency, kills, corruption,
 eviction, CLI): child processes, private caches, and the figures they report.
 
-Fixtures here are imported by the test modules that use them. FIGURES is
-printed at the end of the run by the pytest_terminal_summary hook in
-conftest.py, so the numbers show without -s.
+Fixtures here are imported by the test modules that use them; `figure`
+(tests/figures.py) reports a number at the end of the run.
 """
 from __future__ import annotations
 
@@ -21,12 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKOUT, KernelCopy
-
-FIGURES: list[str] = []
-
-
-def figure(line: str) -> None:
-    FIGURES.append(line)
+from figures import figure  # noqa: F401  (re-exported to the reliability tests)
 
 
 # ---- caches ----------------------------------------------------------------

@@ -12,6 +12,7 @@ import torch
 
 import registry
 from registry.timing import cuda_median_ms
+from figures import figure
 from kernel_contract import DTYPES, cases, check, make_args, reference
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -90,6 +91,13 @@ def test_cpu_tensor_to_cuda_op_is_an_error_naming_the_argument(axpy):
         axpy(x, torch.randn(8), 1.0)
 
 
+def test_shape_error_names_both_shapes(axpy):
+    # Formatting numbers is where a module with its own libstdc++ copy breaks
+    # (tests/test_static_libstdcxx.py): checked here with the GPU machine's compiler.
+    with pytest.raises(RuntimeError, match=r"argument 'y' has shape \[9\] but 'x' has shape \[8\]"):
+        axpy(torch.randn(8, device="cuda"), torch.randn(9, device="cuda"), 1.0)
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_tensors_on_different_gpus_is_an_error(axpy):
     with pytest.raises(RuntimeError, match="put all tensors on one device"):
@@ -126,5 +134,6 @@ def test_wrapper_overhead_under_5_percent_at_2_28(axpy, dtype):
     kernel_ms = cuda_median_ms(kernel_only)
     op_ms = cuda_median_ms(lambda: axpy(x, y, 1.5))
     overhead = (op_ms - kernel_ms) / kernel_ms
-    print(f"\n{dtype}: kernel {kernel_ms:.4f} ms, op {op_ms:.4f} ms, overhead {overhead:+.2%}")
+    figure(f"wrapper overhead at n=2^28, {dtype}: op {op_ms:.4f} ms, launcher alone {kernel_ms:.4f} ms, "
+           f"{overhead:+.2%}")
     assert overhead < 0.05, f"wrapper overhead {overhead:.1%} ≥ 5% (op {op_ms:.4f} ms, kernel {kernel_ms:.4f} ms)"

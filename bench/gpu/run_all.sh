@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One run on a GPU machine: set up, every test marked gpu, the axpy bandwidth
-# benchmark, the edit-loop benchmark beside torch load(), and both notebooks
-# executed on CUDA. Results go to $OUT (a temporary folder when unset).
+# benchmark, the edit-loop benchmark beside torch load(), the lab's load()
+# anchor, and both notebooks executed on CUDA. Results go to $OUT (a
+# temporary folder when unset).
 #   bash bench/gpu/run_all.sh            (STEPS="tests bandwidth editloop notebooks")
+#   STEPS="fresh anchor" bash bench/gpu/run_all.sh
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -12,10 +14,12 @@ nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 python3 -c "import torch; print('torch', torch.__version__)" >> "$OUT/gpu.txt"
 for step in $STEPS; do
   case $step in
-    tests) python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.txt" | tail -60 ;;
+    tests) { echo "# $(date -u '+%F %H:%M UTC'), $(head -2 "$OUT/gpu.txt" | tail -1). Command: python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests"
+             python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests 2>&1; } | tee "$OUT/gpu_tests.txt" | tail -60 ;;
     bandwidth) python3 bench/axpy_bandwidth.py --out "$OUT" 2>&1 | tail -12 ;;
     editloop) python3 bench/edit_loop.py --device cuda --reps "${REPS:-3}" --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tail -16 ;;
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
+    anchor) OUT="$OUT" python3 bench/anchor/torch_load_anchor.py > "$OUT/anchor.txt" 2>&1; tail -4 "$OUT/anchor.txt" ;;
     notebooks) REGISTRY_SWEEP_FIGURE="$OUT/axpy_sweep_h200.png" python3 bench/gpu/run_notebooks.py "$OUT" 2>&1 | tail -20 ;;
   esac
 done
