@@ -161,6 +161,8 @@ def _setup_py(manifest, sources: dict[str, list[str]], include_dirs: list[str]) 
     # Hidden visibility like the JIT's kernel libraries; the launchers are kept
     # private by the generated units (see registry/core/codegen_aot.h).
     cxx_flags = ["-fvisibility=hidden", *manifest.cflags]
+    # torch_libstdcxx() below repeats registry/environment.py's: the package
+    # builds where the registry is not installed.
     return f'''{MARKER} from {manifest.name}'s kernel.toml: `python -m registry aot {manifest.name}`.
 """Builds {package}: torch.ops.{manifest.name} ahead of time. See README.md.
 

@@ -1,7 +1,7 @@
 """A compiler that links libstdc++ statically into shared modules.
 
-Some toolchains (a GCC installed in its own prefix whose library folder holds
-only libstdc++.a) put a private copy of libstdc++ into every module they link.
+Some toolchains (a GCC installed in its own prefix that finds only libstdc++.a
+in its library folder) put a private copy of libstdc++ into every module they link.
 Loaded beside torch, which runs with the shared one, the two copies' locale
 state disagree and numbers stop formatting: the op's error "argument 'y' has
 shape [9] ..." came out as "... has shape [" (and crashed on other machines).
