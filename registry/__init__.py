@@ -12,7 +12,7 @@ try:
 except ImportError as error:  # pragma: no cover - a checkout without the built core
     raise ImportError(
         "registry's C++ core (registry/_core) is not built for this Python. "
-        "Run `make core` in the checkout (see README.md)."
+        "Install the package (`./dev deps` in a checkout, or `pip install .`; see README.md)."
     ) from error
 
 from registry.api import get, list, status  # noqa: A004

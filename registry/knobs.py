@@ -3,7 +3,8 @@
 Read through these functions (not os.environ) so tests can scope a knob with
 monkeypatch.setenv and so the documentation below stays the whole list.
 
-REGISTRY_CACHE_DIR     cache root (default: <checkout>/cache)
+REGISTRY_CACHE_DIR     cache root (default: <checkout>/cache in a checkout or an
+                       editable install, else $XDG_CACHE_HOME/kernel-registry)
 REGISTRY_KERNELS_PATH  extra kernel roots, os.pathsep-separated, searched
                        before <checkout>/kernels
 REGISTRY_DEVICE        "cpu" or "cuda": which backend `get` builds when the
@@ -22,10 +23,18 @@ import os
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
+# A checkout (or an editable install of one) has kernels/ beside the package;
+# a wheel installed into site-packages does not, and must not write there.
+IN_CHECKOUT = (CHECKOUT / "kernels").is_dir()
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("REGISTRY_CACHE_DIR") or CHECKOUT / "cache")
+    chosen = os.environ.get("REGISTRY_CACHE_DIR")
+    if chosen:
+        return Path(chosen)
+    if IN_CHECKOUT:
+        return CHECKOUT / "cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernel-registry"
 
 
 def kernel_roots() -> list[Path]:
