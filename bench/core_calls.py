@@ -1,0 +1,109 @@
+"""How many calls `get` makes into the C++ core (`registry._core`).
+
+    python bench/core_calls.py [--device cpu|cuda] [--out bench/results]
+
+Three cases, each in a new process on a scratch copy of kernels/axpy: a cold
+`get` (empty cache: plan, build, load), a fresh process whose every artifact
+is cached, and the hot path (a second `get` in the same process). Calls are
+counted with a profile hook, which sees every call of a built-in function, so
+the package needs no counter of its own: a call counts when the function or
+the object it is bound to comes from `registry._core`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import collections, json, sys, threading, time
+import torch
+import registry
+from registry import _core
+
+counts = collections.Counter()
+
+def core_name(fn):
+    owner = getattr(fn, "__self__", None)
+    if getattr(fn, "__module__", None) == "registry._core":
+        return fn.__name__
+    if owner is not None and type(owner).__module__ == "registry._core":
+        return f"{type(owner).__name__}.{fn.__name__}"
+    if owner is _core:
+        return fn.__name__
+    return None
+
+def hook(frame, event, arg):
+    if event == "c_call":
+        name = core_name(arg)
+        if name:
+            counts[name] += 1
+
+def counted(fn):
+    counts.clear()
+    sys.setprofile(hook)
+    threading.setprofile(hook)  # builds run in worker threads
+    start = time.perf_counter()
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)
+    return {"calls": sum(counts.values()), "seconds": time.perf_counter() - start, "by_function": dict(counts)}
+
+device = sys.argv[1]
+first = counted(lambda: registry.get("axpy", device=device))
+outcome = registry.status("axpy", device=device).outcome
+hot = counted(lambda: registry.get("axpy", device=device))
+print(json.dumps({"first": first, "hot": hot, "outcome": outcome}))
+"""
+
+
+def child(device: str, env: dict) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, device], env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"child failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    ap.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
+    args = ap.parse_args()
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    work = Path(tempfile.mkdtemp(prefix="core-calls-"))
+    shutil.copytree(CHECKOUT / "kernels" / "axpy", work / "kernels" / "axpy")
+    env = dict(os.environ, REGISTRY_KERNELS_PATH=str(work / "kernels"), REGISTRY_CACHE_DIR=str(work / "cache"))
+    cold = child(device, env)
+    cached = child(device, env)
+    assert cold["outcome"] == "compiled" and cached["outcome"] in ("cache", "in-process"), (cold, cached)
+    result = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": device,
+        "machine": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "command": f"python bench/core_calls.py --device {device}",
+        "cold_get": cold["first"], "fresh_process_cached_get": cached["first"], "hot_get": cached["hot"],
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"core_calls-{device}.json").write_text(json.dumps(result, indent=1))
+    line = (f"{result['date']} {result['machine']}: calls into _core: cold get {cold['first']['calls']}, "
+            f"fresh-process cached get {cached['first']['calls']}, hot get {cached['hot']['calls']} "
+            f"({cached['hot']['seconds'] * 1e6:.0f} us under the profiler); `{result['command']}`")
+    (out / f"core_calls-{device}.md").write_text(line + "\n")
+    print(line)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
