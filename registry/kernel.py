@@ -108,11 +108,15 @@ def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
     return requested
 
 
-def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: KernelState | None) -> KernelState:
+def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of) -> KernelState:
+    """previous_of(backend): the kernel's state loaded in this process for that
+    backend, or None. Asked after the backend is chosen, so a request that
+    names the backend and one that leaves it to the default share handles."""
     start = time.perf_counter()
     manifest = _core.parse_manifest(locate(name))
     cache_root = knobs.cache_dir()
     backend = choose_backend(manifest, requested_backend, cache_root)
+    previous = previous_of(backend)
     store = _core.CacheStore(str(cache_root))
     env = environment.build_environment(backend, cache_root)
     # Per manifest path: two checkouts sharing a cache keep separate memos.

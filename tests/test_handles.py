@@ -1,0 +1,52 @@
+"""One kernel, one backend, one handle: what `get` returns and what `status` says.
+
+A handle is the notebook's name for an op. It must not depend on how the
+backend was asked for, must not outlive the op it names, and `status` must
+describe the `get` that just ran, not an earlier one.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import registry
+
+# A second op for the axpy copies: the launcher the copy already exports,
+# under another name, so a test can make a kernel with two ops.
+SECOND_OP = '''
+[[op]]
+signature = "axpy_again(Tensor x, Tensor y, float alpha) -> Tensor"
+launcher = "axpy"
+dtypes = ["float32"]
+'''
+
+
+def _inputs(n=17):
+    torch.manual_seed(0)
+    return torch.randn(n), torch.randn(n)
+
+
+def _bias(op) -> float:
+    x, y = _inputs()
+    return float((op(x, y, 1.5) - (1.5 * x + y)).mean())
+
+
+def test_default_and_explicit_device_give_one_handle(axpy_copy, compiles):
+    default = registry.get(axpy_copy.name)
+    backend = default.backend  # what "no device" means on this machine
+    explicit = registry.get(axpy_copy.name, device=backend)
+    assert explicit is default
+    assert registry.status(axpy_copy.name, device=backend) is registry.status(axpy_copy.name)
+
+    # An edit reaches both spellings: the explicit one is not a stale copy.
+    axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 2.0f")
+    assert registry.get(axpy_copy.name, device=backend) is default
+    assert _bias(explicit) == pytest.approx(2.0, abs=1e-5)
+    assert registry.get(axpy_copy.name) is default
+    assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
+
+
+def test_explicit_device_first_then_default_is_the_same_handle(axpy_copy):
+    backend = "cuda" if torch.cuda.is_available() else "cpu"
+    explicit = registry.get(axpy_copy.name, device=backend)
+    assert registry.get(axpy_copy.name) is explicit
