@@ -33,15 +33,17 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
     `device` picks the backend ("cpu" or "cuda"); by default CUDA when
     available and the kernel has a [cuda] section.
     """
+    start = time.perf_counter()
     requested = device or knobs.device()
     state = _states.get((name, _backends.get((name, requested))))
     if state is not None and not rebuild and state.stamps.unchanged():
-        state.status.outcome = "in-process"
+        # status() now describes this get, not the build or load before it.
+        state.status = state.in_process
+        state.in_process.get_seconds = time.perf_counter() - start
         return _handle(state)
     from registry.kernel import resolve
 
     with _lock:
-        start = time.perf_counter()
         state = resolve(name, requested, rebuild, lambda backend: _states.get((name, backend)))
         state.status.get_seconds = time.perf_counter() - start
         _states[(name, state.backend)] = state

@@ -75,15 +75,28 @@ class Status:
 
     __repr__ = __str__
 
+    def served_in_process(self) -> "Status":
+        """The status of a later get that found nothing changed: the same
+        library and key, and nothing compiled, rejected or changed by it."""
+        return Status(kernel=self.kernel, backend=self.backend, outcome="in-process", key=self.key,
+                      manifest=self.manifest, artifacts=self.artifacts, build_seconds=0.0,
+                      last_build_seconds=self.last_build_seconds, built_at=self.built_at,
+                      changes=(), compiled=())
+
 
 class KernelState:
-    """A kernel loaded in this process: its op handles and what they depend on."""
+    """A kernel loaded in this process: its op handles and what they depend on.
 
-    __slots__ = ("name", "backend", "ops", "stamps", "status")
+    status is what the last get did; in_process, made once here, is what
+    every get served by the hot path reports (so that path allocates nothing).
+    """
+
+    __slots__ = ("name", "backend", "ops", "stamps", "status", "in_process")
 
     def __init__(self, name: str, backend: str, ops: dict, stamps, status: Status):
         # stamps: a _core.StampSet over every file the build depends on
         self.name, self.backend, self.ops, self.stamps, self.status = name, backend, ops, stamps, status
+        self.in_process = status.served_in_process()
 
 
 def locate(name: str) -> str:

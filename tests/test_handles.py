@@ -50,3 +50,22 @@ def test_explicit_device_first_then_default_is_the_same_handle(axpy_copy):
     backend = "cuda" if torch.cuda.is_available() else "cpu"
     explicit = registry.get(axpy_copy.name, device=backend)
     assert registry.get(axpy_copy.name) is explicit
+
+
+def test_status_after_an_in_process_get_describes_that_get(axpy_copy):
+    registry.get(axpy_copy.name)
+    built = registry.status(axpy_copy.name)
+    assert built.outcome == "compiled" and built.compiled and built.build_seconds > 0
+    assert built.changes  # "no previous build recorded in this cache"
+
+    registry.get(axpy_copy.name)
+    now = registry.status(axpy_copy.name)
+    assert now.outcome == "in-process"
+    assert now.compiled == [] and now.build_seconds == 0
+    assert now.changes == [] and now.ccache is None and now.notes == []
+    assert now.key == built.key and now.artifacts == built.artifacts
+    assert now.last_build_seconds == built.last_build_seconds  # the library in use still took that long
+    assert "compiled" not in str(now).split("\n")[1]  # the "last get:" line
+    assert "ccache:" not in str(now)
+    # What an earlier status() returned still describes its own get.
+    assert built.outcome == "compiled" and built.compiled
