@@ -351,17 +351,22 @@ def _binding_plan(manifest, op, backend: str, cache_root: Path):
 
 
 def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None) -> dict[str, Op]:
+    """Exactly the manifest's ops. A handle the notebook holds for an op that
+    is still defined runs the new code; one whose op left the manifest (or was
+    renamed) is removed, so calling it says so instead of running old code."""
     import torch
 
     lib = artifacts["lib"]
-    ops = dict(previous.ops) if previous else {}
+    before = previous.ops if previous else {}
+    ops = {}
     if manifest.binding == "pybind":
         module = _modules.get(lib.entry.key) or (lib.built.loaded if lib.built else _import_module(lib))
         _modules[lib.entry.key] = module
         for spec in manifest.ops:
-            op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])
-            op._swap(getattr(module, spec.name), None, backend, lib.entry.key)
+            op = before.get(spec.name) or _new_op(manifest, spec)
+            op._swap(getattr(module, spec.name), None, backend, lib.entry.key, *_signature_of(spec))
             ops[spec.name] = op
+        _remove_dropped(manifest, before, ops)
         return ops
 
     handle = lib.built.loaded if lib.built else _libraries.get(lib.entry.key) or open_library(lib.path)
@@ -375,12 +380,30 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None)
             _namespaces[namespace] = binding.path
         fn = getattr(torch.ops, namespace).call.default
         torch_ops.register_binding_fake(namespace, spec.signature)
-        op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])
-        op._swap(fn, build_table(handle, spec, manifest.name), backend, lib.entry.key)
+        op = before.get(spec.name) or _new_op(manifest, spec)
+        op._swap(fn, build_table(handle, spec, manifest.name), backend, lib.entry.key, *_signature_of(spec))
         ops[spec.name] = op
         if manifest.binding == "torch-library":
             torch_ops.expose(manifest.name, spec, backend, op)
+    _remove_dropped(manifest, before, ops)
     return ops
+
+
+def _signature_of(spec) -> tuple[str, list[str]]:
+    return spec.signature.canonical(), [a.name for a in spec.signature.args]
+
+
+def _new_op(manifest, spec) -> Op:
+    return Op(manifest.name, spec.name, *_signature_of(spec))
+
+
+def _remove_dropped(manifest, before: dict[str, Op], ops: dict[str, Op]) -> None:
+    for name, op in before.items():
+        if name not in ops:
+            op._remove(
+                f"op {name!r} is no longer part of kernel {manifest.name!r}: {manifest.file} does not define it "
+                f"any more. The kernel's ops are now {', '.join(ops)}; use registry.get({manifest.name!r}) for them."
+            )
 
 
 def _import_module(artifact):

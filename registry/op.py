@@ -17,7 +17,8 @@ _retired_tables: list = []
 
 
 class Op:
-    __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_table", "_address", "_arg_names")
+    __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_table", "_address", "_arg_names",
+                 "_removed")
 
     def __init__(self, kernel: str, name: str, signature: str, arg_names: list[str]):
         self.kernel, self.name, self.signature = kernel, name, signature
@@ -25,24 +26,44 @@ class Op:
         self.backend = self.key = None
         self._fn = self._table = None
         self._address = 0
+        self._removed = ""  # why calling this handle is an error, once its op left the kernel
 
-    def _swap(self, fn, table, backend: str, key: str) -> None:
+    def _swap(self, fn, table, backend: str, key: str, signature: str | None = None,
+              arg_names: list[str] | None = None) -> None:
+        """Point the handle at new code; a changed signature comes with it."""
         if self._table is not None:
             _retired_tables.append(self._table)
         self._table = table
         self._fn, self._address = fn, (ctypes.addressof(table) if table is not None else 0)
         self.backend, self.key = backend, key
+        if signature is not None:
+            self.signature, self._arg_names = signature, tuple(arg_names)
+
+    def _remove(self, reason: str) -> None:
+        """The op left its kernel's manifest: this handle must not run the old
+        code it still points at. Calling it raises RegistryError(reason)."""
+        from registry.errors import RegistryError
+
+        def removed(*args):
+            raise RegistryError(reason)
+
+        self._swap(removed, None, self.backend, self.key)
+        self._removed = reason
 
     def __call__(self, *args, **kwargs):
         if kwargs:
             args = self._bind_keywords(args, kwargs)
         if len(args) != len(self._arg_names):
+            if self._removed:
+                self._fn()  # raises: a removed op says so before any complaint about arguments
             raise TypeError(f"{self.signature} takes {len(self._arg_names)} arguments, got {len(args)}")
         if self._table is None:  # a hand-written pybind module's function
             return self._fn(*args)
         return self._fn(*args, self._address)
 
     def _bind_keywords(self, args: tuple, kwargs: dict) -> tuple:
+        if self._removed:
+            self._fn()  # raises, as in __call__
         values = list(args) + [None] * (len(self._arg_names) - len(args))
         for name, value in kwargs.items():
             if name not in self._arg_names:

@@ -69,3 +69,35 @@ def test_status_after_an_in_process_get_describes_that_get(axpy_copy):
     assert "ccache:" not in str(now)
     # What an earlier status() returned still describes its own get.
     assert built.outcome == "compiled" and built.compiled
+
+
+def test_removed_op_leaves_the_group_and_its_old_handle_says_so(axpy_copy):
+    manifest = axpy_copy.path("kernel.toml")
+    manifest.write_text(manifest.read_text() + SECOND_OP)
+    group = registry.get(axpy_copy.name)
+    assert isinstance(group, registry.OpGroup) and set(group.ops) == {"axpy", "axpy_again"}
+    again = group.axpy_again
+    x, y = _inputs()
+    torch.testing.assert_close(again(x, y, 1.5), 1.5 * x + y)
+
+    manifest.write_text(manifest.read_text().replace(SECOND_OP, ""))
+    op = registry.get(axpy_copy.name)
+    assert isinstance(op, registry.Op)  # one op again: not a group
+    assert op is group.axpy  # the surviving op keeps its handle
+    torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
+    with pytest.raises(registry.RegistryError, match=rf"op 'axpy_again' .*kernel '{axpy_copy.name}'"):
+        again(x, y, 1.5)
+
+
+def test_op_renamed_in_the_manifest_replaces_the_old_one(axpy_copy):
+    op = registry.get(axpy_copy.name)
+    manifest = axpy_copy.path("kernel.toml")
+    manifest.write_text(manifest.read_text().replace(
+        'signature = "axpy(Tensor x, Tensor y, float alpha) -> Tensor"',
+        'signature = "axpy_again(Tensor x, Tensor y, float alpha) -> Tensor"\nlauncher = "axpy"'))
+    renamed = registry.get(axpy_copy.name)
+    assert isinstance(renamed, registry.Op) and renamed.name == "axpy_again"
+    x, y = _inputs()
+    torch.testing.assert_close(renamed(x, y, 1.5), 1.5 * x + y)
+    with pytest.raises(registry.RegistryError, match=rf"op 'axpy' .*kernel '{axpy_copy.name}'.*axpy_again"):
+        op(x, y, 1.5)
