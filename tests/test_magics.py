@@ -167,3 +167,19 @@ def test_cuda_kernel_cell_builds_and_hot_reloads(shell, name, compiles):
     shell.run_cell_magic("kernel", line, CUDA_SOURCE.replace("OFFSET", "1.0f"))
     torch.testing.assert_close(op(x, y, 2.0), 2.0 * x + y + 1.0)
     assert compiles(name).count((name, "kernel-lib")) == 2
+
+
+
+RENAMED = '--signature "axpy_again(Tensor x, Tensor y, float alpha) -> Tensor"'
+
+
+def test_signature_renamed_in_the_cell_rebinds_an_op_not_a_group(shell, name):
+    shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", cell())
+    old = shell.user_ns[name]
+    renamed_source = cell().replace("axpy_f32", "axpy_again_f32")
+    shell.run_cell_magic("kernel", f"{name} --cpu {RENAMED}", renamed_source)
+    op = shell.user_ns[name]
+    assert isinstance(op, registry.Op) and op.name == "axpy_again"
+    assert _offset(op) == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(registry.RegistryError, match=f"op 'axpy' is no longer part of kernel '{name}'"):
+        old(torch.randn(3), torch.randn(3), 1.0)
