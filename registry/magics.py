@@ -197,9 +197,11 @@ def _loaded_device(name: str) -> str | None:
 
 
 def _default_backend() -> str:
-    from registry import environment
+    from registry import environment, knobs
 
-    return "cuda" if environment.cuda_available() else "cpu"
+    # The device answer is memoized in the cache (see environment.py), so a
+    # CPU machine does not start the CUDA driver to learn it has none.
+    return "cuda" if environment.cuda_available(knobs.cache_dir()) else "cpu"
 
 
 _saved: dict = {}

@@ -169,6 +169,15 @@ def test_cuda_kernel_cell_builds_and_hot_reloads(shell, name, compiles):
     assert compiles(name).count((name, "kernel-lib")) == 2
 
 
+def test_kernel_cell_without_a_backend_flag_uses_the_default(shell, name, capsys):
+    shell.run_cell_magic("kernel", f"{name} {SIGNATURE}", cell())
+    op = shell.user_ns[name]
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert op.backend == expected
+    assert f"[{expected}]" in capsys.readouterr().out
+    if expected == "cpu":
+        assert _offset(op) == pytest.approx(0.0, abs=1e-6)
+
 
 RENAMED = '--signature "axpy_again(Tensor x, Tensor y, float alpha) -> Tensor"'
 
