@@ -21,6 +21,15 @@ class KernelNotFoundError(RegistryError, LookupError):
         )
 
 
+class OpArgumentError(RegistryError, TypeError):
+    """An op was called with an argument of the wrong type. Names the op, the
+    argument and the op's signature (not the generated binding it runs)."""
+
+
+class MagicUsageError(RegistryError, ValueError):
+    """A notebook magic got arguments it cannot use; says what to write."""
+
+
 class Diagnostic(NamedTuple):
     """One compiler message: where, how bad, what."""
 

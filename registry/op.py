@@ -8,12 +8,17 @@ freezes the current version, e.g. to compare two versions side by side.
 from __future__ import annotations
 
 import ctypes
+import re
 
 # Launcher tables an Op has moved away from. A compiled graph (torch.compile,
 # CUDA graphs) may hold an old table's address: tables are never freed, so such
 # a graph keeps running the version it was built with instead of freed memory.
 # Kernel libraries are likewise never unloaded. Each table is a few bytes.
 _retired_tables: list = []
+
+# torch's message when a call does not fit the binding's schema.
+_SCHEMA_MISMATCH = re.compile(
+    r"^kreg_\w+::call\(\) Expected a value of type '([^']+)' for argument '(\w+)' but instead found type '([^']+)'")
 
 
 class Op:
@@ -59,7 +64,27 @@ class Op:
             raise TypeError(f"{self.signature} takes {len(self._arg_names)} arguments, got {len(args)}")
         if self._table is None:  # a hand-written pybind module's function
             return self._fn(*args)
-        return self._fn(*args, self._address)
+        try:  # free unless it raises (Python >= 3.11)
+            return self._fn(*args, self._address)
+        except RuntimeError as error:
+            translated = self._argument_error(error)
+            if translated is None:
+                raise
+            raise translated from None
+
+    def _argument_error(self, error: RuntimeError):
+        """torch's schema check names the generated binding (kreg_<hash>::call)
+        and its extra table argument: say it in terms of this op instead."""
+        found = _SCHEMA_MISMATCH.search(str(error))
+        if found is None:
+            return None
+        from registry.errors import OpArgumentError
+
+        expected, argument, got = found.groups()
+        return OpArgumentError(
+            f"{self.kernel}.{self.name}: argument {argument!r} must be {expected}, not {got}. "
+            f"The op is {self.signature}"
+        )
 
     def _bind_keywords(self, args: tuple, kwargs: dict) -> tuple:
         if self._removed:

@@ -101,3 +101,16 @@ def test_op_renamed_in_the_manifest_replaces_the_old_one(axpy_copy):
     torch.testing.assert_close(renamed(x, y, 1.5), 1.5 * x + y)
     with pytest.raises(registry.RegistryError, match=rf"op 'axpy' .*kernel '{axpy_copy.name}'.*axpy_again"):
         op(x, y, 1.5)
+
+
+def test_wrong_argument_type_names_the_op_not_the_binding(axpy_copy):
+    op = registry.get(axpy_copy.name)
+    x = torch.randn(4)
+    with pytest.raises(TypeError) as info:
+        op(x, x, "a")
+    message = str(info.value)
+    assert "kreg_" not in message and "::call" not in message
+    assert "axpy(Tensor x, Tensor y, float alpha) -> Tensor" in message
+    assert "'alpha'" in message and "float" in message and "str" in message
+    with pytest.raises(TypeError, match=r"argument 'y' .*Tensor.*int"):
+        op(x, 3, 1.0)
