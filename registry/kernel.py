@@ -106,7 +106,7 @@ def locate(name: str) -> str:
         if loc.name == name:
             return loc.manifest
     names = [loc.name for loc in found]
-    raise KernelNotFoundError(name, names, _core.closest_name(name, names))
+    raise KernelNotFoundError(name, names, _core.closest_name(name, names), roots)
 
 
 def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
