@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from registry import _core, ccache, environment, keys, knobs, pins, torch_ops
-from registry.errors import KernelNotFoundError, RegistryError
+from registry.errors import KernelNotFoundError, ManifestError, RegistryError
 from registry.launchers import build_table, open_library
 from registry.op import Op
 
@@ -105,8 +105,22 @@ def locate(name: str) -> str:
     for loc in found:
         if loc.name == name:
             return loc.manifest
+    _refuse_a_second_name(name, found)
     names = [loc.name for loc in found]
     raise KernelNotFoundError(name, names, _core.closest_name(name, names), roots)
+
+
+def _refuse_a_second_name(name: str, found) -> None:
+    """A kernel is named by its folder, and the parser refuses a manifest whose
+    `name` key says otherwise. When `name` is such a key, raise that error
+    (which folder to rename, to what) instead of "no kernel named ...".
+    Parses every manifest, so it runs only when no folder is named `name`."""
+    for loc in found:
+        try:
+            _core.parse_manifest(loc.manifest)
+        except ManifestError as error:
+            if error.field == "name" and f'name = "{name}" differs' in str(error):
+                raise
 
 
 def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
