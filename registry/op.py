@@ -108,6 +108,8 @@ class Op:
         return frozen
 
     def __repr__(self) -> str:
+        if self._removed:
+            return f"<registry op {self.signature} [removed from kernel {self.kernel}]>"
         key = self.key[:12] if self.key else "unbuilt"
         return f"<registry op {self.signature} [{self.backend}, key {key}]>"
 

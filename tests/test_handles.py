@@ -87,6 +87,9 @@ def test_removed_op_leaves_the_group_and_its_old_handle_says_so(axpy_copy):
     torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
     with pytest.raises(registry.RegistryError, match=rf"op 'axpy_again' .*kernel '{axpy_copy.name}'"):
         again(x, y, 1.5)
+    with pytest.raises(registry.RegistryError, match="op 'axpy_again' is no longer part"):
+        again(x, y)  # before any complaint about the arguments
+    assert "removed" in repr(again)
 
 
 def test_op_renamed_in_the_manifest_replaces_the_old_one(axpy_copy):
