@@ -13,7 +13,13 @@ import time
 from registry import _core, knobs
 from registry.op import Op, OpGroup
 
-_states: dict = {}  # (name, requested backend) -> kernel.KernelState
+_states: dict = {}  # (name, backend) -> kernel.KernelState
+# (name, device as asked: None, "cpu" or "cuda") -> the backend it resolved to.
+# "No device" and the device it means must find the same state, or one kernel
+# gets two handles and the one not asked for again keeps running old code.
+# The backend follows from the manifest (a stamped file) and the machine, so
+# an entry holds while the state's stamps do.
+_backends: dict = {}
 _lock = threading.RLock()
 
 
@@ -27,18 +33,21 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
     `device` picks the backend ("cpu" or "cuda"); by default CUDA when
     available and the kernel has a [cuda] section.
     """
+    start = time.perf_counter()
     requested = device or knobs.device()
-    state = _states.get((name, requested))
+    state = _states.get((name, _backends.get((name, requested))))
     if state is not None and not rebuild and state.stamps.unchanged():
-        state.status.outcome = "in-process"
+        # status() now describes this get, not the build or load before it.
+        state.status = state.in_process
+        state.in_process.get_seconds = time.perf_counter() - start
         return _handle(state)
     from registry.kernel import resolve
 
     with _lock:
-        start = time.perf_counter()
-        state = resolve(name, requested, rebuild, _states.get((name, requested)))
+        state = resolve(name, requested, rebuild, lambda backend: _states.get((name, backend)))
         state.status.get_seconds = time.perf_counter() - start
-        _states[(name, requested)] = state
+        _states[(name, state.backend)] = state
+        _backends[(name, requested)] = _backends[(name, state.backend)] = state.backend
         return _handle(state)
 
 
@@ -52,7 +61,7 @@ def status(name: str, *, device: str | None = None):
     """What the last `get` of `name` in this process did: key, hit or build,
     paths, build time, and what changed since the previous build."""
     requested = device or knobs.device()
-    state = _states.get((name, requested))
+    state = _states.get((name, _backends.get((name, requested))))
     if state is None:
         raise LookupError(f"kernel {name!r} has not been loaded in this process; call registry.get({name!r}) first")
     return state.status

@@ -11,14 +11,25 @@ class RegistryError(Exception):
 
 
 class KernelNotFoundError(RegistryError, LookupError):
-    def __init__(self, name: str, known: list[str], closest: str):
-        self.name, self.known, self.closest = name, known, closest
+    def __init__(self, name: str, known: list[str], closest: str, roots: list[str] = ()):
+        self.name, self.known, self.closest, self.roots = name, known, closest, list(roots)
         hint = f" Did you mean {closest!r}?" if closest else ""
         listing = ", ".join(known) if known else "none"
+        searched = ", ".join(self.roots) if self.roots else "no folder"
         super().__init__(
             f"no kernel named {name!r}.{hint} Registered kernels: {listing}. "
-            f"A kernel is a folder under kernels/ holding a kernel.toml."
+            f"A kernel is a folder <name>/ holding a kernel.toml, under one of the folders searched: "
+            f"{searched}. Add a folder to the search with REGISTRY_KERNELS_PATH."
         )
+
+
+class OpArgumentError(RegistryError, TypeError):
+    """An op was called with an argument of the wrong type. Names the op, the
+    argument and the op's signature (not the generated binding it runs)."""
+
+
+class MagicUsageError(RegistryError, ValueError):
+    """A notebook magic got arguments it cannot use; says what to write."""
 
 
 class Diagnostic(NamedTuple):

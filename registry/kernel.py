@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from registry import _core, ccache, environment, keys, knobs, pins, torch_ops
-from registry.errors import KernelNotFoundError, RegistryError
+from registry.errors import KernelNotFoundError, ManifestError, RegistryError
 from registry.launchers import build_table, open_library
 from registry.op import Op
 
@@ -75,15 +75,28 @@ class Status:
 
     __repr__ = __str__
 
+    def served_in_process(self) -> "Status":
+        """The status of a later get that found nothing changed: the same
+        library and key, and nothing compiled, rejected or changed by it."""
+        return Status(kernel=self.kernel, backend=self.backend, outcome="in-process", key=self.key,
+                      manifest=self.manifest, artifacts=self.artifacts, build_seconds=0.0,
+                      last_build_seconds=self.last_build_seconds, built_at=self.built_at,
+                      changes=(), compiled=())
+
 
 class KernelState:
-    """A kernel loaded in this process: its op handles and what they depend on."""
+    """A kernel loaded in this process: its op handles and what they depend on.
 
-    __slots__ = ("name", "backend", "ops", "stamps", "status")
+    status is what the last get did; in_process, made once here, is what
+    every get served by the hot path reports (so that path allocates nothing).
+    """
+
+    __slots__ = ("name", "backend", "ops", "stamps", "status", "in_process")
 
     def __init__(self, name: str, backend: str, ops: dict, stamps, status: Status):
         # stamps: a _core.StampSet over every file the build depends on
         self.name, self.backend, self.ops, self.stamps, self.status = name, backend, ops, stamps, status
+        self.in_process = status.served_in_process()
 
 
 def locate(name: str) -> str:
@@ -92,8 +105,22 @@ def locate(name: str) -> str:
     for loc in found:
         if loc.name == name:
             return loc.manifest
+    _refuse_a_second_name(name, found)
     names = [loc.name for loc in found]
-    raise KernelNotFoundError(name, names, _core.closest_name(name, names))
+    raise KernelNotFoundError(name, names, _core.closest_name(name, names), roots)
+
+
+def _refuse_a_second_name(name: str, found) -> None:
+    """A kernel is named by its folder, and the parser refuses a manifest whose
+    `name` key says otherwise. When `name` is such a key, raise that error
+    (which folder to rename, to what) instead of "no kernel named ...".
+    Parses every manifest, so it runs only when no folder is named `name`."""
+    for loc in found:
+        try:
+            _core.parse_manifest(loc.manifest)
+        except ManifestError as error:
+            if error.field == "name" and f'name = "{name}" differs' in str(error):
+                raise
 
 
 def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
@@ -108,11 +135,15 @@ def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
     return requested
 
 
-def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: KernelState | None) -> KernelState:
+def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of) -> KernelState:
+    """previous_of(backend): the kernel's state loaded in this process for that
+    backend, or None. Asked after the backend is chosen, so a request that
+    names the backend and one that leaves it to the default share handles."""
     start = time.perf_counter()
     manifest = _core.parse_manifest(locate(name))
     cache_root = knobs.cache_dir()
     backend = choose_backend(manifest, requested_backend, cache_root)
+    previous = previous_of(backend)
     store = _core.CacheStore(str(cache_root))
     env = environment.build_environment(backend, cache_root)
     # Per manifest path: two checkouts sharing a cache keep separate memos.
@@ -334,17 +365,22 @@ def _binding_plan(manifest, op, backend: str, cache_root: Path):
 
 
 def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None) -> dict[str, Op]:
+    """Exactly the manifest's ops. A handle the notebook holds for an op that
+    is still defined runs the new code; one whose op left the manifest (or was
+    renamed) is removed, so calling it says so instead of running old code."""
     import torch
 
     lib = artifacts["lib"]
-    ops = dict(previous.ops) if previous else {}
+    before = previous.ops if previous else {}
+    ops = {}
     if manifest.binding == "pybind":
         module = _modules.get(lib.entry.key) or (lib.built.loaded if lib.built else _import_module(lib))
         _modules[lib.entry.key] = module
         for spec in manifest.ops:
-            op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])
-            op._swap(getattr(module, spec.name), None, backend, lib.entry.key)
+            op = before.get(spec.name) or _new_op(manifest, spec)
+            op._swap(getattr(module, spec.name), None, backend, lib.entry.key, *_signature_of(spec))
             ops[spec.name] = op
+        _remove_dropped(manifest, before, ops)
         return ops
 
     handle = lib.built.loaded if lib.built else _libraries.get(lib.entry.key) or open_library(lib.path)
@@ -358,12 +394,30 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None)
             _namespaces[namespace] = binding.path
         fn = getattr(torch.ops, namespace).call.default
         torch_ops.register_binding_fake(namespace, spec.signature)
-        op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])
-        op._swap(fn, build_table(handle, spec, manifest.name), backend, lib.entry.key)
+        op = before.get(spec.name) or _new_op(manifest, spec)
+        op._swap(fn, build_table(handle, spec, manifest.name), backend, lib.entry.key, *_signature_of(spec))
         ops[spec.name] = op
         if manifest.binding == "torch-library":
             torch_ops.expose(manifest.name, spec, backend, op)
+    _remove_dropped(manifest, before, ops)
     return ops
+
+
+def _signature_of(spec) -> tuple[str, list[str]]:
+    return spec.signature.canonical(), [a.name for a in spec.signature.args]
+
+
+def _new_op(manifest, spec) -> Op:
+    return Op(manifest.name, spec.name, *_signature_of(spec))
+
+
+def _remove_dropped(manifest, before: dict[str, Op], ops: dict[str, Op]) -> None:
+    for name, op in before.items():
+        if name not in ops:
+            op._remove(
+                f"op {name!r} is no longer part of kernel {manifest.name!r}: {manifest.file} does not define it "
+                f"any more. The kernel's ops are now {', '.join(ops)}; use registry.get({manifest.name!r}) for them."
+            )
 
 
 def _import_module(artifact):

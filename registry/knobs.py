@@ -6,7 +6,8 @@ monkeypatch.setenv and so the documentation below stays the whole list.
 REGISTRY_CACHE_DIR     cache root (default: <checkout>/cache in a checkout or an
                        editable install, else $XDG_CACHE_HOME/kernel-registry)
 REGISTRY_KERNELS_PATH  extra kernel roots, os.pathsep-separated, searched
-                       before <checkout>/kernels
+                       before ./kernels (beside the working directory, e.g. a
+                       notebook's own) and <checkout>/kernels
 REGISTRY_DEVICE        "cpu" or "cuda": which backend `get` builds when the
                        call does not say (default: cuda when available)
 REGISTRY_CCACHE        "0" turns ccache off (default: on when ccache is found)
@@ -38,8 +39,19 @@ def cache_dir() -> Path:
 
 
 def kernel_roots() -> list[Path]:
+    """Where kernels are found, in order (an earlier root shadows a later one
+    of the same kernel name): REGISTRY_KERNELS_PATH, the working directory's
+    kernels/ (a notebook runs beside its own), the checkout's kernels/."""
     extra = [Path(p) for p in os.environ.get("REGISTRY_KERNELS_PATH", "").split(os.pathsep) if p]
-    return [*extra, CHECKOUT / "kernels"]
+    try:
+        here = [Path.cwd() / "kernels"]
+    except OSError:  # the working directory was removed
+        here = []
+    roots = []
+    for root in [*extra, *here, CHECKOUT / "kernels"]:
+        if root not in roots:
+            roots.append(root)
+    return roots
 
 
 def device() -> str | None:

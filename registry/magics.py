@@ -17,8 +17,11 @@ built with registry.get and bound to NAME in the notebook. Files are written
 only when their text changes: re-running an unchanged cell is a cache hit,
 an edited one rebuilds and the same op handle runs the new code.
 
-Loading the extension also shows any BuildError that escapes a cell as the
-compiler's errors next to the offending source lines (registry.render).
+Loading the extension also shows the registry's errors that escape a cell
+without a traceback (registry.render): a BuildError as the compiler's errors
+next to the offending source lines, any other (unknown kernel, manifest or
+signature error, missing launcher, wrong argument type) as its message and
+the cell line that raised. %tb shows the traceback.
 """
 from __future__ import annotations
 
@@ -28,6 +31,8 @@ from pathlib import Path
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from registry.errors import MagicUsageError
 
 DTYPE_SUFFIXES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64"}
 
@@ -77,8 +82,8 @@ def write_inline_kernel(name: str, body: str, backend: str, signature: str, dtyp
     from registry import _core
 
     if not _core.is_valid_kernel_name(name):
-        raise ValueError(f"{name!r} is not a valid kernel name: use lowercase letters, digits and _ "
-                         f"(starting with a letter or _), at most 64 characters, e.g. %%kernel my_scale")
+        raise MagicUsageError(f"{name!r} is not a valid kernel name: use lowercase letters, digits and _ "
+                              f"(starting with a letter or _), at most 64 characters, e.g. %%kernel my_scale")
     folder = inline_root() / name
     source = f"{name}.cu" if backend == "cuda" else f"{name}.cpp"
     other = folder / (f"{name}.cpp" if backend == "cuda" else f"{name}.cu")
@@ -89,18 +94,29 @@ def write_inline_kernel(name: str, body: str, backend: str, signature: str, dtyp
     return folder
 
 
-def show_build_error(shell, etype, value, tb, tb_offset=None):
-    """IPython custom exception handler: a BuildError as rendered errors
-    (HTML in a notebook, text in a terminal) instead of a traceback."""
+def show_registry_error(shell, etype, value, tb, tb_offset=None):
+    """IPython custom exception handler for the registry's errors: a
+    BuildError as the compiler's errors beside the offending source lines,
+    any other (unknown kernel, manifest or signature error, missing launcher,
+    wrong argument type) as its message and the cell line that raised; no
+    traceback, in HTML in a notebook and as text in a terminal. %tb and %debug
+    still reach the traceback."""
+    import sys
+
     from IPython.display import display
 
-    from registry.render import render_html, render_text
-
+    # What IPython records for a traceback it shows itself: %tb and %debug read it.
+    sys.last_type, sys.last_value, sys.last_traceback = etype, value, tb
+    # Rendering must never hide the error itself (and a handler that raises
+    # is unregistered by IPython): each step falls back to less.
     try:
-        html = render_html(value)
-    except Exception:  # noqa: BLE001  (rendering must never hide the error itself)
-        html = None
-    bundle = {"text/plain": render_text(value)}
+        from registry import render
+
+        where = render.user_line(tb)
+        text, html = render.render_error_text(value, where), render.render_error_html(value, where)
+    except Exception:  # noqa: BLE001
+        text, html = f"{etype.__name__}: {value}", None
+    bundle = {"text/plain": text}
     if html:
         bundle["text/html"] = html
     display(bundle, raw=True)
@@ -121,8 +137,7 @@ class RegistryMagics(Magics):
                 print(info)
         elif command == "status" and len(rest) == 1:
             device = _loaded_device(rest[0])
-            print(registry.status(rest[0], device=device) if device != "" else
-                  f"kernel {rest[0]!r} is not loaded in this kernel yet; run registry.get({rest[0]!r}) or its %%kernel cell")
+            print(registry.status(rest[0], device=device) if device != "" else _not_loaded(rest[0]))
         elif command == "rebuild" and len(rest) == 1:
             device = _loaded_device(rest[0]) or None
             registry.get(rest[0], rebuild=True, device=device)  # the handles you hold run the new build
@@ -157,15 +172,15 @@ class RegistryMagics(Magics):
 
         args = parse_argstring(self.kernel_magic, line)
         if args.cuda and args.cpu:
-            raise ValueError("%%kernel: pass --cuda or --cpu, not both")
+            raise MagicUsageError("%%kernel: pass --cuda or --cpu, not both")
         backend = "cuda" if args.cuda else "cpu" if args.cpu else _default_backend()
         dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
         unknown = [d for d in dtypes if d not in DTYPE_SUFFIXES]
         if unknown:
-            raise ValueError(f"%%kernel: unknown dtype {', '.join(unknown)}; use {', '.join(DTYPE_SUFFIXES)}")
+            raise MagicUsageError(f"%%kernel: unknown dtype {', '.join(unknown)}; use {', '.join(DTYPE_SUFFIXES)}")
         if not args.signature:
             example = " ".join(f"{args.name}_{DTYPE_SUFFIXES[d]}" for d in dtypes)
-            raise ValueError(
+            raise MagicUsageError(
                 f'%%kernel {args.name}: pass --signature "{args.name}(Tensor x, float alpha) -> Tensor" (your op\'s '
                 f"arguments); the cell must define the launchers {example} (see registry/include/kreg/abi.h)")
         signature = args.signature.strip("'\"")
@@ -196,22 +211,37 @@ def _loaded_device(name: str) -> str | None:
     return ""
 
 
-def _default_backend() -> str:
-    from registry import environment
+def _not_loaded(name: str) -> str:
+    """Why there is no status: the kernel does not exist (with the closest
+    name), or it exists and this process has not loaded it."""
+    from registry.errors import KernelNotFoundError
+    from registry.kernel import locate
 
-    return "cuda" if environment.cuda_available() else "cpu"
+    try:
+        locate(name)
+    except KernelNotFoundError as error:
+        return str(error)
+    return f"kernel {name!r} is not loaded in this kernel yet; run registry.get({name!r}) or its %%kernel cell"
+
+
+def _default_backend() -> str:
+    from registry import environment, knobs
+
+    # The device answer is memoized in the cache (see environment.py), so a
+    # CPU machine does not start the CUDA driver to learn it has none.
+    return "cuda" if environment.cuda_available(knobs.cache_dir()) else "cpu"
 
 
 _saved: dict = {}
 
 
 def load_ipython_extension(ipython) -> None:
-    from registry.errors import BuildError
+    from registry.errors import ManifestError, RegistryError
 
     ipython.register_magics(RegistryMagics)
     if "custom" not in _saved:
         _saved["custom"] = (ipython.custom_exceptions, ipython.CustomTB)
-    ipython.set_custom_exc((BuildError,), show_build_error)
+    ipython.set_custom_exc((RegistryError, ManifestError), show_registry_error)
 
 
 def unload_ipython_extension(ipython) -> None:

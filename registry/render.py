@@ -3,6 +3,11 @@
     render_text(err)   for terminals and logs
     render_html(err)   for notebooks (the magics extension shows it when a
                        BuildError escapes a cell)
+    render_error_text(err, where) / render_error_html(err, where)
+                       any registry error: a BuildError as above, others (an
+                       unknown kernel, a manifest or signature error, a missing
+                       launcher, a wrong argument) as their message and the
+                       user's line that raised, with no traceback
 
 Each diagnostic becomes `file:line:col: error: message`, followed by the
 lines around it from the file as it is now, with the line marked and a caret
@@ -171,5 +176,71 @@ def render_html(err) -> str:
         f"<pre>{html.escape(log)}</pre></details>"
     )
     parts.append("<div>Fix the source and call <code>registry.get()</code> again; the op you had keeps working.</div>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+# ---- any registry error ------------------------------------------------------
+
+_CELL_FILE = re.compile(r"^<ipython-input-|/ipykernel_\d+/")
+
+
+def user_line(tb) -> str | None:
+    """Where the user's code raised: the innermost frame outside this package
+    and outside installed libraries (torch, IPython, the standard library),
+    as "cell line 2: registry.get('x')" or "path.py:12: ...". None when the
+    traceback has no such frame."""
+    import sysconfig
+    import traceback
+
+    skip = {os.path.dirname(os.path.abspath(__file__))}
+    skip |= {os.path.abspath(p) for k, p in sysconfig.get_paths().items() if k in ("stdlib", "purelib", "platlib")}
+    user = [f for f in traceback.extract_tb(tb)
+            if not any(os.path.abspath(f.filename).startswith(d + os.sep) for d in skip)]
+    if not user:
+        return None
+    frame = user[-1]
+    where = f"cell line {frame.lineno}" if _CELL_FILE.search(frame.filename) else f"{frame.filename}:{frame.lineno}"
+    return f"{where}: {_as_written(frame.line.strip())}" if frame.line else where
+
+
+def _as_written(line: str) -> str:
+    """A magic as the user wrote it: IPython runs `%%kernel NAME ...` as
+    get_ipython().run_cell_magic('kernel', 'NAME ...', '<the whole cell>')."""
+    call = _MAGIC_CALL.match(line)
+    if call is None:
+        return line
+    try:
+        name, args = ast.literal_eval(call["name"]), ast.literal_eval(call["args"])
+    except (ValueError, SyntaxError):
+        return line
+    return f"{'%%' if call['kind'] == 'cell' else '%'}{name} {args}".rstrip()
+
+
+_STRING = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'  # a Python string literal
+_MAGIC_CALL = re.compile(rf"^get_ipython\(\)\.run_(?P<kind>cell|line)_magic\((?P<name>{_STRING}), (?P<args>{_STRING})")
+
+
+def render_error_text(err, where: str | None = None) -> str:
+    from registry.errors import BuildError
+
+    if isinstance(err, BuildError):
+        return render_text(err)
+    out = [f"{type(err).__name__}: {err}"]
+    if where:
+        out.append(f"  at {where}")
+    return "\n".join(out)
+
+
+def render_error_html(err, where: str | None = None) -> str:
+    from registry.errors import BuildError
+
+    if isinstance(err, BuildError):
+        return render_html(err)
+    parts = [_STYLE, "<div class='kreg-err'>",
+             f"<div class='where'>{html.escape(type(err).__name__)}</div>",
+             f"<pre style='white-space:pre-wrap'>{html.escape(str(err))}</pre>"]
+    if where:
+        parts.append(f"<div>at <code>{html.escape(where)}</code></div>")
     parts.append("</div>")
     return "".join(parts)

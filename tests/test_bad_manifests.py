@@ -53,6 +53,8 @@ CASES = {
     "cpu_not_a_table": (CPU_TABLE, 'cpu = "axpy_cpu.cpp"\n', "cpu", "expected a table"),
     "description_wrong_type": ('description = "out = alpha * x + y"', "description = 3", "description", "expected a string"),
     "unknown_top_key": (TOP, TOP + 'descripton = "typo"\n', "descripton", 'did you mean "description"'),
+    "name_differs_from_folder": (TOP, TOP + 'name = "another_name"\n', "name",
+                                 'a kernel is named by its folder. Rename the folder'),
     "unknown_backend_key": ('cflags = ["-O3"]\n', 'flags = ["-O3"]\n', "cpu.flags", 'did you mean "cflags"'),
     "unknown_op_key": (DTYPES, 'dtype = ["float32"]', "op[0].dtype", 'did you mean "dtypes"'),
     "nonexistent_source": (CPU_SOURCES, 'sources = ["missing.cpp"]', "cpu.sources[0]", "does not exist"),

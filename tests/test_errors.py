@@ -45,3 +45,42 @@ def test_input_checks_name_the_argument_and_never_copy(axpy_copy):
         op(x, torch.randn(9), 1.0)
     with pytest.raises(TypeError, match="takes 3 arguments"):
         op(x, x)
+
+
+def test_a_notebooks_own_kernels_folder_is_searched(kernels_root, tmp_path, monkeypatch):
+    import shutil
+
+    from conftest import CHECKOUT
+
+    shutil.copytree(CHECKOUT / "kernels" / "axpy", tmp_path / "kernels" / "cwd_axpy")
+    monkeypatch.chdir(tmp_path)  # where a notebook beside its kernels/ folder runs
+    assert "cwd_axpy" in [k.name for k in registry.list()]
+    op = registry.get("cwd_axpy", device="cpu")
+    assert registry.status("cwd_axpy", device="cpu").manifest == str(tmp_path / "kernels" / "cwd_axpy" / "kernel.toml")
+    assert op.kernel == "cwd_axpy"
+
+
+def test_not_found_names_the_roots_searched(kernels_root, tmp_path, monkeypatch):
+    from conftest import CHECKOUT
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(registry.KernelNotFoundError) as info:
+        registry.get("nosuch_kernel")
+    message = str(info.value)
+    for root in (kernels_root, tmp_path / "kernels", CHECKOUT / "kernels"):
+        assert str(root) in message
+    assert "REGISTRY_KERNELS_PATH" in message
+
+
+def test_a_kernel_has_one_name_its_folders(axpy_copy):
+    # A name key that differs from the folder would be a second name: refused
+    # under both names, with what to rename.
+    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nname = "renamed_axpy"')
+    for asked in (axpy_copy.name, "renamed_axpy"):
+        with pytest.raises(registry.ManifestError) as info:
+            registry.get(asked)
+        assert info.value.field == "name"
+        assert info.value.file == str(axpy_copy.path("kernel.toml"))
+        assert f'Rename the folder "{axpy_copy.name}" to "renamed_axpy"' in str(info.value)
+    axpy_copy.edit("kernel.toml", 'name = "renamed_axpy"', f'name = "{axpy_copy.name}"')
+    assert registry.get(axpy_copy.name).kernel == axpy_copy.name  # repeating the folder's name is fine

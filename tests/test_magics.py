@@ -85,7 +85,7 @@ def test_unchanged_cell_is_a_hit_and_an_edit_hot_reloads(shell, name, compiles):
     assert compiles(name).count((name, "kernel-lib")) == 2
 
 
-def test_registry_line_magic(shell, name, compiles, capsys):
+def test_registry_line_magic(shell, name, compiles, capsys, axpy_copy):
     shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", cell())
     capsys.readouterr()
     shell.run_line_magic("registry", f"status {name}")
@@ -98,7 +98,7 @@ def test_registry_line_magic(shell, name, compiles, capsys):
     shell.run_line_magic("registry", f"rebuild {name}")
     assert "forced rebuild" in capsys.readouterr().out
     assert compiles(name).count((name, "kernel-lib")) == 2
-    shell.run_line_magic("registry", "status never_loaded_kernel")
+    shell.run_line_magic("registry", f"status {axpy_copy.name}")  # exists, never loaded
     assert "not loaded" in capsys.readouterr().out
     shell.run_line_magic("registry", "frobnicate")
     assert "usage: %registry" in capsys.readouterr().out
@@ -128,12 +128,13 @@ def test_bad_arguments_say_what_to_write(shell):
 
 
 def test_unload_restores_the_exception_display(shell):
-    assert registry.BuildError in shell.custom_exceptions
+    assert registry.RegistryError in shell.custom_exceptions  # BuildError and the others
+    assert registry.ManifestError in shell.custom_exceptions
     shell.run_line_magic("unload_ext", "registry.magics")
-    assert registry.BuildError not in shell.custom_exceptions
+    assert registry.RegistryError not in shell.custom_exceptions
     assert "kernel" not in shell.magics_manager.magics["cell"]
     shell.run_line_magic("load_ext", "registry.magics")
-    assert registry.BuildError in shell.custom_exceptions
+    assert registry.RegistryError in shell.custom_exceptions
 
 
 CUDA_SOURCE = r"""
@@ -167,3 +168,72 @@ def test_cuda_kernel_cell_builds_and_hot_reloads(shell, name, compiles):
     shell.run_cell_magic("kernel", line, CUDA_SOURCE.replace("OFFSET", "1.0f"))
     torch.testing.assert_close(op(x, y, 2.0), 2.0 * x + y + 1.0)
     assert compiles(name).count((name, "kernel-lib")) == 2
+
+
+def test_kernel_cell_without_a_backend_flag_uses_the_default(shell, name, capsys):
+    shell.run_cell_magic("kernel", f"{name} {SIGNATURE}", cell())
+    op = shell.user_ns[name]
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert op.backend == expected
+    assert f"[{expected}]" in capsys.readouterr().out
+    if expected == "cpu":
+        assert _offset(op) == pytest.approx(0.0, abs=1e-6)
+
+
+RENAMED = '--signature "axpy_again(Tensor x, Tensor y, float alpha) -> Tensor"'
+
+
+def test_signature_renamed_in_the_cell_rebinds_an_op_not_a_group(shell, name):
+    shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", cell())
+    old = shell.user_ns[name]
+    renamed_source = cell().replace("axpy_f32", "axpy_again_f32")
+    shell.run_cell_magic("kernel", f"{name} --cpu {RENAMED}", renamed_source)
+    op = shell.user_ns[name]
+    assert isinstance(op, registry.Op) and op.name == "axpy_again"
+    assert _offset(op) == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(registry.RegistryError, match=f"op 'axpy' is no longer part of kernel '{name}'"):
+        old(torch.randn(3), torch.randn(3), 1.0)
+
+
+def _run_tidily(shell, capsys, code: str, error_type):
+    """Runs a cell as a notebook does; the error must be shown without a traceback."""
+    capsys.readouterr()
+    result = shell.run_cell(code)
+    assert isinstance(result.error_in_exec, error_type)
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "Traceback" not in text and "site-packages" not in text and "registry/kernel.py" not in text
+    assert type(result.error_in_exec).__name__ in text
+    return text
+
+
+def test_errors_that_are_not_compile_errors_show_without_a_traceback(shell, name, capsys):
+    text = _run_tidily(shell, capsys, "import registry\nregistry.get('nosuch_kernel')",
+                       registry.KernelNotFoundError)
+    assert "no kernel named 'nosuch_kernel'" in text
+    assert "line 2" in text and "registry.get('nosuch_kernel')" in text  # where, in the cell
+
+    bad_signature = '--signature "axpy(Tensor x, Tensr y) -> Tensor"'
+    text = _run_tidily(shell, capsys, f"%%kernel {name} --cpu {bad_signature}\n{cell()}", registry.ManifestError)
+    assert "signature" in text and "Tensr" in text
+
+    missing_launcher = cell().replace("axpy_f32", "axpy_f32_misspelled")
+    text = _run_tidily(shell, capsys, f"%%kernel {name}_l --cpu {SIGNATURE}\n{missing_launcher}",
+                       registry.RegistryError)
+    assert "does not export launcher 'axpy_f32'" in text
+
+    text = _run_tidily(shell, capsys, f"%%kernel {name}_s --cpu\n{cell()}", registry.RegistryError)
+    assert "pass --signature" in text
+
+
+def test_wrong_argument_type_in_a_cell_names_the_op(shell, name, capsys):
+    shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", cell())
+    text = _run_tidily(shell, capsys, f"import torch\n{name}(torch.randn(3), torch.randn(3), 'a')", TypeError)
+    assert "kreg_" not in text and "axpy(Tensor x, Tensor y, float alpha) -> Tensor" in text
+
+
+def test_status_of_a_kernel_that_does_not_exist_says_so(shell, capsys):
+    shell.run_line_magic("registry", "status apxy")
+    out = capsys.readouterr().out
+    assert "not loaded" not in out
+    assert "no kernel named 'apxy'" in out and "Did you mean 'axpy'?" in out

@@ -77,3 +77,25 @@ def test_a_missing_file_still_renders_the_diagnostic():
     err = BuildError("k", "the kernel library", [Diagnostic("/nonexistent/x.cu", 4, None, "error", "boom")], "boom")
     assert "/nonexistent/x.cu:4: error: boom" in render_text(err)
     assert "/nonexistent/x.cu:4: error: boom" in render_html(err)
+
+
+def test_other_registry_errors_render_as_message_and_the_users_line():
+    from registry.errors import KernelNotFoundError
+    from registry.render import render_error_html, render_error_text
+
+    err = KernelNotFoundError("<apxy>", ["axpy"], "axpy")
+    where = "cell line 2: registry.get('<apxy>')"
+    text = render_error_text(err, where)
+    assert text.splitlines()[0].startswith("KernelNotFoundError: no kernel named '<apxy>'")
+    assert text.splitlines()[-1] == f"  at {where}"
+    page = render_error_html(err, where)
+    assert "KernelNotFoundError" in page and "&lt;apxy&gt;" in page and "<apxy>" not in page
+
+
+def test_a_magic_is_shown_as_written_not_as_ipythons_call():
+    from registry.render import _as_written
+
+    call = "get_ipython().run_cell_magic('kernel', 'k --cpu --signature \"k(Tensor x) -> Tensor\"', '\\n#include x\\n')"
+    assert _as_written(call) == '%%kernel k --cpu --signature "k(Tensor x) -> Tensor"'
+    assert _as_written("get_ipython().run_line_magic('registry', 'status k')") == "%registry status k"
+    assert _as_written("registry.get('k')") == "registry.get('k')"

@@ -432,20 +432,30 @@ class ManifestParser {
     return closest_name(key, allowed);
   }
 
+  // One rule: a kernel is named by its folder. Discovery and get() know a
+  // kernel by its folder alone (no manifest is read to list kernels), so a
+  // `name` key may only repeat the folder's name; any other would give the
+  // kernel a second name that nothing can find it by.
   void parse_top_level(const toml::table& root, Manifest* m) const {
+    const std::string folder = basename_of(dir_);
     if (const toml::node* n = root.get("name")) {
       m->name = read_string(*n, "name");
       if (!is_valid_kernel_name(m->name)) {
         fail("name", "invalid kernel name " + in_quotes(m->name) +
                          "; use 1-64 characters from [a-z0-9_], not starting with a digit");
       }
-    } else {
-      m->name = basename_of(dir_);
-      if (!is_valid_kernel_name(m->name)) {
-        fail("name", "the folder name " + in_quotes(m->name) +
-                         " is not a valid kernel name ([a-z_][a-z0-9_]{0,63}); rename the "
-                         "folder or set name = \"...\"");
+      if (m->name != folder) {
+        fail("name", "name = " + in_quotes(m->name) + " differs from the kernel's folder " +
+                         in_quotes(folder) + "; a kernel is named by its folder. Rename the folder " +
+                         in_quotes(folder) + " to " + in_quotes(m->name) +
+                         ", or remove the name key to keep the name " + in_quotes(folder));
       }
+    } else {
+      m->name = folder;
+    }
+    if (!is_valid_kernel_name(m->name)) {
+      fail("name", "the folder name " + in_quotes(m->name) +
+                       " is not a valid kernel name ([a-z_][a-z0-9_]{0,63}); rename the folder");
     }
     if (const toml::node* n = root.get("description")) {
       m->description = read_string(*n, "description");

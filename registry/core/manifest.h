@@ -3,7 +3,8 @@
 // Format (version 1) — every key is optional unless marked required:
 //
 //   format       = 1                      # required; an unknown version is an error
-//   name         = "axpy"                 # defaults to the folder name; [a-z_][a-z0-9_]{0,63}
+//   name         = "axpy"                 # the folder's name, which is the kernel's name; if
+//                                         #   given it must equal it; [a-z_][a-z0-9_]{0,63}
 //   description  = "out = alpha * x + y"
 //   binding      = "generated"            # "generated" (default), "torch-library" or "pybind":
 //                                         #   generated: an op handle, built from the signature

@@ -95,7 +95,7 @@ TEST_F(ManifestTest, MinimalManifestGetsDefaults) {
 TEST_F(ManifestTest, FullManifestParses) {
   const std::string text = R"(
 format = 1
-name = "my_axpy"
+name = "axpy"
 description = "out = alpha * x + y"
 binding = "pybind"
 binding_source = "bind.cpp"
@@ -124,7 +124,7 @@ reference = "axpy_ref"
 signature = "scale(Tensor x, float s, int n, bool flag) -> Tensor"
 )";
   Manifest m = parse(text);
-  EXPECT_EQ(m.name, "my_axpy");
+  EXPECT_EQ(m.name, "axpy");  // a name key may repeat the folder's name
   EXPECT_EQ(m.description, "out = alpha * x + y");
   EXPECT_EQ(m.binding, "pybind");
   EXPECT_EQ(m.binding_source, "bind.cpp");
@@ -145,6 +145,22 @@ signature = "scale(Tensor x, float s, int n, bool flag) -> Tensor"
   EXPECT_EQ(m.ops[1].signature.name, "scale");
   EXPECT_EQ(m.ops[1].same_shape, std::vector<std::string>{"x"});
   EXPECT_EQ(m.ops[1].launcher, "scale");
+}
+
+// A kernel is named by its folder: discovery lists folders, and get() finds
+// a kernel by its folder's name, so a different name key would be a second
+// name nothing can find. The error says which folder to rename to what.
+TEST_F(ManifestTest, NameKeyThatDiffersFromTheFolderSaysWhatToRename) {
+  try {
+    parse(std::string("format = 1\nname = \"my_axpy\"\n") + kCuda + kOp);
+    FAIL() << "no error";
+  } catch (const ManifestError& e) {
+    EXPECT_EQ(e.field(), "name");
+    const std::string message = e.what();
+    EXPECT_NE(message.find("differs from the kernel's folder \"axpy\""), std::string::npos) << message;
+    EXPECT_NE(message.find("Rename the folder \"axpy\" to \"my_axpy\""), std::string::npos) << message;
+    EXPECT_NE(message.find("remove the name key"), std::string::npos) << message;
+  }
 }
 
 TEST_F(ManifestTest, ParseManifestReadsFileWithAbsolutePaths) {
@@ -300,6 +316,7 @@ TEST_F(ManifestTest, BadManifestsNameTheField) {
       {"name starts with digit", "name = \"9lives\"\n" + ok, "name", ""},
       {"name too long", "name = \"" + std::string(65, 'a') + "\"\n" + ok, "name", ""},
       {"folder name invalid", ok, "name", root_ + "/Bad-Name"},
+      {"name differs from the folder", "name = \"my_axpy\"\n" + ok, "name", ""},
       {"no backend", head + op, "", ""},
       {"backend is not a table", head + "cuda = \"axpy.cu\"\n" + op, "cuda", ""},
       {"no op", head + cuda, "op", ""},
