@@ -14,8 +14,10 @@ and ccache can serve unchanged units.
 """
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +73,7 @@ builds_run: list[tuple[str, str]] = []
 
 
 def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
-    from torch.utils import cpp_extension
+    cpp_extension = _import_cpp_extension(quiet_about_cuda=not plan.with_cuda)
 
     builds_run.append((plan.kernel, plan.kind))
 
@@ -112,6 +114,29 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     elif plan.kind == "binding":
         loaded = None  # load() ran its static registration (TORCH_LIBRARY)
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
+
+
+class _NoCudaRuntimeNote(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
+def _import_cpp_extension(quiet_about_cuda: bool):
+    """torch.utils.cpp_extension. Its import looks for a CUDA toolkit and, on a
+    machine that has one but no GPU, logs "No CUDA runtime is found": noise on
+    a CPU build, so it is dropped then (a CUDA build keeps it: it says which
+    toolkit builds for a GPU this machine cannot see)."""
+    if "torch.utils.cpp_extension" in sys.modules or not quiet_about_cuda:
+        from torch.utils import cpp_extension
+
+        return cpp_extension
+    logger, note = logging.getLogger("torch.utils.cpp_extension"), _NoCudaRuntimeNote()
+    logger.addFilter(note)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        logger.removeFilter(note)
+    return cpp_extension
 
 
 def _libstdcxx_flags() -> list[str]:
