@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -51,7 +52,10 @@ def _device_answer(cache_root: Path) -> str:
         return _ask_torch(torch)
     memo = cache_root / "v1" / "cuda_arch.txt"
     identity = _machine_identity()
+    # A line that is not "identity<TAB>none|major.minor" is ignored, and a
+    # missing answer asked again: the file is a memo, never trusted blindly.
     known = dict(line.split("\t", 1) for line in _read_lines(memo) if "\t" in line)
+    known = {i: a for i, a in known.items() if _ANSWER.fullmatch(a)}
     if identity not in known:
         known[identity] = _ask_torch(torch)
         memo.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -83,9 +87,12 @@ def cuda_arch_list(cache_root: Path) -> str:
     return answer
 
 
+_ANSWER = re.compile(r"none|\d+\.\d+")
+
+
 def _read_lines(path: Path) -> list[str]:
     try:
-        return path.read_text().splitlines()
+        return path.read_bytes().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
 

@@ -324,13 +324,22 @@ def _binding_plan(manifest, op, backend: str, cache_root: Path):
     # error messages see the same file every time.
     source = cache_root / "v1" / "generated" / f"{namespace}.cpp"
     text = _core.generate_binding(op.signature, backend, namespace)
-    if not source.exists() or source.read_text() != text:
+    # Compared as bytes, never decoded: whatever the file holds (damaged, not
+    # UTF-8, cut short), anything but the exact text is written again.
+    if _read_bytes(source) != text.encode():
         source.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         _core.write_file_atomic(str(source), text)
     return BuildPlan(
         kernel=manifest.name, backend=backend, kind="binding", module_name=namespace,
         sources=[str(source)], cflags=["-O2"], include_paths=[str(keys.REGISTRY_INCLUDE)], project_dirs=[],
     )
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None) -> dict[str, Op]:
