@@ -180,7 +180,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 INCLUDE_DIRS = [os.path.join(HERE, d) for d in {include_dirs!r}]
 CXX_FLAGS = {cxx_flags!r}  # + the manifest's [cpu] cflags for the CPU module
 CPU_CXX_FLAGS = {list(manifest.cpu.cflags)!r}
-NVCC_FLAGS = {["-Xcompiler=-fvisibility=hidden", *manifest.cuda.cflags]!r}
+NVCC_FLAGS = {["-Xcompiler=-fvisibility=hidden", *keys.nvcc_flags(manifest)]!r}
 LINK_FLAGS = {list(manifest.ldflags)!r}
 SOURCES = {sources!r}
 

@@ -113,6 +113,16 @@ def _ask_version(invoked: str) -> str:
 LINK_RECIPE = "libstdc++ of the running torch, by path (1)"
 
 
+# How kernel libraries (and hand-written modules) are compiled and linked, as
+# a key input: a library built under an older recipe with the same sources and
+# flags is not what this one builds. Bump the number when the recipe changes.
+KERNEL_LIB_RECIPE = "top-level cflags reach nvcc too (1)"
+
+
+def kernel_lib_recipe() -> str:
+    return KERNEL_LIB_RECIPE
+
+
 @functools.lru_cache(maxsize=None)
 def torch_libstdcxx() -> str | None:
     """The libstdc++ shared library this process (torch) runs with, or None
@@ -153,6 +163,7 @@ def build_environment(backend: str, cache_root: Path) -> dict[str, str]:
         "env.platform": sys.platform,
         "toolchain.cxx": _core.identify_compiler(ccache.cxx_command(), memo, _ask_version).text(),
         "toolchain.link": LINK_RECIPE,
+        "toolchain.kernel_lib": kernel_lib_recipe(),
     }
     if backend == "cuda":
         env["env.cuda"] = str(torch.version.cuda)

@@ -308,7 +308,7 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
         module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else ""),
         sources=keys.kernel_sources(manifest, backend),
         cflags=([] if pybind else ["-fvisibility=hidden"]) + cflags,
-        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + list(manifest.cuda.cflags),
+        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + keys.nvcc_flags(manifest),
         ldflags=([] if pybind else ["-Wl,-Bsymbolic"]) + list(manifest.ldflags),
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
