@@ -299,7 +299,8 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
     spec = keys.backend_spec(manifest, backend)
     pybind = manifest.binding == "pybind"
     includes = keys.include_dirs(manifest)
-    cflags = list(manifest.cflags) + (list(spec.cflags) if backend == "cpu" else [])
+    # The host's defaults first, so a manifest flag (-mno-f16c, say) wins.
+    cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if backend == "cpu" else [])]
     return BuildPlan(
         kernel=manifest.name, backend=backend,
         kind="module" if pybind else "kernel-lib",

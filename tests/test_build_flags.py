@@ -71,3 +71,32 @@ def test_binding_key_ignores_the_kernel_library_recipe():
     signature = manifest.ops[0].signature
     assert keys.binding_key(signature, "cpu", env).hex == \
         keys.binding_key(signature, "cpu", {**env, "toolchain.kernel_lib": "two"}).hex
+
+
+def _host_has_f16c() -> bool:
+    import platform
+
+    if platform.machine() != "x86_64":
+        return False
+    with open("/proc/cpuinfo") as cpuinfo:
+        return any(line.startswith("flags") and "f16c" in line.split() for line in cpuinfo)
+
+
+@pytest.mark.skipif(not _host_has_f16c(), reason="the CPU has no F16C")
+def test_cpu_half_conversions_use_f16c(axpy_copy, cache_root):
+    import shutil
+    import subprocess
+
+    import registry
+    from registry import environment
+
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump is not installed")
+    registry.get(axpy_copy.name, device="cpu")
+    lib = registry.status(axpy_copy.name, device="cpu").artifacts["kernel library"]
+    code = subprocess.run(["objdump", "-d", "--no-show-raw-insn", lib], capture_output=True, text=True,
+                          check=True).stdout
+    assert "vcvtph2ps" in code and "vcvtps2ph" in code, "float16 conversions are not F16C instructions"
+    assert "__extendhfsf2" not in code and "__truncsfhf2" not in code, "float16 goes through soft-float calls"
+    # The flag is in the key: a library built without it is not reused, nor this one where it cannot run.
+    assert "-mf16c" in environment.build_environment("cpu", cache_root)["toolchain.kernel_lib"]
