@@ -117,7 +117,7 @@ LINK_RECIPE = "libstdc++ of the running torch, by path (1)"
 # How kernel libraries (and hand-written modules) are compiled and linked, as
 # a key input: a library built under an older recipe with the same sources and
 # flags is not what this one builds. Bump the number when the recipe changes.
-KERNEL_LIB_RECIPE = "top-level cflags reach nvcc too (1)"
+KERNEL_LIB_RECIPE = "top-level cflags reach nvcc too; kernel libraries linked with -z defs (2)"
 
 
 def kernel_lib_recipe() -> str:

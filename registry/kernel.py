@@ -310,7 +310,9 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
         sources=keys.kernel_sources(manifest, backend),
         cflags=([] if pybind else ["-fvisibility=hidden"]) + cflags,
         cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + keys.nvcc_flags(manifest),
-        ldflags=([] if pybind else ["-Wl,-Bsymbolic"]) + list(manifest.ldflags),
+        # -z defs: a symbol no source defines fails the link, where it can be
+        # named with its declaration (builder.py), not the first dlopen.
+        ldflags=([] if pybind else ["-Wl,-Bsymbolic", "-Wl,-z,defs"]) + list(manifest.ldflags),
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
         estimate_s=estimate_s,
