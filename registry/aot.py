@@ -180,7 +180,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 INCLUDE_DIRS = [os.path.join(HERE, d) for d in {include_dirs!r}]
 CXX_FLAGS = {cxx_flags!r}  # + the manifest's [cpu] cflags for the CPU module
 CPU_CXX_FLAGS = {list(manifest.cpu.cflags)!r}
-NVCC_FLAGS = {["-Xcompiler=-fvisibility=hidden", *manifest.cuda.cflags]!r}
+NVCC_FLAGS = {["-Xcompiler=-fvisibility=hidden", *keys.nvcc_flags(manifest)]!r}
 LINK_FLAGS = {list(manifest.ldflags)!r}
 SOURCES = {sources!r}
 
@@ -303,11 +303,18 @@ def _init_py(manifest, backends: list[str]) -> str:
     lines += ["", f"ops = torch.ops.{ns}", f"__all__ = {['ops', *names]!r}"]
     for op in manifest.ops:
         args = ", ".join(a.name for a in op.signature.args)
-        first = next(a.name for a in op.signature.args if a.type_name == "Tensor")
+        tensors = [a.name for a in op.signature.args if a.type_name == "Tensor"]
+        first = tensors[0]
         lines += [
             "", "",
             f'@torch.library.register_fake("{ns}::{op.name}")',
             f"def _fake_{op.name}({args}):",
+            "    # Also the Meta kernel, which wins dispatch over CPU and CUDA: a meta",
+            "    # tensor among real ones lands here, and must raise as the kernels would.",
+            f"    for _name, _tensor in ({''.join(f'({n!r}, {n}), ' for n in tensors[1:])}):",
+            f"        if _tensor.device != {first}.device:",
+            f'            raise RuntimeError(f"{ns}.{op.name}: argument \'{{_name}}\' is on {{_tensor.device}} "',
+            f'                               f"but \'{first}\' is on {{{first}.device}}; put all tensors on one device")',
             f"    return torch.empty_like({first})",
             "", "",
             f"def {op.name}({args}):",

@@ -14,8 +14,10 @@ and ccache can serve unchanged units.
 """
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +73,7 @@ builds_run: list[tuple[str, str]] = []
 
 
 def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
-    from torch.utils import cpp_extension
+    cpp_extension = _import_cpp_extension(quiet_about_cuda=not plan.with_cuda)
 
     builds_run.append((plan.kernel, plan.kind))
 
@@ -96,11 +98,13 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
                 is_python_module=plan.is_python_module,
             )
     except (RuntimeError, OSError, ImportError) as error:
-        log = str(error)
+        log = _error_text(error)
         # Under CCACHE_BASEDIR the compiler names files inside the cache
         # relative to the staging folder, which is about to go: resolve now.
         diagnostics = [d if os.path.isabs(d.file) else d._replace(file=os.path.normpath(staging / d.file))
                        for d in parse_diagnostics(log)]
+        if "undefined" in log and plan.kind != "binding":
+            diagnostics = _undefined_symbol_diagnostics(plan, log) + diagnostics
         raise BuildError(plan.kernel, plan.describe(), diagnostics, log) from None
     seconds = time.perf_counter() - start
     deps = _ninja_deps(staging, plan.project_dirs)
@@ -112,6 +116,49 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     elif plan.kind == "binding":
         loaded = None  # load() ran its static registration (TORCH_LIBRARY)
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
+
+
+def _error_text(error: BaseException) -> str:
+    """The error and what caused it: load() reports a library that does not
+    load as "Could not load this library: <path>" and keeps the reason (an
+    undefined symbol, say) only in the exception it chains."""
+    parts, cause = [str(error)], error.__cause__ or error.__context__
+    while cause is not None and len(parts) < 5:
+        parts.append(str(cause))
+        cause = cause.__cause__ or cause.__context__
+    return "\n".join(parts)
+
+
+def _undefined_symbol_diagnostics(plan: BuildPlan, log: str) -> list:
+    """Each undefined symbol, at the kernel's declaration of it (link_errors.py)."""
+    from registry import _core, link_errors
+
+    closure = _core.scan_include_closure(plan.sources, plan.include_paths)
+    headers = [f for f in closure.files if f not in plan.sources]
+    return link_errors.diagnostics(log, plan.sources, headers, plan.kernel, f"[{plan.backend}]")
+
+
+class _NoCudaRuntimeNote(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
+def _import_cpp_extension(quiet_about_cuda: bool):
+    """torch.utils.cpp_extension. Its import looks for a CUDA toolkit and, on a
+    machine that has one but no GPU, logs "No CUDA runtime is found": noise on
+    a CPU build, so it is dropped then (a CUDA build keeps it: it says which
+    toolkit builds for a GPU this machine cannot see)."""
+    if "torch.utils.cpp_extension" in sys.modules or not quiet_about_cuda:
+        from torch.utils import cpp_extension
+
+        return cpp_extension
+    logger, note = logging.getLogger("torch.utils.cpp_extension"), _NoCudaRuntimeNote()
+    logger.addFilter(note)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        logger.removeFilter(note)
+    return cpp_extension
 
 
 def _libstdcxx_flags() -> list[str]:

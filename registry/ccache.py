@@ -43,15 +43,26 @@ def nvcc_command() -> str:
 
 
 def _cxx_wrapper(cache_root: Path, ccache: str, real_cxx: str) -> Path:
+    """The wrapper script, checked on every build: its bytes must be exactly
+    what this function writes and it must be executable, or it is written
+    again (a damaged wrapper would fail every build with "Exec format error")."""
     folder = cache_root / "v1" / "ccache-bin" / _core.hash_fields_hex([("cxx", real_cxx), ("ccache", ccache)])[:16]
     wrapper = folder / Path(real_cxx).name
-    if not wrapper.exists():
+    text = f'#!/bin/sh\nexec {ccache} {real_cxx} "$@"\n'.encode()
+    if not _holds(wrapper, text) or not os.access(wrapper, os.X_OK):
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = folder / f".{wrapper.name}.{os.getpid()}"
-        tmp.write_text(f'#!/bin/sh\nexec {ccache} {real_cxx} "$@"\n')
+        tmp = folder / f".{wrapper.name}.{os.getpid()}.{threading.get_ident()}"
+        tmp.write_bytes(text)
         tmp.chmod(0o700)
         os.replace(tmp, wrapper)
     return wrapper
+
+
+def _holds(path: Path, content: bytes) -> bool:
+    try:
+        return path.read_bytes() == content
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
+import re
 import socket
 import subprocess
 import sys
@@ -51,7 +53,10 @@ def _device_answer(cache_root: Path) -> str:
         return _ask_torch(torch)
     memo = cache_root / "v1" / "cuda_arch.txt"
     identity = _machine_identity()
+    # A line that is not "identity<TAB>none|major.minor" is ignored, and a
+    # missing answer asked again: the file is a memo, never trusted blindly.
     known = dict(line.split("\t", 1) for line in _read_lines(memo) if "\t" in line)
+    known = {i: a for i, a in known.items() if _ANSWER.fullmatch(a)}
     if identity not in known:
         known[identity] = _ask_torch(torch)
         memo.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -83,9 +88,12 @@ def cuda_arch_list(cache_root: Path) -> str:
     return answer
 
 
+_ANSWER = re.compile(r"none|\d+\.\d+")
+
+
 def _read_lines(path: Path) -> list[str]:
     try:
-        return path.read_text().splitlines()
+        return path.read_bytes().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
 
@@ -104,6 +112,42 @@ def _ask_version(invoked: str) -> str:
 # a `get` finding everything cached should not pay, and the module records
 # only the soname (libstdc++.so.6), so the path does not change what is built.
 LINK_RECIPE = "libstdc++ of the running torch, by path (1)"
+
+
+# How kernel libraries (and hand-written modules) are compiled and linked, as
+# a key input: a library built under an older recipe with the same sources and
+# flags is not what this one builds. Bump the number when the recipe changes.
+KERNEL_LIB_RECIPE = "top-level cflags reach nvcc too; kernel libraries linked with -z defs (2)"
+
+
+def kernel_lib_recipe() -> str:
+    """The recipe, with the host flags below: a cache shared by machines with
+    different CPUs keeps one library per flag set."""
+    return f"{KERNEL_LIB_RECIPE}; host flags: {' '.join(host_cxx_flags()) or 'none'}"
+
+
+@functools.lru_cache(maxsize=None)
+def host_cxx_flags() -> tuple[str, ...]:
+    """Default flags for the C++ units of kernel libraries, from this CPU.
+
+    -mf16c where the CPU has F16C (x86-64 since 2012): without it every
+    float16 <-> float conversion (kreg::half is _Float16) is a call into
+    libgcc's soft-float routines, and float16 kernels run ~60x slower than
+    float32 ones. Not -march=native: that would also enable FMA (changing
+    float32 results by contraction) and name no CPU a key could record.
+    Part of the key (kernel_lib_recipe), so a library built with them is
+    never reused where they would not run.
+    """
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return ()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:  # the first CPU's "flags" line is enough
+                if line.startswith("flags"):
+                    return ("-mf16c",) if "f16c" in line.split(":", 1)[1].split() else ()
+    except OSError:
+        pass
+    return ()
 
 
 @functools.lru_cache(maxsize=None)
@@ -146,6 +190,7 @@ def build_environment(backend: str, cache_root: Path) -> dict[str, str]:
         "env.platform": sys.platform,
         "toolchain.cxx": _core.identify_compiler(ccache.cxx_command(), memo, _ask_version).text(),
         "toolchain.link": LINK_RECIPE,
+        "toolchain.kernel_lib": kernel_lib_recipe(),
     }
     if backend == "cuda":
         env["env.cuda"] = str(torch.version.cuda)

@@ -330,7 +330,8 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
     spec = keys.backend_spec(manifest, backend)
     pybind = manifest.binding == "pybind"
     includes = keys.include_dirs(manifest)
-    cflags = list(manifest.cflags) + (list(spec.cflags) if backend == "cpu" else [])
+    # The host's defaults first, so a manifest flag (-mno-f16c, say) wins.
+    cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if backend == "cpu" else [])]
     return BuildPlan(
         kernel=manifest.name, backend=backend,
         kind="module" if pybind else "kernel-lib",
@@ -339,8 +340,10 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
         module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else ""),
         sources=keys.kernel_sources(manifest, backend),
         cflags=([] if pybind else ["-fvisibility=hidden"]) + cflags,
-        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + list(manifest.cuda.cflags),
-        ldflags=([] if pybind else ["-Wl,-Bsymbolic"]) + list(manifest.ldflags),
+        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + keys.nvcc_flags(manifest),
+        # -z defs: a symbol no source defines fails the link, where it can be
+        # named with its declaration (builder.py), not the first dlopen.
+        ldflags=([] if pybind else ["-Wl,-Bsymbolic", "-Wl,-z,defs"]) + list(manifest.ldflags),
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
         estimate_s=estimate_s,
@@ -355,13 +358,22 @@ def _binding_plan(manifest, op, backend: str, cache_root: Path):
     # error messages see the same file every time.
     source = cache_root / "v1" / "generated" / f"{namespace}.cpp"
     text = _core.generate_binding(op.signature, backend, namespace)
-    if not source.exists() or source.read_text() != text:
+    # Compared as bytes, never decoded: whatever the file holds (damaged, not
+    # UTF-8, cut short), anything but the exact text is written again.
+    if _read_bytes(source) != text.encode():
         source.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         _core.write_file_atomic(str(source), text)
     return BuildPlan(
         kernel=manifest.name, backend=backend, kind="binding", module_name=namespace,
         sources=[str(source)], cflags=["-O2"], include_paths=[str(keys.REGISTRY_INCLUDE)], project_dirs=[],
     )
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None) -> dict[str, Op]:

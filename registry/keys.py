@@ -30,6 +30,16 @@ def kernel_sources(manifest, backend: str) -> list[str]:
     return sources
 
 
+def nvcc_flags(manifest) -> list[str]:
+    """What nvcc gets from the manifest: the top-level cflags (documented as
+    applying to every unit of every backend, and covered by the key) and then
+    [cuda] cflags. nvcc passes the ones it does not know (-fno-math-errno, say)
+    on to the host compiler instead of failing."""
+    if not manifest.cflags:
+        return list(manifest.cuda.cflags)
+    return ["-forward-unknown-to-host-compiler", *manifest.cflags, *manifest.cuda.cflags]
+
+
 def _label(path: str, manifest) -> str:
     """Paths in key inputs are relative where possible, so a checkout moved to
     another folder keeps its keys' readable names (content still decides)."""
@@ -81,6 +91,7 @@ def binding_key(signature, backend: str, env: dict[str, str]):
     kb.add("template", str(_core.BINDING_TEMPLATE_VERSION))
     kb.add_file("registry/include/kreg/abi.h", str(REGISTRY_INCLUDE / "kreg" / "abi.h"))
     for name, value in env.items():
-        if name not in ("env.cuda_arch",):  # host code only: the binding has no device code
+        # Host code only, so no device code; and not a kernel library.
+        if name not in ("env.cuda_arch", "toolchain.kernel_lib"):
             kb.add(name, value)
     return kb.finish()

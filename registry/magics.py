@@ -53,7 +53,7 @@ def ensure_discoverable(root: Path) -> None:
 def _write_if_changed(path: Path, text: str) -> bool:
     from registry import _core
 
-    if path.exists() and path.read_text() == text:
+    if path.is_file() and path.read_bytes() == text.encode():  # bytes: a damaged file is rewritten
         return False  # an untouched mtime keeps the stamps, and get, on its fast path
     path.parent.mkdir(parents=True, exist_ok=True)
     _core.write_file_atomic(str(path), text)

@@ -13,7 +13,13 @@ aborts the process, which is exactly what torch's own JIT reload does):
   freed memory).
 
 The generated ops are functional: the output is allocated like the first
-Tensor argument, no argument is mutated, so the fake is that allocation.
+Tensor argument, no argument is mutated, so the fake is that allocation,
+after the one check a fake can make. A fake kernel is registered for the
+Meta key, and the dispatcher prefers Meta over CPU and CUDA: a call mixing a
+meta tensor with real ones lands in the fake, not in the binding's checks. So
+the fake checks that all tensors share one device (all-meta inputs, and fake
+tensors under torch.compile, pass) and raises naming the argument otherwise;
+without it such a call returned uninitialized memory.
 """
 from __future__ import annotations
 
@@ -26,6 +32,27 @@ def _first_tensor(signature) -> int:
     return next(i for i, a in enumerate(signature.args) if a.type_name == "Tensor")
 
 
+def fake_kernel(op_name: str, signature):
+    """The fake (meta) kernel of an op: empty_like(first Tensor argument),
+    once every Tensor argument is on the first one's device."""
+    first = _first_tensor(signature)
+    first_name = signature.args[first].name
+    tensors = [(i, a.name) for i, a in enumerate(signature.args) if a.type_name == "Tensor"]
+
+    def fake(*args):
+        import torch
+
+        lead = args[first]
+        for index, name in tensors:
+            if args[index].device != lead.device:
+                raise RuntimeError(
+                    f"{op_name}: argument '{name}' is on {args[index].device} but '{first_name}' is on "
+                    f"{lead.device}; put all tensors on one device (meta tensors only with meta tensors)")
+        return torch.empty_like(lead)
+
+    return fake
+
+
 def register_binding_fake(namespace: str, signature) -> None:
     """A Meta kernel for kreg_<hash>::call (fake tensors fall back to it). Cheaper
     to register than torch.library.register_fake, and this runs on a fresh
@@ -34,11 +61,11 @@ def register_binding_fake(namespace: str, signature) -> None:
         return
     import torch
 
-    first = _first_tensor(signature)
     library = _libraries.get(namespace)
     if library is None:
         library = _libraries[namespace] = torch.library.Library(namespace, "IMPL")
-    library.impl("call", lambda *args: torch.empty_like(args[first]), "Meta")
+    # The binding serves every kernel with this signature: errors name the op.
+    library.impl("call", fake_kernel(signature.name, signature), "Meta")
     _faked.add(namespace)
 
 
@@ -65,8 +92,7 @@ def expose(namespace: str, op_spec, backend: str, handle) -> None:
     library.define(schema(op_spec.signature))
     for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
         library.impl(name, _kernel(namespace, name, wanted, handles), key)
-    first = _first_tensor(op_spec.signature)
-    torch.library.register_fake(f"{namespace}::{name}")(lambda *args: torch.empty_like(args[first]))
+    torch.library.register_fake(f"{namespace}::{name}")(fake_kernel(f"{namespace}.{name}", op_spec.signature))
 
 
 def _kernel(namespace: str, name: str, backend: str, handles: dict):

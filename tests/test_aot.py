@@ -48,6 +48,13 @@ for device in devices:
         raise AssertionError("mismatched shapes were accepted")
     except RuntimeError as error:
         assert "argument 'y' has shape [3]" in str(error), error
+    # A meta tensor among real ones reaches the fake kernel (Meta wins dispatch): it must raise.
+    try:
+        torch.ops.axpy.axpy(x, torch.empty_like(y, device="meta"), 1.0)
+        raise AssertionError("a real and a meta input were accepted")
+    except RuntimeError as error:
+        assert "argument 'y' is on meta" in str(error), error
+    assert torch.ops.axpy.axpy(x.to("meta"), y.to("meta"), 1.0).device.type == "meta"
 
 # CPU and CUDA launchers share names: each module keeps its own private.
 for module in ("_C_cpu", "_C_cuda"):

@@ -124,3 +124,78 @@ def _figures():
                f"({', '.join(entries)}); reported in status().notes: {len(reported)}/{len(entries)}; "
                f"damaged memo and toolchains.toml re-derived: "
                f"{sum(c in _outcomes and _outcomes[c]['ok'] for c in OTHER_CASES)}/{len(OTHER_CASES)}")
+
+
+# ---- files the registry derives and keeps under the cache root -------------
+# Each is rewritten, never trusted, when its bytes are not what it would write.
+
+GARBAGE = b"\x7fELF\x00\xff\xfe not what was written \x80\x81\n"
+
+
+def test_garbage_generated_binding_source_is_regenerated(tmp_path):
+    from registry import _core, kernel, keys
+
+    manifest = _core.parse_manifest(str(Path(__file__).resolve().parent.parent / "kernels/axpy/kernel.toml"))
+    op = manifest.ops[0]
+    source = tmp_path / "v1" / "generated" / f"{keys.binding_namespace(op.signature, 'cpu')}.cpp"
+    source.parent.mkdir(parents=True)
+    source.write_bytes(GARBAGE)
+    plan = kernel._binding_plan(manifest, op, "cpu", tmp_path)
+    assert plan.sources == [str(source)]
+    assert source.read_text() == _core.generate_binding(op.signature, "cpu", source.stem)
+
+
+def test_garbage_ccache_wrapper_is_rewritten(tmp_path):
+    import shutil
+    import subprocess
+
+    from registry import ccache
+
+    ccache_exe, real_cxx = shutil.which("ccache"), os.path.realpath(shutil.which("c++"))
+    if ccache_exe is None:
+        pytest.skip("ccache is not installed")
+    wrapper = ccache._cxx_wrapper(tmp_path, ccache_exe, real_cxx)
+    good = wrapper.read_bytes()
+    for damage in (GARBAGE, good[:-5], b""):
+        wrapper.write_bytes(damage)
+        assert ccache._cxx_wrapper(tmp_path, ccache_exe, real_cxx) == wrapper
+        assert wrapper.read_bytes() == good and os.access(wrapper, os.X_OK)
+    wrapper.chmod(0o600)  # right text, not executable
+    ccache._cxx_wrapper(tmp_path, ccache_exe, real_cxx)
+    assert os.access(wrapper, os.X_OK)
+    done = subprocess.run([str(wrapper), "--version"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("damage", [GARBAGE, b"identity-of-this-machine\tnot-an-arch\n"])
+def test_garbage_cuda_arch_memo_is_asked_again(tmp_path, damage):
+    import re
+
+    from registry import environment
+
+    memo = tmp_path / "v1" / "cuda_arch.txt"
+    memo.parent.mkdir(parents=True)
+    memo.write_bytes(damage.replace(b"identity-of-this-machine", environment._machine_identity().encode()))
+    answer = environment._device_answer(tmp_path)
+    assert re.fullmatch(r"none|\d+\.\d+", answer), answer
+    assert f"{environment._machine_identity()}\t{answer}\n" in memo.read_text()
+
+
+def test_garbage_lock_file_holder_is_readable_text(tmp_path):
+    from registry import _core
+
+    lock = tmp_path / "k.lock"
+    lock.write_bytes(GARBAGE)
+    holder = _core.lock_holder(str(lock))
+    assert isinstance(holder, str) and holder.isprintable(), repr(holder)
+
+
+def test_garbage_inline_kernel_file_is_rewritten(tmp_path):
+    from registry import magics
+
+    source = tmp_path / "v1" / "inline" / "k" / "k.cpp"
+    source.parent.mkdir(parents=True)
+    source.write_bytes(GARBAGE)
+    assert magics._write_if_changed(source, "int k;\n")
+    assert source.read_text() == "int k;\n"
+    assert not magics._write_if_changed(source, "int k;\n")

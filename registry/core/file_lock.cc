@@ -92,6 +92,12 @@ std::string lock_holder(const std::string& path) {
   std::string text(buf, static_cast<size_t>(n));
   const size_t newline = text.find('\n');
   if (newline != std::string::npos) text.resize(newline);
+  // The holder line is ASCII ("pid=... host=... since="); a damaged file must
+  // still give printable text (it goes into an error message, and through
+  // pybind11 into a Python str, which refuses bytes that are not UTF-8).
+  for (char& c : text) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
   return text;
 }
 

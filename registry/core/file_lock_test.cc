@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -83,6 +84,18 @@ TEST(FileLock, ReleasedWhenHolderIsKilled) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(FileLock::try_acquire(path));
+}
+
+TEST(FileLock, DamagedHolderLineIsPrintable) {
+  TempDir dir;
+  const std::string path = dir.path() + "/k.lock";
+  {
+    FILE* f = fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    fwrite("pid=\xff\x01\x80x\nrest", 1, 13, f);
+    fclose(f);
+  }
+  EXPECT_EQ(lock_holder(path), "pid=???x");
 }
 
 TEST(FileLock, UnopenableLockFileThrows) {

@@ -15,7 +15,9 @@
 //   binding_source = "axpy_pybind.cpp"    # required when binding = "pybind"
 //   include_dirs = ["include"]            # searched for #include "..." and <...>
 //   headers      = ["axpy.h"]             # extra files the build depends on
-//   cflags       = ["-O3"]                # for every unit of every backend
+//   cflags       = ["-O3"]                # for every unit of every backend (C++ and nvcc;
+//                                         #   nvcc hands the ones it does not know to the
+//                                         #   host compiler), before the backend's own
 //   ldflags      = []
 //   reference    = "reference.py"         # Python module holding reference functions
 //
@@ -25,7 +27,7 @@
 //
 //   [cuda]
 //   sources = ["axpy.cu"]
-//   cflags  = ["-O3", "-lineinfo"]        # given to nvcc
+//   cflags  = ["-O3", "-lineinfo"]        # given to nvcc, after the top-level cflags
 //
 //   [[op]]                                # at least one
 //   signature  = "axpy(Tensor x, Tensor y, float alpha) -> Tensor"   # required
