@@ -43,7 +43,8 @@ def ensure(store, key, plan: BuildPlan, force: bool = False) -> Artifact:
             if force:
                 store.remove(final.hex)
             entry = _core.Entry()
-            entry.key, entry.kernel, entry.backend, entry.kind = final.hex, plan.kernel, plan.backend, plan.kind
+            entry.key, entry.kernel = final.hex, plan.kernel
+            entry.backend, entry.kind = plan.backend, plan.kind
             entry.artifact, entry.build_seconds = result.artifact, result.seconds
             entry.built_at, entry.deps, entry.inputs = int(time.time()), result.deps, final.inputs
             published = store.publish(str(staging), entry)

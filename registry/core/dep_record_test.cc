@@ -66,7 +66,8 @@ struct Checkout {
 TEST(DepRecord, RoundTrip) {
   DepRecord record;
   record.base = hash_bytes("base").hex();
-  record.entries.push_back({hash_bytes("k1").hex(), {{"a \"q\".h", hash_bytes("a")}, {"b.h", hash_bytes("b")}}});
+  record.entries.push_back(
+      {hash_bytes("k1").hex(), {{"a \"q\".h", hash_bytes("a")}, {"b.h", hash_bytes("b")}}});
   record.entries.push_back({hash_bytes("k2").hex(), {}});
   DepRecord back = dep_record_from_toml(dep_record_to_toml(record));
   EXPECT_EQ(back.base, record.base);
