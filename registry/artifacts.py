@@ -21,30 +21,37 @@ class Artifact:
 
 
 def ensure(store, key, plan: BuildPlan, force: bool = False) -> Artifact:
+    """`key` is a keys.LibKey or keys.FixedKey: its artifact key may be known
+    only after the build, from the files the compiler reported."""
     reason = ""
-    if not force:
-        hit = store.lookup(key.hex)
+    if not force and (known := key.match()) is not None:
+        hit = store.lookup(known.hex)
         if hit.entry is not None:
             return Artifact(hit.entry, _artifact_path(hit.entry), None)
         reason = hit.miss_reason
-    with _locked(store.lock_path(key.hex)):
-        if not force:
-            hit = store.lookup(key.hex)  # another process may have built it while we waited
+    with _locked(store.lock_path(key.lock_hex)):
+        # Another process may have built (and recorded) it while we waited.
+        if not force and (known := key.match()) is not None:
+            hit = store.lookup(known.hex)
             if hit.entry is not None:
                 return Artifact(hit.entry, _artifact_path(hit.entry), None)
-        else:
-            store.remove(key.hex)
         staging = Path(store.make_staging_dir())
         try:
+            started_ns = time.time_ns()  # the clock file times use: a dep saved after this is suspect
             result = run_build(plan, staging)
+            final = key.from_build(result.deps, started_ns)
+            if force:
+                store.remove(final.hex)
             entry = _core.Entry()
-            entry.key, entry.kernel, entry.backend, entry.kind = key.hex, plan.kernel, plan.backend, plan.kind
+            entry.key, entry.kernel = final.hex, plan.kernel
+            entry.backend, entry.kind = plan.backend, plan.kind
             entry.artifact, entry.build_seconds = result.artifact, result.seconds
-            entry.built_at, entry.deps, entry.inputs = int(time.time()), result.deps, key.inputs
+            entry.built_at, entry.deps, entry.inputs = int(time.time()), result.deps, final.inputs
             published = store.publish(str(staging), entry)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        key.record_build()  # after publishing: a record never names what is not there yet
         pins.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
         return Artifact(published, _artifact_path(published), result, reason)
 

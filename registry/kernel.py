@@ -1,6 +1,7 @@
 """Resolving a kernel name to loaded, ready ops: the slow path of `get`.
 
-  manifest -> backend -> environment -> keys (memo fast path, or scan + hash)
+  manifest -> backend -> environment -> keys (memo fast path, or scan + hash
+  + the cache's dependency record)
   -> artifacts (cache hit, or lock/build/publish, in parallel)
   -> load (dlopen the kernel library, register the binding once per process)
   -> swap the launcher tables of the op handles -> write the memo
@@ -150,11 +151,10 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     memo_path = store.memo_path(f"{name}.{backend}.{_core.hash_fields_hex([('manifest', manifest.file)])[:8]}")
     memo = _core.read_memo(memo_path)
 
-    lib_key, files, stamps, unresolved = _lib_key(manifest, backend, env, memo, rebuild)
-    changes = _changes(memo, lib_key, rebuild)
+    lib_key = _lib_key(store, manifest, backend, env, memo, rebuild)
 
     # Plans are made only for what must be built (a binding plan writes its source).
-    plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, lib_key.hex,
+    plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, lib_key.lock_hex,
                                                  _previous_build_seconds(store, memo, previous)), rebuild)}
     binding_keys = {} if manifest.binding == "pybind" else \
         {op.name: keys.binding_key(op.signature, backend, env) for op in manifest.ops}
@@ -162,7 +162,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         for op in manifest.ops:
             if keys.binding_namespace(op.signature, backend) in _namespaces:
                 continue
-            plans[op.name] = (binding_keys[op.name],
+            plans[op.name] = (keys.FixedKey(binding_keys[op.name]),
                               lambda op=op: _binding_plan(manifest, op, backend, cache_root), False)
 
     artifacts, ccache_delta = _artifacts(store, plans, cache_root, env.get("env.cuda_arch"))
@@ -175,17 +175,17 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
     lib = artifacts["lib"]
     compiled = [what for what, a in artifacts.items() if a.built is not None]
-    # Files the compiler reported that the scan did not see (an include spelled
-    # through a macro) join the stamps. The others keep the stamps taken when
-    # the key was computed: a file saved during the build must look changed.
-    reported = sorted({d for a in artifacts.values() if a.built for d in a.built.deps} - set(files))
-    if reported:
-        stamps.stamps = list(stamps.stamps) + list(_core.StampSet(reported).stamps)
+    # The artifact key is known now (from the record, or from the build), and
+    # the stamps cover the files the compiler read beyond the scan.
+    final_key = lib_key.key
+    changes = _changes(memo, final_key, rebuild)
+    stamps = _core.StampSet()
+    stamps.stamps = lib_key.stamps
     memo_out = _core.Memo()
     memo_out.kernel, memo_out.backend = name, backend
     memo_out.env = environment.fingerprint(env)
-    memo_out.keys = {"lib": lib_key.hex, **{op: key.hex for op, key in binding_keys.items()}}
-    memo_out.stamps, memo_out.inputs = stamps.stamps, lib_key.inputs
+    memo_out.keys = {"lib": final_key.hex, **{op: key.hex for op, key in binding_keys.items()}}
+    memo_out.stamps, memo_out.inputs = stamps.stamps, final_key.inputs
     if memo is None or compiled or memo_out.env != memo.env or dict(memo_out.keys) != dict(memo.keys) \
             or _stamp_tuples(memo_out.stamps) != _stamp_tuples(memo.stamps):
         _core.write_memo(memo_path, memo_out)
@@ -193,11 +193,11 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         store.touch(a.entry.key)
 
     notes = [f"cached {what} rejected: {a.miss_reason}" for what, a in artifacts.items() if a.miss_reason]
-    notes += [f"include not found in the kernel's folders: {u}" for u in unresolved]
+    notes += [f"include not found in the kernel's folders: {u}" for u in lib_key.unresolved]
     status = Status(
         kernel=name, backend=backend,
         outcome="compiled" if compiled else "cache",
-        key=lib_key.hex, manifest=manifest.file,
+        key=final_key.hex, manifest=manifest.file,
         artifacts=_artifact_paths(manifest, backend, artifacts),
         build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built),
         last_build_seconds=lib.entry.build_seconds, built_at=lib.entry.built_at,
@@ -214,18 +214,17 @@ class _RecordedKey:
         self.hex, self.inputs = hex_digest, inputs
 
 
-def _lib_key(manifest, backend: str, env: dict[str, str], memo, rebuild: bool):
-    """(key, files, stamps, unresolved includes). When the memo's environment
-    and every stamp match, the recorded key holds: only stat() calls, no
-    scan, no hashing. Otherwise scan the include closure and hash."""
+def _lib_key(store, manifest, backend: str, env: dict[str, str], memo, rebuild: bool):
+    """A keys.LibKey, or the memo's key when the memo's environment and every
+    stamp match: only stat() calls, no scan, no hashing. The memo is this
+    checkout's shortcut only; the cache's dependency record is what makes
+    the key right for any process."""
     if memo is not None and not rebuild and memo.env == environment.fingerprint(env) and "lib" in memo.keys:
         stamps = _core.StampSet()
         stamps.stamps = memo.stamps
         if not stamps.check().changed:
-            return _RecordedKey(memo.keys["lib"], memo.inputs), stamps.paths, stamps, []
-    files, unresolved = keys.kernel_files(manifest, backend, _recorded_deps(memo))
-    stamps = _core.StampSet(files)
-    return keys.kernel_lib_key(manifest, backend, files, env), files, stamps, unresolved
+            return keys.FixedKey(_RecordedKey(memo.keys["lib"], memo.inputs), stamps.stamps)
+    return keys.LibKey(store, manifest, backend, env)
 
 
 def _stamp_tuples(stamps) -> list:
@@ -238,14 +237,6 @@ def _artifact_paths(manifest, backend: str, artifacts: dict) -> dict[str, str]:
         for spec in manifest.ops:
             paths[f"binding {spec.name}"] = _namespaces[keys.binding_namespace(spec.signature, backend)]
     return paths
-
-
-def _recorded_deps(memo) -> list[str]:
-    """Files the compiler reported last time; kept in the key so a header the
-    scanner cannot see (an include spelled through a macro) still counts."""
-    if memo is None:
-        return []
-    return [s.path for s in memo.stamps if Path(s.path).is_file()]
 
 
 def _changes(memo, lib_key, rebuild: bool) -> list[str]:
@@ -272,7 +263,8 @@ def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
     by side (the binding, with torch headers, is the slow one)."""
     artifacts, missing, rejected = {}, {}, {}
     for what, (key, make_plan, force) in plans.items():
-        hit = None if force else store.lookup(key.hex)
+        known = None if force else key.match()
+        hit = None if known is None else store.lookup(known.hex)
         if hit is not None and hit.entry is not None:
             artifacts[what] = _Hit(hit.entry, str(Path(hit.entry.dir) / hit.entry.artifact))
         else:
@@ -335,8 +327,8 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
     return BuildPlan(
         kernel=manifest.name, backend=backend,
         kind="module" if pybind else "kernel-lib",
-        # A module's name must change with its key (Python caches modules by
-        # name); a kernel library's must not (ccache, see builder.py).
+        # A module's name changes with its scanned content (Python caches
+        # modules by name); a kernel library's must not (ccache, see builder.py).
         module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else ""),
         sources=keys.kernel_sources(manifest, backend),
         cflags=([] if pybind else ["-fvisibility=hidden"]) + cflags,

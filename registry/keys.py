@@ -1,10 +1,12 @@
 """The content keys of one kernel: its library, and each op's binding.
 
-The kernel-lib key covers the manifest, every source, the include closure
-(scanned before the first build, plus the compiler's depfile list recorded
-after it), the flags and the build environment. A binding key covers only
-what the generated binding depends on: the op signature, the backend, the
-template version and the environment.
+The kernel-lib key covers the manifest, every source, the scanned include
+closure, the flags and the build environment (the *base key*), plus the
+files the compiler read beyond the scan (an include spelled through a
+macro), found through the base key's dependency record in the cache
+(core/dep_record.h). Any process can reconstruct it from content alone.
+A binding key covers only what the generated binding depends on: the op
+signature, the backend, the template version and the environment.
 """
 from __future__ import annotations
 
@@ -52,12 +54,12 @@ def _label(path: str, manifest) -> str:
     return str(p)
 
 
-def kernel_files(manifest, backend: str, recorded_deps: list[str]) -> tuple[list[str], list[str]]:
-    """(every file the kernel library depends on, unresolved includes)."""
+def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:
+    """(every file the scan finds the kernel library depends on, unresolved includes)."""
     sources = kernel_sources(manifest, backend)
     headers = [str(Path(manifest.dir) / h) for h in manifest.headers]
     closure = _core.scan_include_closure(sources + headers, include_dirs(manifest))
-    files = set(closure.files) | {manifest.file} | set(recorded_deps)
+    files = set(closure.files) | {manifest.file}
     return sorted(files), list(closure.unresolved)
 
 
@@ -75,6 +77,67 @@ def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]
     for name, value in env.items():
         kb.add(name, value)
     return kb.finish()
+
+
+class LibKey:
+    """The kernel library's key, from content alone.
+
+    The base key names a dependency record in the cache; `match()` gives the
+    artifact key of a recorded build whose extra files all still have their
+    digests, and `from_build()` derives it from the compiler's dependency
+    list after a build, which `record_build()` then adds to the record.
+    `stamps` covers every file the key depends on (for the memo's fast path);
+    the scanned ones are stamped before hashing, so a file saved during the
+    build looks changed next time.
+    """
+
+    def __init__(self, store, manifest, backend: str, env: dict[str, str]):
+        self.scanned, self.unresolved = kernel_files(manifest, backend)
+        self._scanned_stamps = list(_core.StampSet(self.scanned).stamps)
+        self.base = kernel_lib_key(manifest, backend, self.scanned, env)
+        self.lock_hex = self.base.hex  # one build at a time per scanned content
+        self._record = store.deps_path(self.base.hex)
+        self._labels = _core.DepLabels([("", manifest.dir), ("registry/include/", str(REGISTRY_INCLUDE))])
+        self._extra_stamps, self._entry = [], None
+        self.key = None  # the artifact key, once known
+
+    @property
+    def stamps(self) -> list:
+        return self._scanned_stamps + self._extra_stamps
+
+    def match(self):
+        found = _core.match_dep_record(self._record, self.base, self._labels)
+        if found is not None:
+            self.key, self._extra_stamps = found.key, list(found.stamps)
+        return self.key if found is not None else None
+
+    def from_build(self, reported: list[str], build_started_ns: int):
+        deps = _core.deps_from_build(self.base, self._labels, reported, self.scanned, build_started_ns)
+        self.key, self._extra_stamps, self._entry = deps.key, list(deps.stamps), deps.entry
+        return self.key
+
+    def record_build(self) -> None:
+        if self._entry is not None:
+            _core.add_dep_entry(self._record, self.base, self._entry)
+
+
+class FixedKey:
+    """A key known before building (a binding's, or one the memo vouches for),
+    with LibKey's interface."""
+
+    unresolved: list[str] = []
+
+    def __init__(self, key, stamps=()):
+        self.key, self.lock_hex, self.stamps = key, key.hex, list(stamps)
+
+    def match(self):
+        return self.key
+
+    def from_build(self, reported: list[str], build_started_ns: int):
+        return self.key
+
+    def record_build(self) -> None:
+        pass
 
 
 def binding_namespace(signature, backend: str) -> str:

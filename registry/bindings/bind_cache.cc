@@ -1,8 +1,9 @@
-// The cache store, per-kernel memos and build locks.
+// The cache store, per-kernel memos, dependency records and build locks.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include "cache_store.h"
+#include "dep_record.h"
 #include "file_lock.h"
 #include "memo.h"
 
@@ -63,6 +64,7 @@ void init_cache(py::module_& m) {
       .def("object_dir", &CacheStore::object_dir)
       .def("lock_path", &CacheStore::lock_path)
       .def("memo_path", &CacheStore::memo_path)
+      .def("deps_path", &CacheStore::deps_path)
       .def("make_staging_dir", &CacheStore::make_staging_dir)
       .def("publish", &CacheStore::publish)
       .def("lookup", &CacheStore::lookup)
@@ -86,6 +88,30 @@ void init_cache(py::module_& m) {
       .def_readwrite("inputs", &Memo::inputs);
   m.def("read_memo", &read_memo, py::arg("path"));
   m.def("write_memo", &write_memo, py::arg("path"), py::arg("memo"));
+
+  // Dependency records (dep_record.h): the artifact key of a kernel library
+  // from its base key, the record in the cache and the files on disk.
+  py::class_<DepLabels>(m, "DepLabels")
+      .def(py::init([](const std::vector<std::pair<std::string, std::string>>& roots) {
+             std::vector<LabelRoot> out;
+             for (const auto& [prefix, dir] : roots) out.push_back(LabelRoot{prefix, dir});
+             return DepLabels(std::move(out));
+           }),
+           py::arg("roots"))
+      .def("label", &DepLabels::label, py::arg("path"))
+      .def("path", &DepLabels::path, py::arg("label"));
+  py::class_<DepEntry>(m, "DepEntry").def_readonly("key", &DepEntry::key);
+  py::class_<DepMatch>(m, "DepMatch")
+      .def_readonly("key", &DepMatch::key)
+      .def_readonly("stamps", &DepMatch::stamps);
+  py::class_<BuildDeps>(m, "BuildDeps")
+      .def_readonly("key", &BuildDeps::key)
+      .def_readonly("stamps", &BuildDeps::stamps)
+      .def_readonly("entry", &BuildDeps::entry);
+  m.def("match_dep_record", &match_dep_record, py::arg("path"), py::arg("base"), py::arg("labels"));
+  m.def("deps_from_build", &deps_from_build, py::arg("base"), py::arg("labels"), py::arg("reported"),
+        py::arg("scanned"), py::arg("build_started_ns"));
+  m.def("add_dep_entry", &add_dep_entry, py::arg("path"), py::arg("base"), py::arg("entry"));
 
   py::class_<FileLock>(m, "FileLock")
       .def_static("try_acquire", &FileLock::try_acquire, py::arg("path"))

@@ -168,7 +168,7 @@ CacheStore::CacheStore(std::string root) : root_(std::move(root)) {
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
   if (root_.empty()) throw std::invalid_argument("cache root is empty: give a folder path");
   v1_ = root_ + "/v1";
-  for (const char* sub : {"objects", "tmp", "locks", "memo"}) make_dirs(v1_ + "/" + sub);
+  for (const char* sub : {"objects", "tmp", "locks", "memo", "deps"}) make_dirs(v1_ + "/" + sub);
 }
 
 std::string CacheStore::object_dir(const std::string& key_hex) const {
@@ -184,6 +184,11 @@ std::string CacheStore::lock_path(const std::string& key_hex) const {
 std::string CacheStore::memo_path(const std::string& name) const {
   check_component(name, "memo name");
   return v1_ + "/memo/" + name + ".toml";
+}
+
+std::string CacheStore::deps_path(const std::string& base_key_hex) const {
+  check_component(base_key_hex, "cache key");
+  return v1_ + "/deps/" + base_key_hex + ".toml";
 }
 
 std::string CacheStore::make_staging_dir() const {

@@ -9,6 +9,8 @@
 //   v1/tmp/<pid>-<random>/     private staging folders; a build happens here
 //   v1/locks/<key>.lock        flock() files serializing builds of one key
 //   v1/memo/<name>.toml        the last build's file stamps per kernel (see memo)
+//   v1/deps/<base key>.toml    what the compiler read beyond the include scan,
+//                              per base key (see dep_record.h)
 //   v1/locks/gc.lock           serializes gc() and clear() across processes
 //
 // Publishing: a build writes into a staging folder, the store writes
@@ -122,6 +124,8 @@ class CacheStore {
   std::string object_dir(const std::string& key_hex) const;
   std::string lock_path(const std::string& key_hex) const;
   std::string memo_path(const std::string& name) const;
+  // The dependency record of a base key (dep_record.h).
+  std::string deps_path(const std::string& base_key_hex) const;
 
   // A fresh private staging folder under v1/tmp.
   std::string make_staging_dir() const;

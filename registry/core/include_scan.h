@@ -10,7 +10,8 @@
 // and are left out. The scan is deliberately conservative: includes inside
 // #if blocks and comments that look like includes still count, so it can
 // only over-approximate. Includes spelled through macros cannot be seen here;
-// the compiler's depfile, recorded after each build, covers them.
+// the compiler's dependency list, kept in the cache's dependency record after
+// each build (dep_record.h), covers them.
 #pragma once
 
 #include <string>

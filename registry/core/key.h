@@ -14,6 +14,9 @@
 //   flags.<name>          one input per flag list, items joined with NUL
 //   toolchain.<tool>      resolved compiler path + its version line
 //   env.<name>            torch, cuda, python versions, target arch, ...
+//   deps.unverified       a unique value: a reported dependency changed during
+//                         the build, so the artifact must never be reused
+//                         (dep_record.h adds the files the compiler reported)
 #pragma once
 
 #include <string>

@@ -4,7 +4,9 @@
 // matches and the environment fingerprint is the same, the last keys still
 // hold and nothing is hashed. When a stamp's stat differs the file is
 // re-hashed (content decides). The stamps cover the manifest, the sources,
-// the scanned include closure and the compiler's depfile list.
+// the scanned include closure and the compiler's depfile list. The memo is
+// one checkout's shortcut: losing it costs time, never correctness (the
+// cache's dependency records, dep_record.h, make keys from content alone).
 //
 // memo/<kernel>.<backend>.toml, format 1:
 //   format      = 1
