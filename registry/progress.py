@@ -5,10 +5,10 @@
 
 A build runs synchronously in the calling thread (torch's load() waits on
 ninja), so the progress comes from a timer thread: nothing shows for the
-first SHOW_AFTER_S seconds (a cache-fast build stays silent), then a tqdm bar
-(tqdm.auto: a widget in Jupyter when ipywidgets is installed, otherwise one
-updating line) shows the elapsed time against the estimate, usually how long
-the previous build of that artifact took.
+first SHOW_AFTER_S seconds (a cache-fast build stays silent), then a bar
+shows the elapsed time against the estimate, usually how long the previous
+build of that artifact took: in a notebook an output of the cell replaced in
+place, in a terminal a tqdm line (progress_display.py says why they differ).
 
 Interrupts: load() runs ninja through subprocess.run, which on
 KeyboardInterrupt SIGKILLs ninja only. Ninja starts each compiler in its own
@@ -27,30 +27,17 @@ import signal
 import sys
 import threading
 import time
-import warnings
 from pathlib import Path
+
+from registry.progress_display import in_notebook, open_bar
 
 SHOW_AFTER_S = 0.5   # builds faster than this show nothing
 REFRESH_S = 0.25
 
 
-def _tqdm_class():
-    # tqdm.auto warns when it runs in Jupyter without ipywidgets and falls
-    # back to the text bar, which is what we want anyway: say nothing.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from tqdm.auto import tqdm
-    return tqdm
-
-
-def _in_notebook() -> bool:
-    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
-    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
-
-
 def _should_show() -> bool:
     # A log file or a CI pipe would collect hundreds of carriage-return frames.
-    if _in_notebook():
+    if in_notebook():
         return True
     stream = sys.stderr
     return bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
@@ -73,11 +60,13 @@ class _Ticker(threading.Thread):
         with self.lock:
             if self.done.is_set():
                 return
-            self.bar = self._open_bar()
+            elapsed = time.monotonic() - self.start_time
+            self.bar = open_bar(self._label(elapsed), self._fraction(elapsed))
         while not self.done.wait(REFRESH_S):
             with self.lock:
                 if self.bar is not None:
-                    self._refresh()
+                    elapsed = time.monotonic() - self.start_time
+                    self.bar.update(self._label(elapsed), self._fraction(elapsed))
 
     def _label(self, elapsed: float, outcome: str = "") -> str:
         head = f"building {self.what} of {self.kernel}: "
@@ -88,19 +77,11 @@ class _Ticker(threading.Thread):
         late = " (longer than the last build)" if elapsed > self.estimate_s else ""
         return head + f"{elapsed:.1f} s of ~{self.estimate_s:.1f} s{late}"
 
-    def _open_bar(self):
-        tqdm = _tqdm_class()
-        # The text carries the numbers; the bar (with an estimate) only the fraction.
-        bar_format = "{desc} |{bar}|" if self.estimate_s else "{desc}"
-        return tqdm(total=self.estimate_s or None, desc=self._label(time.monotonic() - self.start_time),
-                    bar_format=bar_format, leave=False, dynamic_ncols=True)
-
-    def _refresh(self) -> None:
-        elapsed = time.monotonic() - self.start_time
-        if self.estimate_s:
-            self.bar.n = min(elapsed, self.estimate_s * 0.99)  # never full while still building
-        self.bar.set_description_str(self._label(elapsed), refresh=False)
-        self.bar.refresh()
+    def _fraction(self, elapsed: float) -> float | None:
+        # Without an estimate there is no fraction, only the elapsed time.
+        if not self.estimate_s:
+            return None
+        return min(elapsed / self.estimate_s, 0.99)  # never full while still building
 
     def finish(self, outcome: str) -> float:
         self.done.set()
@@ -108,8 +89,10 @@ class _Ticker(threading.Thread):
             bar, self.bar = self.bar, None
         elapsed = time.monotonic() - self.start_time
         if bar is not None:
-            bar.set_description_str(self._label(elapsed, outcome), refresh=True)
-            bar.close()
+            fraction = self._fraction(elapsed)
+            if outcome == "done" and fraction is not None:
+                fraction = 1.0
+            bar.close(self._label(elapsed, outcome), fraction)
         self.join(timeout=1.0)
         return elapsed
 

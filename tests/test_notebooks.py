@@ -43,3 +43,9 @@ def test_notebook_runs(name, kernels_root, tmp_path):
     else:
         text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
         assert "same handle: True" in text and "kernel axpy [" in text
+        # The cell tagged raises-exception shows its compile error rendered.
+        failing = [c for c in notebook.cells if "raises-exception" in c.metadata.get("tags", [])]
+        assert failing and any("kreg-err" in o.get("data", {}).get("text/html", "") for o in failing[0].outputs)
+    shown = [o.get("text", "") for o in outputs] + [v for o in outputs for v in o.get("data", {}).values()
+                                                    if isinstance(v, str)]
+    assert not [t for t in shown if "\x1b" in t or "\r" in t], "terminal control characters in the outputs"
