@@ -1,5 +1,6 @@
-"""Getting one artifact by key: cache hit, or lock -> check again -> build ->
-publish. Never records a failed build; never shows a half-written one."""
+"""Getting one artifact by key: cache hit, or lock -> check again -> (the
+team's remote cache) -> build -> publish (-> store remotely). Never records a
+failed build; never shows a half-written one."""
 from __future__ import annotations
 
 import shutil
@@ -18,9 +19,25 @@ class Artifact:
     path: str                # the file to load
     built: BuildResult | None  # set when this call compiled it
     miss_reason: str = ""    # why a cached entry was rejected, if one was
+    source: str = "cache"    # "cache", "remote" (fetched now) or "compiled"
 
 
-def ensure(store, key, plan: BuildPlan, force: bool = False) -> Artifact:
+def fetch_remote(store, key_hex: str, remote) -> tuple[Artifact | None, str]:
+    """(artifact, note) from the remote cache, under the key's build lock:
+    of several processes missing the same key, one fetches and the others
+    find its result in the local cache. None when the remote lacks it, is
+    unavailable, or its copy was rejected (the note says why)."""
+    with _locked(store.lock_path(key_hex)):
+        hit = store.lookup(key_hex)
+        if hit.entry is not None:
+            return Artifact(hit.entry, _artifact_path(hit.entry), None), ""
+        entry, note = remote.fetch(store, key_hex)
+    if entry is None:
+        return None, note
+    return Artifact(entry, _artifact_path(entry), None, source="remote"), ""
+
+
+def ensure(store, key, plan: BuildPlan, force: bool = False, remote=None) -> Artifact:
     reason = ""
     if not force:
         hit = store.lookup(key.hex)
@@ -45,8 +62,10 @@ def ensure(store, key, plan: BuildPlan, force: bool = False) -> Artifact:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
+        if remote is not None:
+            remote.store(published)  # only warns on failure
         pins.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
-        return Artifact(published, _artifact_path(published), result, reason)
+        return Artifact(published, _artifact_path(published), result, reason, "compiled")
 
 
 def _artifact_path(entry) -> str:
