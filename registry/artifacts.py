@@ -51,21 +51,37 @@ def ensure(store, key, plan: BuildPlan, force: bool = False, remote=None) -> Art
                 return Artifact(hit.entry, _artifact_path(hit.entry), None)
         else:
             store.remove(key.hex)
-        staging = Path(store.make_staging_dir())
+        claim = None
+        if remote is not None and not force:
+            # One build per team: wait for another machine building this key.
+            entry, note, claim = remote.wait_or_claim(store, key.hex, time.monotonic() + knobs.lock_timeout())
+            if entry is not None:
+                return Artifact(entry, _artifact_path(entry), None, reason, "remote")
+            reason = reason or note
         try:
-            result = run_build(plan, staging)
-            entry = _core.Entry()
-            entry.key, entry.kernel, entry.backend, entry.kind = key.hex, plan.kernel, plan.backend, plan.kind
-            entry.artifact, entry.build_seconds = result.artifact, result.seconds
-            entry.built_at, entry.deps, entry.inputs = int(time.time()), result.deps, key.inputs
-            published = store.publish(str(staging), entry)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        if remote is not None:
-            remote.store(published)  # only warns on failure
-        pins.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
-        return Artifact(published, _artifact_path(published), result, reason, "compiled")
+            return _build(store, key, plan, remote, reason)
+        finally:
+            if claim is not None:
+                claim.release()
+
+
+def _build(store, key, plan: BuildPlan, remote, reason: str) -> Artifact:
+    """Build in a staging folder, publish, store remotely (the caller holds the key's lock)."""
+    staging = Path(store.make_staging_dir())
+    try:
+        result = run_build(plan, staging)
+        entry = _core.Entry()
+        entry.key, entry.kernel, entry.backend, entry.kind = key.hex, plan.kernel, plan.backend, plan.kind
+        entry.artifact, entry.build_seconds = result.artifact, result.seconds
+        entry.built_at, entry.deps, entry.inputs = int(time.time()), result.deps, key.inputs
+        published = store.publish(str(staging), entry)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if remote is not None:
+        remote.store(published)  # only warns on failure
+    pins.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
+    return Artifact(published, _artifact_path(published), result, reason, "compiled")
 
 
 def _artifact_path(entry) -> str:

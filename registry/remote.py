@@ -28,6 +28,10 @@ from pathlib import Path
 from registry import _core, knobs
 
 RETRY_AFTER_S = 30.0
+# A build claim expires this long after its builder last renewed it (every
+# third of it), so a builder that dies holds others back for seconds only.
+CLAIM_TTL_S = 15.0
+CLAIM_POLL_S = 0.2
 
 # Every remote fetch this process made, as (key, outcome) with outcome one of
 # "hit", "miss", "rejected": tests count them across processes.
@@ -75,6 +79,7 @@ class RemoteCache:
         self._down_until = 0.0
         self._warned: set[str] = set()
         self._present: set[str] = set()  # keys known to be stored remotely
+        self._rejected: set[str] = set()  # keys whose stored copy this process rejected
 
     @property
     def display(self) -> str:
@@ -105,6 +110,7 @@ class RemoteCache:
             return self._count(key_hex, "miss"), ""
         adopted = store.adopt(key_hex, record, artifact or b"")
         if adopted.entry is None:
+            self._rejected.add(key_hex)  # rebuilt here, and stored again over it
             self._count(key_hex, "rejected")
             return None, f"copy in the remote cache {self.display} rejected: {adopted.miss_reason}; rebuilt here"
         self._count(key_hex, "hit")
@@ -168,6 +174,56 @@ class RemoteCache:
                     continue  # unusable: a fetch would reject it too
         return entries
 
+    # ---- one build per team ---------------------------------------------
+
+    def wait_or_claim(self, store, key_hex: str, deadline: float):
+        """(entry, note, claim) for a key missing here and in the remote.
+
+        Claims the build when nobody else is building the key (claim is then
+        a Claim to hold while building and release after storing). When a
+        process on another machine holds the claim, waits for its result
+        (entry set) until it appears, the claim goes (its builder failed or
+        died: claims then) or `deadline` passes. (None, "", None) when the
+        remote is unavailable or this process may not claim: build here."""
+        import socket
+        import time
+
+        claim_key, object_key = _core.remote_claim_key(key_hex), _core.remote_object_key(key_hex)
+        holder = f"{socket.gethostname()} pid={os.getpid()}"
+
+        def stored() -> bool:  # a copy this process has not already rejected
+            return key_hex not in self._rejected and self._run("fetch", lambda c: c.command("EXISTS", object_key)) == 1
+
+        while True:
+            if self.writable:
+                # SET NX answers nil when the claim is taken (None: unavailable).
+                answer = self._run("claim", lambda c: c.command("SET", claim_key, holder, "NX", "PX",
+                                                                str(int(CLAIM_TTL_S * 1000))) or "taken")
+                if answer == "OK":
+                    # A builder stores before it unclaims: if one just finished,
+                    # its object is there now.
+                    if not stored():
+                        return None, "", Claim(self, claim_key)
+                    self.unclaim(claim_key)
+                    entry, note = self.fetch(store, key_hex)
+                    return entry, note, None
+            else:
+                answer = self._run("fetch", lambda c: c.command("EXISTS", claim_key))
+                if answer == 0:
+                    return None, "", None
+            if answer is None or time.monotonic() > deadline:
+                return None, "", None
+            time.sleep(CLAIM_POLL_S)  # someone else builds it
+            if stored():
+                entry, note = self.fetch(store, key_hex)
+                return entry, note, None
+
+    def renew(self, claim_key: str) -> None:
+        self._run("claim", lambda c: c.command("PEXPIRE", claim_key, str(int(CLAIM_TTL_S * 1000))))
+
+    def unclaim(self, claim_key: str) -> None:
+        self._run("claim", lambda c: c.command("DEL", claim_key))
+
     # ---- small records (e.g. a dependency record) ------------------------
 
     def get_file(self, relative_path: str) -> bytes | None:
@@ -213,7 +269,7 @@ class RemoteCache:
                 self.problem = ""
                 return result
             except RedisError as refused:
-                if what in ("store", "check"):
+                if what in ("store", "check", "claim"):
                     self._refused(what, refused)
                     return None
                 self._drop()
@@ -244,6 +300,24 @@ class RemoteCache:
         if kind not in self._warned:
             self._warned.add(kind)
             warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+class Claim:
+    """This process builds a key for the team: renewed in the background
+    until released (after the build is stored, or failed)."""
+
+    def __init__(self, team: RemoteCache, claim_key: str):
+        self.team, self.key = team, claim_key
+        self.done = threading.Event()
+        threading.Thread(target=self._renew, name="kreg-claim", daemon=True).start()
+
+    def _renew(self) -> None:
+        while not self.done.wait(CLAIM_TTL_S / 3):
+            self.team.renew(self.key)
+
+    def release(self) -> None:
+        self.done.set()
+        self.team.unclaim(self.key)
 
 
 def _reason(error: OSError, timeout: float) -> str:

@@ -266,13 +266,20 @@ say(rank=int(os.environ["RANK"]), device=str(out.device), ok=bool(torch.allclose
 """
 
 
-def _launch_ranks(machine: Machine, go: Path, ranks: int, first_rank: int, world: int, gpu: bool) -> list[dict]:
-    """What torchrun does for one host: N processes with RANK, LOCAL_RANK,
-    WORLD_SIZE, released together."""
-    extra = {"RANKS_ON_GPU": "1"} if gpu else {}
-    children = [Child(RANK, {**machine.env(GO=str(go), RANK=str(first_rank + r), LOCAL_RANK=str(r),
-                                           WORLD_SIZE=str(world), **extra),
-                             **({"REGISTRY_DEVICE": "cuda"} if gpu else {})}) for r in range(ranks)]
+def _ranks(machine: Machine, go: Path, ranks: int, first_rank: int, world: int, gpu: bool) -> list[Child]:
+    """What torchrun starts on one host: N processes with RANK, LOCAL_RANK
+    and WORLD_SIZE, here all waiting for `go`."""
+    extra = {"RANKS_ON_GPU": "1", "REGISTRY_DEVICE": "cuda"} if gpu else {}
+    return [Child(RANK, machine.env(GO=str(go), RANK=str(first_rank + r), LOCAL_RANK=str(r),
+                                    WORLD_SIZE=str(world), **extra)) for r in range(ranks)]
+
+
+def _ranks_build_once_per_team(tmp_path, server, seed, gpu: bool, per_host: int):
+    # Two hosts (two checkouts, two caches) start their ranks at the same
+    # moment: one rank of one host builds, every other rank loads its result.
+    hosts = [Machine(tmp_path, f"host{h}/job", server.url, seed=seed) for h in range(2)]
+    go = tmp_path / "go"
+    children = [c for h, host in enumerate(hosts) for c in _ranks(host, go, per_host, h * per_host, 2 * per_host, gpu)]
     try:
         for child in children:
             child.message(timeout=180)
@@ -280,20 +287,14 @@ def _launch_ranks(machine: Machine, go: Path, ranks: int, first_rank: int, world
         results = [child.message(timeout=300) for child in children]
         for child in children:
             assert child.finish() == 0, child.stderr_text()
-        return results
     finally:
         for child in children:
             child.kill_group()
-
-
-def _ranks_build_once_per_team(tmp_path, server, seed, gpu: bool, per_host: int):
-    hosts = [Machine(tmp_path, f"host{h}/job", server.url, seed=seed if h == 0 else None) for h in range(2)]
-    results = []
-    for h, host in enumerate(hosts):  # the second host's job starts after the first's ranks built
-        results += _launch_ranks(host, tmp_path / f"go{h}", per_host, h * per_host, 2 * per_host, gpu)
     assert all(r["ok"] for r in results), results
     assert sum(b == [KERNEL, "kernel-lib"] for r in results for b in r["builds"]) == 1, results
-    assert [r["outcome"] for r in results[per_host:]].count("remote") == 1, results
+    outcomes = [sorted(r["outcome"] for r in results[h * per_host:(h + 1) * per_host]) for h in range(2)]
+    assert sorted(outcomes) == [["cache"] * (per_host - 1) + ["compiled"], ["cache"] * (per_host - 1) + ["remote"]], \
+        outcomes
     if gpu:
         assert sorted(r["device"] for r in results[:per_host]) == [f"cuda:{i}" for i in range(per_host)]
 
@@ -309,3 +310,32 @@ def test_ranks_on_two_hosts_build_the_kernel_once_on_gpus(tmp_path, redis_server
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     _ranks_build_once_per_team(tmp_path, redis_server, None, gpu=True, per_host=torch.cuda.device_count())
+    # (no binding seed: the first rank to claim builds it, for both hosts)
+
+
+def test_a_claim_left_by_a_dead_builder_only_delays_the_build(tmp_path, redis_server, binding_seed):
+    # Another machine claimed the library's build and died: its claim is not
+    # renewed, expires, and this machine builds after waiting that long only.
+    from registry import _core
+
+    gina = Machine(tmp_path, "gina/checkout", redis_server.url, seed=binding_seed)
+    assert gina.get()["ok"]  # stores the library: its key is now listed
+    client = redis_server.client()
+    lib_key = [k.decode() for k in client.command("SMEMBERS", _core.remote_kernel_key(KERNEL))][0]
+    client.command("DEL", _core.remote_object_key(lib_key))
+    henry = Machine(tmp_path, "henry/checkout", redis_server.url, seed=binding_seed)
+    go = tmp_path / "go"
+    child = Child("say(ready=os.getpid())\nwhile not os.path.exists(os.environ['GO']):\n    time.sleep(0.001)\n"
+                  + CHILD, henry.env(GO=str(go)))
+    try:
+        child.message(timeout=180)
+        client.command("SET", _core.remote_claim_key(lib_key), "elsewhere pid=1", "PX", "2000")
+        go.touch()
+        result = child.message(timeout=300)
+        assert child.finish() == 0, child.stderr_text()
+    finally:
+        child.kill_group()
+    assert result["ok"] and result["outcome"] == "compiled" and _lib_builds(result) == 1, result
+    assert 1.5 < result["seconds"] < 60, result
+    assert client.command("EXISTS", _core.remote_claim_key(lib_key)) == 0  # released after storing
+    assert client.command("EXISTS", _core.remote_object_key(lib_key)) == 1

@@ -86,6 +86,7 @@ void init_cache(py::module_& m) {
   m.def("parse_entry", &entry_from_toml, py::arg("text"));
   m.def("remote_object_key", &remote_object_key, py::arg("key_hex"));
   m.def("remote_kernel_key", &remote_kernel_key, py::arg("kernel"));
+  m.def("remote_claim_key", &remote_claim_key, py::arg("key_hex"));
   m.def("remote_file_key", &remote_file_key, py::arg("relative_path"));
 
   py::class_<Memo>(m, "Memo")

@@ -28,6 +28,11 @@ std::string remote_kernel_key(const std::string& kernel) {
   return std::string(kPrefix) + "kernel:" + kernel;
 }
 
+std::string remote_claim_key(const std::string& key_hex) {
+  check_name(key_hex, "cache key");
+  return std::string(kPrefix) + "claim:" + key_hex;
+}
+
 std::string remote_file_key(const std::string& relative_path) {
   bool ok = !relative_path.empty() && relative_path.front() != '/' &&
             relative_path.find('\0') == std::string::npos;

@@ -20,6 +20,11 @@
 //   kreg:v1:kernel:<kernel> a set of the object keys stored for that kernel,
 //                           for listing; added in the same MULTI/EXEC as the
 //                           object (a listed key may since have been evicted)
+//   kreg:v1:claim:<key>     "<host> pid=<pid>": a process on some machine is
+//                           building <key> (SET NX with a short expiry that
+//                           its builder keeps renewing). Others wait for the
+//                           object instead of building it too; a builder that
+//                           dies stops renewing, and its claim expires.
 //   kreg:v1:file:<path>     one small cache record by its path relative to
 //                           v1/ (e.g. a dependency record); a string, written
 //                           by one SET. Such records are verified by whoever
@@ -41,6 +46,7 @@ inline constexpr int kRemoteFormat = 1;
 // path with "..", "." or empty components, or a leading '/'.
 std::string remote_object_key(const std::string& key_hex);
 std::string remote_kernel_key(const std::string& kernel);
+std::string remote_claim_key(const std::string& key_hex);
 std::string remote_file_key(const std::string& relative_path);
 
 }  // namespace kreg
