@@ -339,3 +339,18 @@ def test_a_claim_left_by_a_dead_builder_only_delays_the_build(tmp_path, redis_se
     assert 1.5 < result["seconds"] < 60, result
     assert client.command("EXISTS", _core.remote_claim_key(lib_key)) == 0  # released after storing
     assert client.command("EXISTS", _core.remote_object_key(lib_key)) == 1
+
+
+def test_small_cache_records_travel_by_their_path(redis_server, monkeypatch):
+    # Any small record of the cache (e.g. a dependency record under v1/deps/)
+    # can be shared by its path; its reader verifies it as a local file.
+    from registry import remote
+
+    writer = remote.RemoteCache(redis_server.url, "read-write", 0.5)
+    assert writer.get_file("deps/00ff.toml") is None
+    assert writer.put_file("deps/00ff.toml", b"format = 1\n")
+    assert remote.RemoteCache(redis_server.url, "read-only", 0.5).get_file("deps/00ff.toml") == b"format = 1\n"
+    assert not remote.RemoteCache(redis_server.url, "read-only", 0.5).put_file("deps/00ff.toml", b"other")
+    assert writer.get_file("deps/00ff.toml") == b"format = 1\n"
+    with pytest.raises(ValueError, match="relative to v1/"):
+        writer.put_file("../../etc/passwd", b"")
