@@ -8,7 +8,6 @@ Redis is a real redis-server on a loopback port (tests/redis_server.py).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
