@@ -1,5 +1,6 @@
-"""Getting one artifact by key: cache hit, or lock -> check again -> build ->
-publish. Never records a failed build; never shows a half-written one."""
+"""Getting one artifact by key: cache hit, or lock -> check again -> (the
+team's remote cache) -> build -> publish (-> store remotely). Never records a
+failed build; never shows a half-written one."""
 from __future__ import annotations
 
 import shutil
@@ -18,9 +19,25 @@ class Artifact:
     path: str                # the file to load
     built: BuildResult | None  # set when this call compiled it
     miss_reason: str = ""    # why a cached entry was rejected, if one was
+    source: str = "cache"    # "cache", "remote" (fetched now) or "compiled"
 
 
-def ensure(store, key, plan: BuildPlan, force: bool = False) -> Artifact:
+def fetch_remote(store, key_hex: str, remote) -> tuple[Artifact | None, str]:
+    """(artifact, note) from the remote cache, under the key's build lock:
+    of several processes missing the same key, one fetches and the others
+    find its result in the local cache. None when the remote lacks it, is
+    unavailable, or its copy was rejected (the note says why)."""
+    with _locked(store.lock_path(key_hex)):
+        hit = store.lookup(key_hex)
+        if hit.entry is not None:
+            return Artifact(hit.entry, _artifact_path(hit.entry), None), ""
+        entry, note = remote.fetch(store, key_hex)
+    if entry is None:
+        return None, note
+    return Artifact(entry, _artifact_path(entry), None, source="remote"), ""
+
+
+def ensure(store, key, plan: BuildPlan, force: bool = False, remote=None) -> Artifact:
     """`key` is a keys.LibKey or keys.FixedKey: its artifact key may be known
     only after the build, from the files the compiler reported."""
     reason = ""
@@ -35,25 +52,51 @@ def ensure(store, key, plan: BuildPlan, force: bool = False) -> Artifact:
             hit = store.lookup(known.hex)
             if hit.entry is not None:
                 return Artifact(hit.entry, _artifact_path(hit.entry), None)
-        staging = Path(store.make_staging_dir())
+        claim = None
+        if remote is not None and not force:
+            # One build per team: wait for another machine building this key
+            # (claimed under the key known before building).
+            entry, note, claim = remote.wait_or_claim(store, key.lock_hex, time.monotonic() + knobs.lock_timeout(),
+                                                      find=lambda: _known_hex(key.match_remote(remote)))
+            if entry is not None:
+                return Artifact(entry, _artifact_path(entry), None, reason, "remote")
+            reason = reason or note
         try:
-            started_ns = time.time_ns()  # the clock file times use: a dep saved after this is suspect
-            result = run_build(plan, staging)
-            final = key.from_build(result.deps, started_ns)
-            if force:
-                store.remove(final.hex)
-            entry = _core.Entry()
-            entry.key, entry.kernel = final.hex, plan.kernel
-            entry.backend, entry.kind = plan.backend, plan.kind
-            entry.artifact, entry.build_seconds = result.artifact, result.seconds
-            entry.built_at, entry.deps, entry.inputs = int(time.time()), result.deps, final.inputs
-            published = store.publish(str(staging), entry)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        key.record_build()  # after publishing: a record never names what is not there yet
-        pins.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
-        return Artifact(published, _artifact_path(published), result, reason)
+            return _build(store, key, plan, remote, reason, force)
+        finally:
+            if claim is not None:
+                claim.release()
+
+
+def _known_hex(key) -> str | None:
+    return None if key is None else key.hex
+
+
+def _build(store, key, plan: BuildPlan, remote, reason: str, force: bool) -> Artifact:
+    """Build in a staging folder, publish, record the dependencies, store
+    remotely (the caller holds the key's lock)."""
+    staging = Path(store.make_staging_dir())
+    try:
+        started_ns = time.time_ns()  # the clock file times use: a dep saved after this is suspect
+        result = run_build(plan, staging)
+        final = key.from_build(result.deps, started_ns)
+        if force:
+            store.remove(final.hex)
+        entry = _core.Entry()
+        entry.key, entry.kernel = final.hex, plan.kernel
+        entry.backend, entry.kind = plan.backend, plan.kind
+        entry.artifact, entry.build_seconds = result.artifact, result.seconds
+        entry.built_at, entry.deps, entry.inputs = int(time.time()), result.deps, final.inputs
+        published = store.publish(str(staging), entry)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    key.record_build()  # after publishing: a record never names what is not there yet
+    if remote is not None:
+        remote.store(published)  # only warns on failure
+        key.share_record(remote)
+    pins.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
+    return Artifact(published, _artifact_path(published), result, reason, "compiled")
 
 
 def _artifact_path(entry) -> str:

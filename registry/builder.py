@@ -177,7 +177,9 @@ def _ninja_deps(build_dir: Path, project_dirs: list[str]) -> list[str]:
     deps = set()
     for line in out.splitlines():
         if line.startswith("    "):
-            path = str(Path(line.strip()).resolve())
+            # Relative when under CCACHE_BASEDIR: relative to the build folder,
+            # where the compiler ran, not to this process's working directory.
+            path = str((build_dir / line.strip()).resolve())
             if path.startswith(prefixes):
                 deps.add(path)
     return sorted(deps)

@@ -66,11 +66,15 @@ def _holds(path: Path, content: bytes) -> bool:
 
 
 @contextlib.contextmanager
-def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool = False):
+def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool = False,
+                         team=None, source_dir: str | None = None):
     """Sets what torch's load() reads from the environment for one build:
     CXX / PYTORCH_NVCC through ccache, and TORCH_CUDA_ARCH_LIST to the
     architecture the key was computed for. `recache` (a forced rebuild) makes
-    ccache compile for real and store the fresh result."""
+    ccache compile for real and store the fresh result. With `team` (a
+    remote.RemoteCache) ccache also uses that Redis as its remote storage,
+    and the base directory widens to cover `source_dir` (the kernel's folder)
+    so that checkouts at different paths share results."""
     ccache = ccache_executable()
     with _env_lock:
         # Newer torch prepends ccache to its compilers by itself; the wiring
@@ -91,7 +95,9 @@ def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool 
             # the same relative paths from any cache root, so a new cache dir
             # still hits.
             if "CCACHE_BASEDIR" not in os.environ:
-                overrides["CCACHE_BASEDIR"] = str(cache_root)
+                overrides["CCACHE_BASEDIR"] = base_dir(cache_root, source_dir if team is not None else None)
+            if team is not None and team.available() and "CCACHE_REMOTE_STORAGE" not in os.environ:
+                overrides["CCACHE_REMOTE_STORAGE"] = team.ccache_storage()
         saved = {k: os.environ.get(k) for k in overrides}
         os.environ.update(overrides)
         try:
@@ -102,6 +108,22 @@ def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool 
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+def base_dir(cache_root: Path, source_dir: str | None) -> str:
+    """ccache's base directory: paths under it reach the compiler relative to
+    the build's staging folder (<cache>/v1/tmp/<one level>), so two builds see
+    the same command line wherever their folders are, as long as the kernel
+    sits in the same place relative to the cache. That holds for two
+    checkouts each with its own cache inside (the default, <checkout>/cache),
+    and for a kernel inside the cache (the %%kernel magic's). Without a
+    source folder, or when the two share only "/" (which ccache advises
+    against), the cache root."""
+    root = os.path.abspath(cache_root)
+    if source_dir is None:
+        return root
+    common = os.path.commonpath([root, os.path.abspath(source_dir)])
+    return common if common != os.path.dirname(common) else root
 
 
 def stats() -> dict[str, int]:
@@ -122,3 +144,15 @@ def hit_rate(counters: dict[str, int]) -> tuple[int, int]:
     """(hits, misses) from stats()."""
     hits = counters.get("direct_cache_hit", 0) + counters.get("preprocessed_cache_hit", 0)
     return hits, counters.get("cache_miss", 0)
+
+
+def remote_hit_rate(counters: dict[str, int]) -> tuple[int, int]:
+    """(hits, misses) of ccache's remote storage, from stats()."""
+    return counters.get("remote_storage_hit", 0), counters.get("remote_storage_miss", 0)
+
+
+def delta(before: dict[str, int], after: dict[str, int], remote_storage: bool = False) -> tuple[int, ...]:
+    """(hits, misses) between two stats(), then the remote storage's
+    (hits, misses) when `remote_storage`."""
+    pairs = [hit_rate] + ([remote_hit_rate] if remote_storage else [])
+    return tuple(a - b for rate in pairs for a, b in zip(rate(after), rate(before)))

@@ -8,6 +8,8 @@
   python -m registry cache info
   python -m registry cache gc [--max-bytes SIZE]
   python -m registry cache clear --yes
+  python -m registry remote info
+  python -m registry remote ls NAME [--json]
 
 Exit codes: 0 ok; 1 a build, manifest or cache failure (the message is on
 stderr); 2 a usage error; 3 no kernel of that name.
@@ -94,6 +96,15 @@ def _parser() -> argparse.ArgumentParser:
     clear = cache_commands.add_parser("clear", help="remove every entry no live process has loaded")
     clear.add_argument("--yes", action="store_true", help="confirm: the next get of each kernel compiles again")
     clear.set_defaults(run=_cache_clear, parser=clear)
+
+    remote = commands.add_parser("remote", help="the team's shared cache (REGISTRY_REMOTE_CACHE)")
+    remote_commands = remote.add_subparsers(dest="remote_command", required=True, metavar="REMOTE_COMMAND")
+    remote_info = remote_commands.add_parser("info", help="where it is, whether it answers, ccache's remote counters")
+    remote_info.set_defaults(run=_remote_info)
+    remote_ls = remote_commands.add_parser("ls", help="what the remote cache stores for one kernel")
+    remote_ls.add_argument("name", help="the kernel's name")
+    remote_ls.add_argument("--json", action="store_true", help="one JSON array, for scripts")
+    remote_ls.set_defaults(run=_remote_ls)
     return parser
 
 
@@ -205,6 +216,72 @@ def _cache_info(args) -> int:
     print(f"entries   {len(rows)} ({pinned} pinned by live processes)")
     print(f"size      {_human(total)} of a {_human(cap)} cap (REGISTRY_CACHE_MAX_BYTES)")
     print(f"ccache    {_ccache_line(ccache)}")
+    print(f"remote    {_remote_line(ccache)}")
+    return EXIT_OK
+
+
+def _remote_line(ccache) -> str:
+    from registry import remote
+
+    team = remote.current()
+    if team is None:
+        return "none (set REGISTRY_REMOTE_CACHE=redis://host:port to share builds with a team)"
+    problem = team.ping()
+    mode = "read-write" if team.writable else "read-only"
+    hits, misses = ccache.remote_hit_rate(ccache.stats())
+    return (f"{team.display} ({mode}), {'answers' if not problem else problem}; "
+            f"ccache remote storage: {hits} hits, {misses} misses")
+
+
+# ---- remote ----------------------------------------------------------------
+
+
+def _team():
+    import warnings
+
+    from registry import remote
+    from registry.errors import RegistryError
+
+    team = remote.current()
+    if team is None:
+        raise RegistryError("no remote cache configured: set REGISTRY_REMOTE_CACHE=redis://[user:password@]host:port")
+    warnings.simplefilter("ignore", RuntimeWarning)  # a failure is reported as the error below
+    return team
+
+
+def _remote_info(args) -> int:
+    from registry import ccache
+
+    print(f"remote    {_remote_line(ccache)}")
+    return EXIT_OK
+
+
+def _remote_ls(args) -> int:
+    from registry.errors import RegistryError
+
+    team = _team()
+    entries = team.list_kernel(args.name)
+    if entries is None:
+        raise RegistryError(f"{team.problem or 'the remote cache does not answer'}")
+    rows = [{"key": e.key, "kernel": e.kernel, "backend": e.backend, "kind": e.kind, "artifact": e.artifact,
+             "artifact_size": e.artifact_size, "built_at": e.built_at, "build_seconds": e.build_seconds}
+            for e in entries]
+    rows.sort(key=lambda r: (-r["built_at"], r["key"]))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if not rows:
+        print(f"the remote cache {team.display} stores nothing for {args.name!r}")
+        return EXIT_OK
+    header = ("KEY", "BACKEND", "KIND", "SIZE", "BUILT", "BUILD TIME")
+    table = [header] + [
+        (r["key"], r["backend"], r["kind"], _human(r["artifact_size"]),
+         time.strftime("%Y-%m-%d %H:%M", time.localtime(r["built_at"])), f"{r['build_seconds']:.1f} s")
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
     return EXIT_OK
 
 

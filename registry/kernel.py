@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from registry import _core, ccache, environment, keys, knobs, pins, torch_ops
+from registry import _core, ccache, environment, keys, knobs, pins, remote, torch_ops
 from registry.errors import KernelNotFoundError, ManifestError, RegistryError
 from registry.launchers import build_table, open_library
 from registry.op import Op
@@ -37,7 +37,8 @@ _namespaces: dict[str, str] = {}
 class Status:
     """What the last `get` of a kernel did, and why.
 
-    outcome             "compiled", "cache" (loaded from disk) or "in-process"
+    outcome             "compiled", "cache" (loaded from disk), "remote" (fetched
+                        from the team's remote cache, nothing compiled) or "in-process"
     key                 the kernel library's content key
     artifacts           what -> path of each loaded file
     build_seconds       compile time of this get (0 on a hit)
@@ -46,15 +47,22 @@ class Status:
     compiled            which artifacts this get compiled
     notes               rejected cache entries, includes that resolved nowhere
     ccache              (hits, misses) during this get's builds, when it built
+    ccache_remote       (hits, misses) of ccache's remote storage during those builds
+    sources             what -> "cache", "remote" or "compiled", per artifact
+    remote              the remote cache's part, when one is configured: where,
+                        mode, and this get's hit / miss / rejected / stored counts
     """
 
     def __init__(self, *, kernel, backend, outcome, key, manifest, artifacts, build_seconds,
-                 last_build_seconds, built_at, changes, compiled, notes=(), ccache=None):
+                 last_build_seconds, built_at, changes, compiled, notes=(), ccache=None,
+                 sources=None, remote=None):
         self.kernel, self.backend, self.outcome, self.key = kernel, backend, outcome, key
         self.manifest, self.artifacts = manifest, artifacts
         self.build_seconds, self.last_build_seconds, self.built_at = build_seconds, last_build_seconds, built_at
         self.changes, self.compiled, self.notes = list(changes), list(compiled), list(notes)
-        self.ccache = ccache
+        self.ccache = tuple(ccache[:2]) if ccache is not None else None
+        self.ccache_remote = tuple(ccache[2:]) if ccache is not None and len(ccache) > 2 else None
+        self.sources, self.remote = dict(sources or {}), remote
         self.get_seconds = 0.0
 
     def __str__(self) -> str:
@@ -69,7 +77,16 @@ class Status:
             *(f"  {what}: {path}" for what, path in self.artifacts.items()),
         ]
         if self.ccache is not None:
-            lines.append(f"  ccache: {self.ccache[0]} hits, {self.ccache[1]} misses")
+            lines.append(f"  ccache: {self.ccache[0]} hits, {self.ccache[1]} misses"
+                         + (f" (remote storage: {self.ccache_remote[0]} hits, {self.ccache_remote[1]} misses)"
+                            if self.ccache_remote else ""))
+        if self.remote is not None:
+            r = self.remote
+            lines.append(f"  remote cache {r['where']} ({r['mode']}): {r['hit']} hits, {r['miss']} misses"
+                         + (f", {r['rejected']} rejected" if r["rejected"] else "")
+                         + (f", {r['stored']} stored" if r["stored"] else "")
+                         + (f"; from the remote: {', '.join(w for w, s in self.sources.items() if s == 'remote')}"
+                            if "remote" in self.sources.values() else ""))
         lines += ["  changed since the previous build:"] + [f"    {c}" for c in self.changes or ["nothing"]]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
@@ -165,7 +182,9 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
             plans[op.name] = (keys.FixedKey(binding_keys[op.name]),
                               lambda op=op: _binding_plan(manifest, op, backend, cache_root), False)
 
-    artifacts, ccache_delta = _artifacts(store, plans, cache_root, env.get("env.cuda_arch"))
+    team = remote.current()
+    team_before = dict(team.counts) if team is not None else None
+    artifacts, ccache_delta = _artifacts(store, plans, cache_root, env.get("env.cuda_arch"), manifest.dir)
 
     # Pinned before loading: a `cache gc` elsewhere cannot remove what this
     # process is about to load or has loaded.
@@ -194,14 +213,19 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
     notes = [f"cached {what} rejected: {a.miss_reason}" for what, a in artifacts.items() if a.miss_reason]
     notes += [f"include not found in the kernel's folders: {u}" for u in lib_key.unresolved]
+    if team is not None and team.problem:
+        notes.append(team.problem)
+    fetched = any(a.source == "remote" for a in artifacts.values())
     status = Status(
         kernel=name, backend=backend,
-        outcome="compiled" if compiled else "cache",
+        outcome="compiled" if compiled else "remote" if fetched else "cache",
         key=final_key.hex, manifest=manifest.file,
         artifacts=_artifact_paths(manifest, backend, artifacts),
         build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built),
         last_build_seconds=lib.entry.build_seconds, built_at=lib.entry.built_at,
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
+        sources={what: a.source for what, a in artifacts.items()},
+        remote=_remote_summary(team, team_before),
     )
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, stamps, status)
@@ -252,15 +276,16 @@ def _changes(memo, lib_key, rebuild: bool) -> list[str]:
 class _Hit:
     """A verified cache entry (the same fields artifacts.Artifact has)."""
 
-    built, miss_reason = None, ""
+    built, miss_reason, source = None, "", "cache"
 
     def __init__(self, entry, path: str):
         self.entry, self.path = entry, path
 
 
-def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
-    """Cache hits first; the misses build under the compiler environment, side
-    by side (the binding, with torch headers, is the slow one)."""
+def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None, manifest_dir: str):
+    """Cache hits first, then the team's remote cache (REGISTRY_REMOTE_CACHE);
+    what is still missing builds under the compiler environment, side by side
+    (the binding, with torch headers, is the slow one)."""
     artifacts, missing, rejected = {}, {}, {}
     for what, (key, make_plan, force) in plans.items():
         known = None if force else key.match()
@@ -268,18 +293,36 @@ def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
         if hit is not None and hit.entry is not None:
             artifacts[what] = _Hit(hit.entry, str(Path(hit.entry.dir) / hit.entry.artifact))
         else:
-            missing[what] = (key, make_plan(), force)
+            missing[what] = (key, make_plan, force)
             if hit is not None and hit.miss_reason:
                 rejected[what] = hit.miss_reason  # the lookup removed a damaged entry
+    team = remote.current()
+    if team is not None:
+        team.share([a.entry for a in artifacts.values()])  # built before the remote was set up
+        if missing and team.available():
+            from registry.artifacts import fetch_remote
+
+            for what, (key, _, force) in list(missing.items()):
+                known = None if force else key.match_remote(team)
+                if known is not None:
+                    fetched, note = fetch_remote(store, known.hex, team)
+                    if fetched is not None:
+                        artifacts[what] = fetched
+                        del missing[what]
+                    elif note:
+                        rejected[what] = note
     if not missing:
+        for what, reason in rejected.items():
+            artifacts[what].miss_reason = artifacts[what].miss_reason or reason
         return artifacts, None
     from concurrent.futures import ThreadPoolExecutor
 
     from registry.artifacts import ensure
+    missing = {what: (key, make_plan(), force, team) for what, (key, make_plan, force) in missing.items()}
     counting = ccache.ccache_executable() is not None
-    before = ccache.hit_rate(ccache.stats()) if counting else None
-    forced = any(force for _, _, force in missing.values())
-    with ccache.compiler_environment(cache_root, cuda_arch, recache=forced):
+    before = ccache.stats() if counting else None
+    forced = any(force for _, _, force, _ in missing.values())
+    with ccache.compiler_environment(cache_root, cuda_arch, recache=forced, team=team, source_dir=manifest_dir):
         if len(missing) == 1:
             (what, args), = missing.items()
             artifacts[what] = ensure(store, *args)
@@ -301,8 +344,15 @@ def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None):
         artifacts[what].miss_reason = artifacts[what].miss_reason or reason
     if not counting:
         return artifacts, None
-    after = ccache.hit_rate(ccache.stats())
-    return artifacts, (after[0] - before[0], after[1] - before[1])
+    return artifacts, ccache.delta(before, ccache.stats(), remote_storage=team is not None)
+
+
+def _remote_summary(team, before: dict | None) -> dict | None:
+    """What this get did with the remote cache: where, hits, misses, rejected, stored."""
+    if team is None:
+        return None
+    return {"where": team.display, "mode": "read-write" if team.writable else "read-only",
+            **{k: team.counts[k] - before.get(k, 0) for k in team.counts}}
 
 
 def _previous_build_seconds(store, memo, previous) -> float | None:

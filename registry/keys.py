@@ -10,6 +10,7 @@ signature, the backend, the template version and the environment.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from registry import _core
@@ -120,6 +121,43 @@ class LibKey:
         if self._entry is not None:
             _core.add_dep_entry(self._record, self.base, self._entry)
 
+    # The record travels through a team's remote cache (remote.py) as a small
+    # file under its path in the cache, so another machine finds the same key.
+    def _remote_name(self) -> str:
+        return f"deps/{self.base.hex}.toml"
+
+    def match_remote(self, team):
+        """match(), else match against the record the remote holds; a remote
+        record that matches becomes the local one if there is none yet."""
+        if self.match() is not None or team is None:
+            return self.key
+        data = team.get_file(self._remote_name())
+        if data is None:
+            return None
+        fetched = f"{self._record}.remote.{os.getpid()}"
+        os.makedirs(os.path.dirname(fetched), mode=0o700, exist_ok=True)
+        try:
+            _core.write_file_atomic(fetched, data)
+            found = _core.match_dep_record(fetched, self.base, self._labels)  # verified as a local record is
+            if found is None:
+                return None
+            self.key, self._extra_stamps = found.key, list(found.stamps)
+            if not os.path.exists(self._record):
+                os.replace(fetched, self._record)
+            return self.key
+        finally:
+            if os.path.exists(fetched):
+                os.unlink(fetched)
+
+    def share_record(self, team) -> None:
+        """Stores the local record in the remote (the last writer's entries win
+        there; a machine whose entry was lost builds once more)."""
+        try:
+            data = Path(self._record).read_bytes()
+        except OSError:
+            return
+        team.put_file(self._remote_name(), data)
+
 
 class FixedKey:
     """A key known before building (a binding's, or one the memo vouches for),
@@ -137,6 +175,12 @@ class FixedKey:
         return self.key
 
     def record_build(self) -> None:
+        pass
+
+    def match_remote(self, team):
+        return self.key
+
+    def share_record(self, team) -> None:
         pass
 
 

@@ -17,6 +17,14 @@ REGISTRY_VERBOSE       "1" prints the build commands
 REGISTRY_CACHE_MAX_BYTES  cache size cap, e.g. 20G or 500M; least recently used
                        entries that no live process has loaded are removed
                        after each build (default: 20G)
+REGISTRY_REMOTE_CACHE  redis://[user:password@]host[:port][/db]: a team's shared
+                       cache. Artifacts missing locally are fetched (verified)
+                       from it, builds are stored in it, and compiles go through
+                       ccache's remote storage on it (default: none)
+REGISTRY_REMOTE_CACHE_MODE  "read-write" (default) or "read-only": only fetch,
+                       never store (CI, readers without write access)
+REGISTRY_REMOTE_TIMEOUT  seconds any one network wait on the remote cache may
+                       take before the registry goes on locally (default: 1)
 """
 from __future__ import annotations
 
@@ -94,3 +102,27 @@ def parse_size(text: str, what: str) -> int:
     if size < 0:
         raise ValueError(f"{what} must not be negative, got {text!r}")
     return size
+
+
+# REGISTRY_REMOTE_CACHE, REGISTRY_REMOTE_CACHE_MODE, REGISTRY_REMOTE_TIMEOUT:
+# see the top of this file and registry/remote.py.
+def remote_cache() -> str | None:
+    return os.environ.get("REGISTRY_REMOTE_CACHE", "").strip() or None
+
+
+def remote_mode() -> str:
+    value = os.environ.get("REGISTRY_REMOTE_CACHE_MODE", "").strip().lower() or "read-write"
+    if value not in ("read-write", "read-only"):
+        raise ValueError(f"REGISTRY_REMOTE_CACHE_MODE must be 'read-write' or 'read-only', not {value!r}")
+    return value
+
+
+def remote_timeout() -> float:
+    text = os.environ.get("REGISTRY_REMOTE_TIMEOUT", "").strip() or "1"
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"REGISTRY_REMOTE_TIMEOUT must be a positive number of seconds, not {text!r}")
+    return value

@@ -145,3 +145,21 @@ def test_header_included_through_a_macro_is_covered_by_the_depfile(axpy_copy, co
     registry.get(axpy_copy.name)
     assert _bias(op) == pytest.approx(5.0, abs=1e-4)
     assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
+
+
+def test_macro_included_header_is_recorded_under_a_wide_ccache_basedir(axpy_copy, compiles, cache_root, monkeypatch):
+    # A base directory above both the kernel and the cache (a user's own
+    # CCACHE_BASEDIR, or the remote cache's) makes the compiler's depfile name
+    # the kernel's headers relative to the build folder: they must still be
+    # recorded, or the macro-included header drops out of the key.
+    monkeypatch.setenv("CCACHE_BASEDIR", os.path.commonpath([str(axpy_copy.dir), str(cache_root)]))
+    axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 0.0f\n")
+    axpy_copy.edit("axpy_math.h", '#include "axpy/config.h"',
+                   '#include "axpy/config.h"\n#define AXPY_EXTRA_HEADER "extra.h"\n#include AXPY_EXTRA_HEADER')
+    axpy_copy.edit("axpy_math.h", "+ AXPY_BIAS;", "+ AXPY_BIAS + AXPY_EXTRA;")
+    op = registry.get(axpy_copy.name)
+    assert _bias(op) == pytest.approx(0.0, abs=1e-6)
+    axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 5.0f\n")
+    registry.get(axpy_copy.name)
+    assert _bias(op) == pytest.approx(5.0, abs=1e-4)
+    assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2

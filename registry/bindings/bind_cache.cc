@@ -6,6 +6,7 @@
 #include "dep_record.h"
 #include "file_lock.h"
 #include "memo.h"
+#include "remote_layout.h"
 
 namespace py = pybind11;
 
@@ -68,6 +69,10 @@ void init_cache(py::module_& m) {
       .def("make_staging_dir", &CacheStore::make_staging_dir)
       .def("publish", &CacheStore::publish)
       .def("lookup", &CacheStore::lookup)
+      // bytes in, copied before the GIL is released: a fetch on one thread
+      // does not stall another thread's build.
+      .def("adopt", &CacheStore::adopt, py::arg("key_hex"), py::arg("record"), py::arg("artifact"),
+           py::call_guard<py::gil_scoped_release>())
       .def("touch", &CacheStore::touch)
       .def("pin", &CacheStore::pin, py::arg("key_hex"))
       .def("pinned", &CacheStore::pinned, py::arg("key_hex"))
@@ -77,6 +82,14 @@ void init_cache(py::module_& m) {
       .def("remove", &CacheStore::remove)
       .def("clean_staging", &CacheStore::clean_staging);
   m.def("write_file_atomic", &write_file_atomic, py::arg("path"), py::arg("contents"));
+
+  // The remote cache's key names (core/remote_layout.h).
+  m.attr("REMOTE_FORMAT") = kRemoteFormat;
+  m.def("parse_entry", &entry_from_toml, py::arg("text"));
+  m.def("remote_object_key", &remote_object_key, py::arg("key_hex"));
+  m.def("remote_kernel_key", &remote_kernel_key, py::arg("kernel"));
+  m.def("remote_claim_key", &remote_claim_key, py::arg("key_hex"));
+  m.def("remote_file_key", &remote_file_key, py::arg("relative_path"));
 
   py::class_<Memo>(m, "Memo")
       .def(py::init<>())

@@ -54,6 +54,18 @@ void write_all(int fd, const std::string& contents, const std::string& path) {
   }
 }
 
+void write_new_file(const std::string& path, const std::string& contents) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot create " + path + ": " + errno_text(errno));
+  try {
+    write_all(fd, contents, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+}
+
 // Best effort: durability matters, but a file system without fsync on folders
 // must not make publishing fail.
 void fsync_path(const std::string& path) {
@@ -210,7 +222,7 @@ std::string CacheStore::make_staging_dir() const {
 }
 
 Entry CacheStore::publish(const std::string& staging_dir, Entry entry) const {
-  const std::string target = object_dir(entry.key);
+  check_component(entry.key, "cache key");
   if (!valid_artifact_name(entry.artifact)) {
     throw std::invalid_argument("publish: invalid artifact name '" + entry.artifact + "'");
   }
@@ -243,6 +255,45 @@ Entry CacheStore::publish(const std::string& staging_dir, Entry entry) const {
     }
     ::close(fd);
   }
+  return install(staging_dir, std::move(entry));
+}
+
+Lookup CacheStore::adopt(const std::string& key_hex, const std::string& record,
+                         const std::string& artifact) const {
+  check_component(key_hex, "cache key");
+  Lookup result;
+  Entry entry;
+  try {
+    entry = entry_from_toml(record);
+  } catch (const std::exception& e) {
+    result.miss_reason = std::string("entry.toml is unusable (") + e.what() + ")";
+    return result;
+  }
+  if (!valid_artifact_name(entry.artifact)) {
+    result.miss_reason = "entry.toml names an invalid artifact '" + entry.artifact + "'";
+    return result;
+  }
+  const std::string staging = make_staging_dir();
+  try {
+    write_new_file(staging + "/entry.toml", record);
+    write_new_file(staging + "/" + entry.artifact, artifact);
+  } catch (...) {
+    remove_tree(staging);
+    throw;
+  }
+  // Verified from what is on disk now, exactly as a later lookup will.
+  const std::string problem = verify_object(key_hex, staging, &entry);
+  if (!problem.empty()) {
+    remove_tree(staging);
+    result.miss_reason = problem;
+    return result;
+  }
+  result.entry = install(staging, std::move(entry));
+  return result;
+}
+
+Entry CacheStore::install(const std::string& staging_dir, Entry entry) const {
+  const std::string target = object_dir(entry.key);
   std::error_code ec;
   for (fs::recursive_directory_iterator it(staging_dir, ec), end; !ec && it != end;
        it.increment(ec)) {

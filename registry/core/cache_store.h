@@ -139,6 +139,16 @@ class CacheStore {
   // aside (deleted) and reported through miss_reason.
   Lookup lookup(const std::string& key_hex) const;
 
+  // Publishes an entry that was built elsewhere (fetched from a remote
+  // cache): its entry.toml text and its artifact's bytes. They are written
+  // to a staging folder and verified there with lookup()'s rules (format,
+  // key, artifact name, size, XXH3) before the rename makes them visible, so
+  // nothing unverified is ever published: on failure nothing is left behind
+  // and miss_reason says why. An entry already published under the key is
+  // kept, as publish() does.
+  Lookup adopt(const std::string& key_hex, const std::string& record,
+               const std::string& artifact) const;
+
   // Marks an entry as used now (touches objects/<key>/used): drives LRU.
   void touch(const std::string& key_hex) const;
 
@@ -163,6 +173,9 @@ class CacheStore {
 
  private:
   GcReport evict(int64_t max_bytes, const std::vector<std::string>& keep) const;
+  // fsyncs a verified staging folder and renames it to objects/<key>
+  // (keeping another process's verified entry if it got there first).
+  Entry install(const std::string& staging_dir, Entry entry) const;
 
   std::string root_;
   std::string v1_;

@@ -223,6 +223,80 @@ TEST(CacheStore, ConcurrentPublishOfOneKeyKeepsOne) {
   EXPECT_TRUE(fs::is_empty(dir.path() + "/v1/tmp"));
 }
 
+// What a remote fetch brings: another cache's entry.toml and artifact bytes.
+struct Fetched {
+  std::string record, artifact;
+};
+
+Fetched built_elsewhere(const CacheStore& theirs, const std::string& bytes) {
+  const Entry published = theirs.publish(stage_build(theirs, bytes), sample_entry(kKey));
+  return {read_text(published.dir + "/entry.toml"), read_text(published.dir + "/" + kArtifact)};
+}
+
+bool staging_is_empty(const CacheStore& store) {
+  return fs::is_empty(store.root() + "/v1/tmp");
+}
+
+TEST(CacheStore, AdoptPublishesAVerifiedEntryAsItWasBuilt) {
+  TempDir dir;
+  CacheStore theirs(dir.path() + "/theirs"), ours(dir.path() + "/ours");
+  const Fetched fetched = built_elsewhere(theirs, "ELF bytes");
+  const Lookup adopted = ours.adopt(kKey, fetched.record, fetched.artifact);
+  ASSERT_TRUE(adopted.entry) << adopted.miss_reason;
+  EXPECT_EQ(adopted.entry->dir, ours.object_dir(kKey));
+  EXPECT_EQ(adopted.entry->build_seconds, 1.25);  // the builder's record, not a new one
+  EXPECT_TRUE(staging_is_empty(ours));
+  const Lookup hit = ours.lookup(kKey);
+  ASSERT_TRUE(hit.entry) << hit.miss_reason;
+  EXPECT_EQ(read_text(hit.entry->dir + "/" + kArtifact), "ELF bytes");
+  EXPECT_EQ(read_text(hit.entry->dir + "/entry.toml"), fetched.record);
+}
+
+TEST(CacheStore, AdoptRejectsAFlippedByteAndLeavesNothing) {
+  TempDir dir;
+  CacheStore theirs(dir.path() + "/theirs"), ours(dir.path() + "/ours");
+  Fetched fetched = built_elsewhere(theirs, "ELF bytes");
+  fetched.artifact[4] ^= 0x20;
+  const Lookup rejected = ours.adopt(kKey, fetched.record, fetched.artifact);
+  EXPECT_FALSE(rejected.entry);
+  EXPECT_EQ(rejected.miss_reason,
+            "artifact " + kArtifact + " does not match the XXH3 digest in entry.toml: altered");
+  EXPECT_FALSE(fs::exists(ours.object_dir(kKey)));
+  EXPECT_TRUE(staging_is_empty(ours));
+}
+
+TEST(CacheStore, AdoptRejectsTruncationGarbageAndAnotherKeysRecord) {
+  TempDir dir;
+  CacheStore theirs(dir.path() + "/theirs"), ours(dir.path() + "/ours");
+  const Fetched fetched = built_elsewhere(theirs, std::string(4096, 'x'));
+  EXPECT_NE(ours.adopt(kKey, fetched.record, fetched.artifact.substr(0, 100)).miss_reason.find("truncated"),
+            std::string::npos);
+  EXPECT_NE(ours.adopt(kKey, fetched.record.substr(0, 40), fetched.artifact).miss_reason.find("unusable"),
+            std::string::npos);
+  const std::string other = hash_bytes("key two").hex();
+  EXPECT_NE(ours.adopt(other, fetched.record, fetched.artifact).miss_reason.find("belongs to key " + kKey),
+            std::string::npos);
+  std::string escaping = fetched.record;
+  escaping.replace(escaping.find(kArtifact), kArtifact.size(), "../../evil.so");
+  EXPECT_NE(ours.adopt(kKey, escaping, fetched.artifact).miss_reason.find("invalid artifact"),
+            std::string::npos);
+  EXPECT_THROW(ours.adopt("../escape", fetched.record, fetched.artifact), std::invalid_argument);
+  EXPECT_FALSE(fs::exists(ours.object_dir(kKey)));
+  EXPECT_FALSE(fs::exists(ours.object_dir(other)));
+  EXPECT_TRUE(staging_is_empty(ours));
+}
+
+TEST(CacheStore, AdoptKeepsAnEntryAlreadyPublished) {
+  TempDir dir;
+  CacheStore theirs(dir.path() + "/theirs"), ours(dir.path() + "/ours");
+  publish_sample(ours, "local build");
+  const Fetched fetched = built_elsewhere(theirs, "remote build");
+  const Lookup adopted = ours.adopt(kKey, fetched.record, fetched.artifact);
+  ASSERT_TRUE(adopted.entry) << adopted.miss_reason;
+  EXPECT_EQ(read_text(adopted.entry->dir + "/" + kArtifact), "local build");
+  EXPECT_TRUE(staging_is_empty(ours));
+}
+
 TEST(CacheStore, PublishWithoutArtifactThrows) {
   TempDir dir;
   CacheStore store(dir.path());
