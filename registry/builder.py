@@ -40,6 +40,8 @@ class BuildPlan:
     include_paths: list[str] = field(default_factory=list)
     project_dirs: list[str] = field(default_factory=list)  # deps under these are recorded
     estimate_s: float | None = None  # the previous build's seconds, for the progress bar
+    # False for host launchers of NVRTC-built device code: plain C++, no CUDA toolkit needed.
+    cuda_toolkit: bool = True
 
     @property
     def is_python_module(self) -> bool:
@@ -47,7 +49,7 @@ class BuildPlan:
 
     @property
     def with_cuda(self) -> bool:
-        return self.backend == "cuda"
+        return self.backend == "cuda" and self.cuda_toolkit
 
     @property
     def artifact(self) -> str:

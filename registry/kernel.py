@@ -45,15 +45,16 @@ class Status:
     compiled            which artifacts this get compiled
     notes               rejected cache entries, includes that resolved nowhere
     ccache              (hits, misses) during this get's builds, when it built
+    device              compiler = "nvrtc": which NVRTC compiled the device code, and the cubin's key
     """
 
     def __init__(self, *, kernel, backend, outcome, key, manifest, artifacts, build_seconds,
-                 last_build_seconds, built_at, changes, compiled, notes=(), ccache=None):
+                 last_build_seconds, built_at, changes, compiled, notes=(), ccache=None, device=None):
         self.kernel, self.backend, self.outcome, self.key = kernel, backend, outcome, key
         self.manifest, self.artifacts = manifest, artifacts
         self.build_seconds, self.last_build_seconds, self.built_at = build_seconds, last_build_seconds, built_at
         self.changes, self.compiled, self.notes = list(changes), list(compiled), list(notes)
-        self.ccache = ccache
+        self.ccache, self.device = ccache, device
         self.get_seconds = 0.0
 
     def __str__(self) -> str:
@@ -67,6 +68,8 @@ class Status:
             f"  manifest {self.manifest}",
             *(f"  {what}: {path}" for what, path in self.artifacts.items()),
         ]
+        if self.device is not None:
+            lines.append(f"  device code: {self.device}")
         if self.ccache is not None:
             lines.append(f"  ccache: {self.ccache[0]} hits, {self.ccache[1]} misses")
         lines += ["  changed since the previous build:"] + [f"    {c}" for c in self.changes or ["nothing"]]
@@ -119,8 +122,20 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     memo_path = store.memo_path(f"{name}.{backend}.{_core.hash_fields_hex([('manifest', manifest.file)])[:8]}")
     memo = _core.read_memo(memo_path)
 
-    lib_key, files, stamps, unresolved = _lib_key(manifest, backend, env, memo, rebuild)
+    nvrtc_path = keys.uses_nvrtc(manifest, backend)
+    lib_key, files, stamps, unresolved = _lib_key(manifest, backend, env, memo, rebuild, store if nvrtc_path else None)
     changes = _changes(memo, lib_key, rebuild)
+    device = None
+    if nvrtc_path:
+        # The cubin first: NVRTC takes ~0.1-0.2 s, and a device-only edit leaves the host key alone.
+        from registry import device_build
+
+        device = device_build.ensure(store, manifest, env.get("env.cuda_arch"), memo,
+                                     trust_memo=isinstance(lib_key, _RecordedKey), force=rebuild)
+        if device.stamps is not None:
+            known = {s.path for s in stamps.stamps}
+            stamps.stamps = list(stamps.stamps) + [s for s in device.stamps if s.path not in known]
+        changes += _device_changes(store, memo, device)
 
     # Plans are made only for what must be built (a binding plan writes its source).
     plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, lib_key.hex,
@@ -140,10 +155,12 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     # process is about to load or has loaded.
     for a in artifacts.values():
         pins.hold(store, a.entry.key)
-    ops = _load(manifest, backend, artifacts, previous)
+    ops = _load(manifest, backend, artifacts, previous, device)
 
     lib = artifacts["lib"]
     compiled = [what for what, a in artifacts.items() if a.built is not None]
+    if device is not None and device.built is not None:
+        compiled.append("device")
     # Files the compiler reported that the scan did not see (an include spelled
     # through a macro) join the stamps. The others keep the stamps taken when
     # the key was computed: a file saved during the build must look changed.
@@ -153,7 +170,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     memo_out = _core.Memo()
     memo_out.kernel, memo_out.backend = name, backend
     memo_out.env = environment.fingerprint(env)
-    memo_out.keys = {"lib": lib_key.hex, **{op: key.hex for op, key in binding_keys.items()}}
+    memo_out.keys = {"lib": lib_key.hex, **{op: key.hex for op, key in binding_keys.items()},
+                     **({"device": device.key} if device else {})}
     memo_out.stamps, memo_out.inputs = stamps.stamps, lib_key.inputs
     if memo is None or compiled or memo_out.env != memo.env or dict(memo_out.keys) != dict(memo.keys) \
             or _stamp_tuples(memo_out.stamps) != _stamp_tuples(memo.stamps):
@@ -168,9 +186,11 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
         outcome="compiled" if compiled else "cache",
         key=lib_key.hex, manifest=manifest.file,
         artifacts=_artifact_paths(manifest, backend, artifacts),
-        build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built),
+        build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built)
+        + (device.built.seconds if device and device.built else 0.0),
         last_build_seconds=lib.entry.build_seconds, built_at=lib.entry.built_at,
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
+        device=f"{device.nvrtc.identity()}, cubin key {device.key}" if device else None,
     )
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, stamps, status)
@@ -183,7 +203,7 @@ class _RecordedKey:
         self.hex, self.inputs = hex_digest, inputs
 
 
-def _lib_key(manifest, backend: str, env: dict[str, str], memo, rebuild: bool):
+def _lib_key(manifest, backend: str, env: dict[str, str], memo, rebuild: bool, device_store=None):
     """(key, files, stamps, unresolved includes). When the memo's environment
     and every stamp match, the recorded key holds: only stat() calls, no
     scan, no hashing. Otherwise scan the include closure and hash."""
@@ -192,7 +212,13 @@ def _lib_key(manifest, backend: str, env: dict[str, str], memo, rebuild: bool):
         stamps.stamps = memo.stamps
         if not stamps.check().changed:
             return _RecordedKey(memo.keys["lib"], memo.inputs), stamps.paths, stamps, []
-    files, unresolved = keys.kernel_files(manifest, backend, _recorded_deps(memo))
+    recorded = _recorded_deps(memo)
+    if device_store is not None:  # the device code's files are the cubin's key, not the launchers'
+        from registry.device_build import recorded_files
+
+        device_files = set(recorded_files(device_store, memo))
+        recorded = [p for p in recorded if p not in device_files]
+    files, unresolved = keys.kernel_files(manifest, backend, recorded)
     stamps = _core.StampSet(files)
     return keys.kernel_lib_key(manifest, backend, files, env), files, stamps, unresolved
 
@@ -215,6 +241,16 @@ def _recorded_deps(memo) -> list[str]:
     if memo is None:
         return []
     return [s.path for s in memo.stamps if Path(s.path).is_file()]
+
+
+def _device_changes(store, memo, device) -> list[str]:
+    """Why the cubin differs from the previous one: "device: file:axpy_device.cu changed"."""
+    if memo is None or device.built is None or memo.keys.get("device") in (None, device.key):
+        return []
+    before = store.lookup(memo.keys["device"]).entry
+    if before is None:
+        return ["device: the previous cubin is no longer cached"]
+    return [f"device: {c}" for c in _core.diff_key_inputs(before.inputs, device.entry.inputs)]
 
 
 def _changes(memo, lib_key, rebuild: bool) -> list[str]:
@@ -299,7 +335,9 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
     spec = keys.backend_spec(manifest, backend)
     pybind = manifest.binding == "pybind"
     includes = keys.include_dirs(manifest)
-    cflags = list(manifest.cflags) + (list(spec.cflags) if backend == "cpu" else [])
+    # [cuda] cflags go to nvcc, except with NVRTC: then the [cuda] sources are host C++.
+    host_flags = backend == "cpu" or keys.uses_nvrtc(manifest, backend)
+    cflags = list(manifest.cflags) + (list(spec.cflags) if host_flags else [])
     return BuildPlan(
         kernel=manifest.name, backend=backend,
         kind="module" if pybind else "kernel-lib",
@@ -313,6 +351,7 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
         estimate_s=estimate_s,
+        cuda_toolkit=not keys.uses_nvrtc(manifest, backend),
     )
 
 
@@ -333,7 +372,7 @@ def _binding_plan(manifest, op, backend: str, cache_root: Path):
     )
 
 
-def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None) -> dict[str, Op]:
+def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None, device=None) -> dict[str, Op]:
     import torch
 
     lib = artifacts["lib"]
@@ -349,6 +388,10 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None)
 
     handle = lib.built.loaded if lib.built else _libraries.get(lib.entry.key) or open_library(lib.path)
     _libraries[lib.entry.key] = handle
+    if device is not None:
+        from registry import device_module
+
+        device_module.bind(handle, device.key, device.path)
     for spec in manifest.ops:
         namespace = keys.binding_namespace(spec.signature, backend)
         if namespace not in _namespaces:

@@ -19,12 +19,23 @@ def include_dirs(manifest) -> list[str]:
     return [manifest.dir, *(str(Path(manifest.dir) / d) for d in manifest.include_dirs), str(REGISTRY_INCLUDE)]
 
 
+LAUNCH_RUNTIME = REGISTRY_INCLUDE / "kreg" / "launch_runtime.cc"
+
+
+def uses_nvrtc(manifest, backend: str) -> bool:
+    """Device code through NVRTC: `sources` are then host launchers only."""
+    return backend == "cuda" and manifest.cuda.compiler == "nvrtc"
+
+
 def backend_spec(manifest, backend: str):
     return manifest.cuda if backend == "cuda" else manifest.cpu
 
 
 def kernel_sources(manifest, backend: str) -> list[str]:
-    sources = [str(Path(manifest.dir) / s) for s in backend_spec(manifest, backend).sources]
+    spec = backend_spec(manifest, backend)
+    sources = [str(Path(manifest.dir) / s) for s in spec.sources]
+    if uses_nvrtc(manifest, backend):
+        sources.append(str(LAUNCH_RUNTIME))  # kreg_launch, bound to the NVRTC-built module
     if manifest.binding == "pybind":
         sources.append(str(Path(manifest.dir) / manifest.binding_source))
     return sources
@@ -62,6 +73,8 @@ def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]
     kb.add_list(f"flags.{backend}", list(spec.cflags))
     kb.add_list("flags.ldflags", list(manifest.ldflags))
     kb.add_list("include_dirs", list(manifest.include_dirs))
+    if uses_nvrtc(manifest, backend):
+        kb.add("device_compiler", "nvrtc")  # host launchers only; the cubin has its own key
     for name, value in env.items():
         kb.add(name, value)
     return kb.finish()
