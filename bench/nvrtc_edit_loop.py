@@ -206,7 +206,8 @@ def gpu_steps(reps: int, work: Path) -> dict:
 
 def markdown(results: dict, device: str, command: str) -> str:
     lines = [f"# NVRTC edit loop ({device})", "", f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-             f"- machine: {platform.node()} ({os.cpu_count()} cores)", f"- command: `{command}`", "",
+             f"- machine: {platform.node()} ({os.cpu_count()} cores, load average at the end "
+             f"{os.getloadavg()[0]:.1f}: other work shares the cores)", f"- command: `{command}`", "",
              "| step | median s | n | stale |", "|---|---|---|---|"]
 
     def rows(prefix, table):

@@ -42,6 +42,8 @@ class BuildPlan:
     estimate_s: float | None = None  # the previous build's seconds, for the progress bar
     # False for host launchers of NVRTC-built device code: plain C++, no CUDA toolkit needed.
     cuda_toolkit: bool = True
+    # Torch-free kernel libraries: the registry's own compiler call (direct_build.py), not load().
+    direct: bool = False
 
     @property
     def is_python_module(self) -> bool:
@@ -73,6 +75,10 @@ builds_run: list[tuple[str, str]] = []
 
 
 def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
+    if plan.direct:
+        from registry import direct_build
+
+        return direct_build.build(plan, staging)
     from torch.utils import cpp_extension
 
     builds_run.append((plan.kernel, plan.kind))

@@ -117,7 +117,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     cache_root = knobs.cache_dir()
     backend = choose_backend(manifest, requested_backend, cache_root)
     store = _core.CacheStore(str(cache_root))
-    env = environment.build_environment(backend, cache_root)
+    env = environment.build_environment(backend, cache_root, nvcc_optional=keys.uses_nvrtc(manifest, backend))
     # Per manifest path: two checkouts sharing a cache keep separate memos.
     memo_path = store.memo_path(f"{name}.{backend}.{_core.hash_fields_hex([('manifest', manifest.file)])[:8]}")
     memo = _core.read_memo(memo_path)
@@ -352,6 +352,7 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
         project_dirs=includes,
         estimate_s=estimate_s,
         cuda_toolkit=not keys.uses_nvrtc(manifest, backend),
+        direct=keys.built_directly(manifest, backend),
     )
 
 

@@ -62,6 +62,17 @@ def kernel_files(manifest, backend: str, recorded_deps: list[str]) -> tuple[list
     return sorted(files), list(closure.unresolved)
 
 
+def built_directly(manifest, backend: str) -> bool:
+    """Torch-free libraries the registry compiles itself (direct_build.py):
+    CPU kernel libraries and the host launchers of NVRTC device code."""
+    return manifest.binding != "pybind" and (backend == "cpu" or uses_nvrtc(manifest, backend))
+
+
+# What a directly built library does not depend on: it includes no torch or Python header.
+_NOT_DIRECT_INPUTS = ("env.torch", "env.torch_cxx11_abi", "env.python", "env.cuda", "toolchain.nvcc",
+                      "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.cuda_arch")
+
+
 def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]):
     kind = "module" if manifest.binding == "pybind" else "kernel-lib"
     kb = _core.KeyBuilder()
@@ -75,8 +86,14 @@ def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]
     kb.add_list("include_dirs", list(manifest.include_dirs))
     if uses_nvrtc(manifest, backend):
         kb.add("device_compiler", "nvrtc")  # host launchers only; the cubin has its own key
+    direct = built_directly(manifest, backend)
+    if direct:
+        from registry.direct_build import DIRECT_RECIPE
+
+        kb.add("builder", DIRECT_RECIPE)
     for name, value in env.items():
-        kb.add(name, value)
+        if not (direct and name in _NOT_DIRECT_INPUTS):
+            kb.add(name, value)
     return kb.finish()
 
 
