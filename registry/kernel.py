@@ -103,6 +103,11 @@ def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
     if requested is None:
         requested = "cuda" if manifest.cuda.present and environment.cuda_available(cache_root) else "cpu"
     spec = manifest.cuda if requested == "cuda" else manifest.cpu
+    if requested == "cuda" and spec.compiler == "nvrtc" and manifest.binding == "pybind":
+        raise RegistryError(
+            f"kernel {manifest.name!r}: compiler = \"nvrtc\" needs the generated binding (its launchers "
+            f"are bound to the NVRTC module); remove binding = \"pybind\" from {manifest.file}, or use nvcc"
+        )
     if not spec.present:
         raise RegistryError(
             f"kernel {manifest.name!r} has no [{requested}] section in {manifest.file}; "
@@ -155,6 +160,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
     # process is about to load or has loaded.
     for a in artifacts.values():
         pins.hold(store, a.entry.key)
+    if device is not None:
+        pins.hold(store, device.key)
     ops = _load(manifest, backend, artifacts, previous, device)
 
     lib = artifacts["lib"]
@@ -178,6 +185,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
         _core.write_memo(memo_path, memo_out)
     for a in artifacts.values():
         store.touch(a.entry.key)
+    if device is not None:
+        store.touch(device.key)
 
     notes = [f"cached {what} rejected: {a.miss_reason}" for what, a in artifacts.items() if a.miss_reason]
     notes += [f"include not found in the kernel's folders: {u}" for u in unresolved]
@@ -192,6 +201,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous: K
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
         device=f"{device.nvrtc.identity()}, cubin key {device.key}" if device else None,
     )
+    if device is not None:
+        status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, stamps, status)
 

@@ -30,54 +30,65 @@ class NvrtcNotFoundError(RegistryError):
 
 
 class Nvrtc:
-    """One loaded libnvrtc: its identity (what the key records) and compile()."""
+    """One libnvrtc: its identity (what the key and status() record, read
+    without loading it) and compile() (which loads it on first use: the
+    library is ~100 MB, and a cached `get` must not pay for opening it)."""
 
     def __init__(self, library: str, include_dir: str | None, distribution: str):
         self.library = library          # resolved path of libnvrtc.so
         self.include_dir = include_dir  # the CUDA headers that came with it, if found
         self.distribution = distribution  # e.g. "nvidia-cuda-nvrtc 13.0.88", or "" when unknown
-        builtins = sorted(Path(library).parent.glob("libnvrtc-builtins.so.*"))
-        # libnvrtc dlopens its builtins by soname: load them first by path, so
-        # the wheel's folder need not be on LD_LIBRARY_PATH.
-        for b in builtins:
-            if not b.name.startswith("libnvrtc-builtins.alt"):
-                ctypes.CDLL(str(b), mode=ctypes.RTLD_GLOBAL)
-        self._lib = ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
-        self._lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-        major, minor = ctypes.c_int(), ctypes.c_int()
-        self._check(self._lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
-        self.version = f"{major.value}.{minor.value}"
+        self._lib = None
 
     def identity(self) -> str:
-        """What the key and status() say: version, distribution and file."""
-        size = os.stat(self.library).st_size
-        return f"nvrtc {self.version} ({self.distribution or 'unknown distribution'}) {self.library} size={size}"
+        """The wheel's name and version, the file, its size and mtime."""
+        st = os.stat(self.library)
+        return (f"nvrtc ({self.distribution or 'no distribution'}) {self.library} "
+                f"size={st.st_size} mtime_ns={st.st_mtime_ns}")
+
+    @property
+    def version(self) -> str:
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self._check(self._open().nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+        return f"{major.value}.{minor.value}"
+
+    def _open(self):
+        if self._lib is None:
+            # libnvrtc dlopens its builtins by soname: load them first by path,
+            # so the wheel's folder need not be on LD_LIBRARY_PATH.
+            for b in sorted(Path(self.library).parent.glob("libnvrtc-builtins.so.*")):
+                ctypes.CDLL(str(b), mode=ctypes.RTLD_GLOBAL)
+            lib = ctypes.CDLL(self.library, mode=ctypes.RTLD_GLOBAL)
+            lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+            self._lib = lib
+        return self._lib
 
     def _check(self, result: int, what: str) -> None:
         if result != _NVRTC_SUCCESS:
-            raise RegistryError(f"{what} failed: {self._lib.nvrtcGetErrorString(result).decode()}")
+            raise RegistryError(f"{what} failed: {self._open().nvrtcGetErrorString(result).decode()}")
 
     def compile(self, source: bytes, name: str, options: list[str]) -> tuple[bytes | None, str]:
         """(cubin or None on a compile error, NVRTC's log)."""
+        lib = self._open()
         prog = ctypes.c_void_p()
-        self._check(self._lib.nvrtcCreateProgram(ctypes.byref(prog), source, name.encode(), 0, None, None),
+        self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), source, name.encode(), 0, None, None),
                     "nvrtcCreateProgram")
         try:
             opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
-            result = self._lib.nvrtcCompileProgram(prog, len(options), opts)
+            result = lib.nvrtcCompileProgram(prog, len(options), opts)
             size = ctypes.c_size_t()
-            self._check(self._lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size)), "nvrtcGetProgramLogSize")
+            self._check(lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size)), "nvrtcGetProgramLogSize")
             log = ctypes.create_string_buffer(size.value)
-            self._check(self._lib.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog")
+            self._check(lib.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog")
             text = log.value.decode(errors="replace")
             if result != _NVRTC_SUCCESS:
                 return None, text
-            self._check(self._lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
+            self._check(lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
             cubin = ctypes.create_string_buffer(size.value)
-            self._check(self._lib.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+            self._check(lib.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
             return cubin.raw, text
         finally:
-            self._lib.nvrtcDestroyProgram(ctypes.byref(prog))
+            lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
 _loaded: dict[str, Nvrtc] = {}
@@ -99,13 +110,13 @@ def _wheel_candidates() -> list[tuple[Path, Path, str]]:
     return found
 
 
-def _distribution_version(name: str) -> str:
-    from importlib import metadata
-
-    try:
-        return f"{name} {metadata.version(name)}"
-    except metadata.PackageNotFoundError:
-        return ""
+def _distribution_version(lib: Path, name: str) -> str:
+    """"nvidia-cuda-nvrtc 13.0.88", from the .dist-info folder in the
+    site-packages holding the wheel (importlib.metadata scans all of sys.path)."""
+    site = lib.parents[3]  # <site-packages>/nvidia/<sub>/lib/libnvrtc.so.N
+    for info in sorted(site.glob(name.replace("-", "_") + "-*.dist-info")):
+        return f"{name} {info.name[len(name) + 1:-len('.dist-info')]}"
+    return ""
 
 
 def load() -> Nvrtc:
@@ -120,6 +131,6 @@ def load() -> Nvrtc:
             path = str(lib.resolve())
             if path not in _loaded:
                 _loaded[path] = Nvrtc(path, str(include) if (include / "cuda_fp16.h").is_file() else None,
-                                      _distribution_version(dist) if dist else "")
+                                      _distribution_version(lib, dist) if dist else "")
             return _loaded[path]
     raise NvrtcNotFoundError([str(lib) for lib, _, _ in candidates] or ["no nvidia wheel is installed"])
