@@ -229,3 +229,13 @@ print("KEY", a.key)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "KEY " in done.stdout
+
+
+def test_aot_export_refuses_nvrtc_device_code_and_names_the_way_out(tmp_path):
+    from registry import aot
+    from registry.errors import RegistryError
+
+    with pytest.raises(RegistryError, match="NVRTC.*CPU backend only"):
+        aot.export_package("axpy_nvrtc", tmp_path / "pkg")
+    out = aot.export_package("axpy_nvrtc", tmp_path / "pkg", backends=["cpu"])
+    assert (out / "setup.py").is_file()
