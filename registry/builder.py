@@ -42,6 +42,10 @@ class BuildPlan:
     include_paths: list[str] = field(default_factory=list)
     project_dirs: list[str] = field(default_factory=list)  # deps under these are recorded
     estimate_s: float | None = None  # the previous build's seconds, for the progress bar
+    # False for host launchers of NVRTC-built device code: plain C++, no CUDA toolkit needed.
+    cuda_toolkit: bool = True
+    # Torch-free kernel libraries: the registry's own compiler call (direct_build.py), not load().
+    direct: bool = False
 
     @property
     def is_python_module(self) -> bool:
@@ -49,7 +53,7 @@ class BuildPlan:
 
     @property
     def with_cuda(self) -> bool:
-        return self.backend == "cuda"
+        return self.backend == "cuda" and self.cuda_toolkit
 
     @property
     def artifact(self) -> str:
@@ -73,6 +77,10 @@ builds_run: list[tuple[str, str]] = []
 
 
 def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
+    if plan.direct:
+        from registry import direct_build
+
+        return direct_build.build(plan, staging)
     cpp_extension = _import_cpp_extension(quiet_about_cuda=not plan.with_cuda)
 
     builds_run.append((plan.kernel, plan.kind))
@@ -98,14 +106,7 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
                 is_python_module=plan.is_python_module,
             )
     except (RuntimeError, OSError, ImportError) as error:
-        log = _error_text(error)
-        # Under CCACHE_BASEDIR the compiler names files inside the cache
-        # relative to the staging folder, which is about to go: resolve now.
-        diagnostics = [d if os.path.isabs(d.file) else d._replace(file=os.path.normpath(staging / d.file))
-                       for d in parse_diagnostics(log)]
-        if "undefined" in log and plan.kind != "binding":
-            diagnostics = _undefined_symbol_diagnostics(plan, log) + diagnostics
-        raise BuildError(plan.kernel, plan.describe(), diagnostics, log) from None
+        raise build_error(plan, _error_text(error), staging) from None
     seconds = time.perf_counter() - start
     deps = _ninja_deps(staging, plan.project_dirs)
     for obj in staging.glob("*.o"):
@@ -116,6 +117,17 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     elif plan.kind == "binding":
         loaded = None  # load() ran its static registration (TORCH_LIBRARY)
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
+
+
+def build_error(plan: BuildPlan, log: str, staging: Path) -> BuildError:
+    """What a failed compile or link raises, whoever ran the compiler."""
+    # Under CCACHE_BASEDIR the compiler names files inside the cache
+    # relative to the staging folder, which is about to go: resolve now.
+    diagnostics = [d if os.path.isabs(d.file) else d._replace(file=os.path.normpath(staging / d.file))
+                   for d in parse_diagnostics(log)]
+    if "undefined" in log and plan.kind != "binding":
+        diagnostics = _undefined_symbol_diagnostics(plan, log) + diagnostics
+    return BuildError(plan.kernel, plan.describe(), diagnostics, log)
 
 
 def _error_text(error: BaseException) -> str:

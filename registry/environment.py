@@ -178,8 +178,10 @@ def torch_libstdcxx() -> str | None:
     return None
 
 
-def build_environment(backend: str, cache_root: Path) -> dict[str, str]:
-    """Key inputs describing the toolchain and versions for `backend`."""
+def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = False) -> dict[str, str]:
+    """Key inputs describing the toolchain and versions for `backend`.
+    nvcc_optional: device code goes through NVRTC, so a machine without the
+    CUDA toolkit simply has no toolchain.nvcc."""
     import torch
 
     memo = str(cache_root / "v1" / "toolchains.toml")
@@ -195,7 +197,11 @@ def build_environment(backend: str, cache_root: Path) -> dict[str, str]:
     if backend == "cuda":
         env["env.cuda"] = str(torch.version.cuda)
         env["env.cuda_arch"] = cuda_arch_list(cache_root)
-        env["toolchain.nvcc"] = _core.identify_compiler(ccache.nvcc_command(), memo, _ask_version).text()
+        try:
+            env["toolchain.nvcc"] = _core.identify_compiler(ccache.nvcc_command(), memo, _ask_version).text()
+        except RuntimeError:
+            if not nvcc_optional:
+                raise
         if os.environ.get("PYTORCH_NVCC"):
             env["toolchain.pytorch_nvcc"] = os.environ["PYTORCH_NVCC"]
         if os.environ.get("CC"):

@@ -51,11 +51,12 @@ class Status:
     sources             what -> "cache", "remote" or "compiled", per artifact
     remote              the remote cache's part, when one is configured: where,
                         mode, and this get's hit / miss / rejected / stored counts
+    device              compiler = "nvrtc": which NVRTC compiled the device code, and the cubin's key
     """
 
     def __init__(self, *, kernel, backend, outcome, key, manifest, artifacts, build_seconds,
                  last_build_seconds, built_at, changes, compiled, notes=(), ccache=None,
-                 sources=None, remote=None):
+                 sources=None, remote=None, device=None):
         self.kernel, self.backend, self.outcome, self.key = kernel, backend, outcome, key
         self.manifest, self.artifacts = manifest, artifacts
         self.build_seconds, self.last_build_seconds, self.built_at = build_seconds, last_build_seconds, built_at
@@ -63,6 +64,7 @@ class Status:
         self.ccache = tuple(ccache[:2]) if ccache is not None else None
         self.ccache_remote = tuple(ccache[2:]) if ccache is not None and len(ccache) > 2 else None
         self.sources, self.remote = dict(sources or {}), remote
+        self.device = device
         self.get_seconds = 0.0
 
     def __str__(self) -> str:
@@ -76,6 +78,8 @@ class Status:
             f"  manifest {self.manifest}",
             *(f"  {what}: {path}" for what, path in self.artifacts.items()),
         ]
+        if self.device is not None:
+            lines.append(f"  device code: {self.device}")
         if self.ccache is not None:
             lines.append(f"  ccache: {self.ccache[0]} hits, {self.ccache[1]} misses"
                          + (f" (remote storage: {self.ccache_remote[0]} hits, {self.ccache_remote[1]} misses)"
@@ -99,7 +103,7 @@ class Status:
         return Status(kernel=self.kernel, backend=self.backend, outcome="in-process", key=self.key,
                       manifest=self.manifest, artifacts=self.artifacts, build_seconds=0.0,
                       last_build_seconds=self.last_build_seconds, built_at=self.built_at,
-                      changes=(), compiled=())
+                      changes=(), compiled=(), device=self.device)
 
 
 class KernelState:
@@ -145,6 +149,11 @@ def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
     if requested is None:
         requested = "cuda" if manifest.cuda.present and environment.cuda_available(cache_root) else "cpu"
     spec = manifest.cuda if requested == "cuda" else manifest.cpu
+    if requested == "cuda" and spec.compiler == "nvrtc" and manifest.binding == "pybind":
+        raise RegistryError(
+            f"kernel {manifest.name!r}: compiler = \"nvrtc\" needs the generated binding (its launchers "
+            f"are bound to the NVRTC module); remove binding = \"pybind\" from {manifest.file}, or use nvcc"
+        )
     if not spec.present:
         raise RegistryError(
             f"kernel {manifest.name!r} has no [{requested}] section in {manifest.file}; "
@@ -163,12 +172,19 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     backend = choose_backend(manifest, requested_backend, cache_root)
     previous = previous_of(backend)
     store = _core.CacheStore(str(cache_root))
-    env = environment.build_environment(backend, cache_root)
+    env = environment.build_environment(backend, cache_root, nvcc_optional=keys.uses_nvrtc(manifest, backend))
     # Per manifest path: two checkouts sharing a cache keep separate memos.
     memo_path = store.memo_path(f"{name}.{backend}.{_core.hash_fields_hex([('manifest', manifest.file)])[:8]}")
     memo = _core.read_memo(memo_path)
 
     lib_key = _lib_key(store, manifest, backend, env, memo, rebuild)
+    device = None
+    if keys.uses_nvrtc(manifest, backend):
+        # The cubin first: NVRTC takes ~0.1-0.2 s, and a device-only edit leaves the host key alone.
+        from registry import device_build
+
+        device = device_build.ensure(store, manifest, env.get("env.cuda_arch"), memo,
+                                     trust_memo=isinstance(lib_key.key, _RecordedKey), force=rebuild)
 
     # Plans are made only for what must be built (a binding plan writes its source).
     plans = {"lib": (lib_key, lambda: _lib_plan(manifest, backend, lib_key.lock_hex,
@@ -190,26 +206,39 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     # process is about to load or has loaded.
     for a in artifacts.values():
         pins.hold(store, a.entry.key)
-    ops = _load(manifest, backend, artifacts, previous)
+    if device is not None:
+        pins.hold(store, device.key)
+    ops = _load(manifest, backend, artifacts, previous, device)
 
     lib = artifacts["lib"]
     compiled = [what for what, a in artifacts.items() if a.built is not None]
+    if device is not None and device.built is not None:
+        compiled.append("device")
     # The artifact key is known now (from the record, or from the build), and
-    # the stamps cover the files the compiler read beyond the scan.
+    # the stamps cover the files the compiler read beyond the scan, and the
+    # device code's files (the cubin's own key covers those).
     final_key = lib_key.key
     changes = _changes(memo, final_key, rebuild)
     stamps = _core.StampSet()
     stamps.stamps = lib_key.stamps
+    if device is not None:
+        changes += _device_changes(store, memo, device)
+        if device.stamps is not None:
+            known = {s.path for s in stamps.stamps}
+            stamps.stamps = list(stamps.stamps) + [s for s in device.stamps if s.path not in known]
     memo_out = _core.Memo()
     memo_out.kernel, memo_out.backend = name, backend
     memo_out.env = environment.fingerprint(env)
-    memo_out.keys = {"lib": final_key.hex, **{op: key.hex for op, key in binding_keys.items()}}
+    memo_out.keys = {"lib": final_key.hex, **{op: key.hex for op, key in binding_keys.items()},
+                     **({"device": device.key} if device else {})}
     memo_out.stamps, memo_out.inputs = stamps.stamps, final_key.inputs
     if memo is None or compiled or memo_out.env != memo.env or dict(memo_out.keys) != dict(memo.keys) \
             or _stamp_tuples(memo_out.stamps) != _stamp_tuples(memo.stamps):
         _core.write_memo(memo_path, memo_out)
     for a in artifacts.values():
         store.touch(a.entry.key)
+    if device is not None:
+        store.touch(device.key)
 
     notes = [f"cached {what} rejected: {a.miss_reason}" for what, a in artifacts.items() if a.miss_reason]
     notes += [f"include not found in the kernel's folders: {u}" for u in lib_key.unresolved]
@@ -221,12 +250,16 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         outcome="compiled" if compiled else "remote" if fetched else "cache",
         key=final_key.hex, manifest=manifest.file,
         artifacts=_artifact_paths(manifest, backend, artifacts),
-        build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built),
+        build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built)
+        + (device.built.seconds if device and device.built else 0.0),
         last_build_seconds=lib.entry.build_seconds, built_at=lib.entry.built_at,
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
         sources={what: a.source for what, a in artifacts.items()},
         remote=_remote_summary(team, team_before),
+        device=f"{device.nvrtc.identity()}, cubin key {device.key}" if device else None,
     )
+    if device is not None:
+        status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, stamps, status)
 
@@ -261,6 +294,16 @@ def _artifact_paths(manifest, backend: str, artifacts: dict) -> dict[str, str]:
         for spec in manifest.ops:
             paths[f"binding {spec.name}"] = _namespaces[keys.binding_namespace(spec.signature, backend)]
     return paths
+
+
+def _device_changes(store, memo, device) -> list[str]:
+    """Why the cubin differs from the previous one: "device: file:axpy_device.cu changed"."""
+    if memo is None or device.built is None or memo.keys.get("device") in (None, device.key):
+        return []
+    before = store.lookup(memo.keys["device"]).entry
+    if before is None:
+        return ["device: the previous cubin is no longer cached"]
+    return [f"device: {c}" for c in _core.diff_key_inputs(before.inputs, device.entry.inputs)]
 
 
 def _changes(memo, lib_key, rebuild: bool) -> list[str]:
@@ -373,7 +416,9 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
     pybind = manifest.binding == "pybind"
     includes = keys.include_dirs(manifest)
     # The host's defaults first, so a manifest flag (-mno-f16c, say) wins.
-    cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if backend == "cpu" else [])]
+    # [cuda] cflags go to nvcc, except with NVRTC: then the [cuda] sources are host C++.
+    host_flags = backend == "cpu" or keys.uses_nvrtc(manifest, backend)
+    cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if host_flags else [])]
     return BuildPlan(
         kernel=manifest.name, backend=backend,
         kind="module" if pybind else "kernel-lib",
@@ -389,6 +434,8 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
         estimate_s=estimate_s,
+        cuda_toolkit=not keys.uses_nvrtc(manifest, backend),
+        direct=keys.built_directly(manifest, backend),
     )
 
 
@@ -418,7 +465,7 @@ def _read_bytes(path: Path) -> bytes | None:
         return None
 
 
-def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None) -> dict[str, Op]:
+def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None, device=None) -> dict[str, Op]:
     """Exactly the manifest's ops. A handle the notebook holds for an op that
     is still defined runs the new code; one whose op left the manifest (or was
     renamed) is removed, so calling it says so instead of running old code."""
@@ -439,6 +486,10 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None)
 
     handle = lib.built.loaded if lib.built else _libraries.get(lib.entry.key) or open_library(lib.path)
     _libraries[lib.entry.key] = handle
+    if device is not None:
+        from registry import device_module
+
+        device_module.bind(handle, device.key, device.path)
     for spec in manifest.ops:
         namespace = keys.binding_namespace(spec.signature, backend)
         if namespace not in _namespaces:

@@ -22,12 +22,23 @@ def include_dirs(manifest) -> list[str]:
     return [manifest.dir, *(str(Path(manifest.dir) / d) for d in manifest.include_dirs), str(REGISTRY_INCLUDE)]
 
 
+LAUNCH_RUNTIME = REGISTRY_INCLUDE / "kreg" / "launch_runtime.cc"
+
+
+def uses_nvrtc(manifest, backend: str) -> bool:
+    """Device code through NVRTC: `sources` are then host launchers only."""
+    return backend == "cuda" and manifest.cuda.compiler == "nvrtc"
+
+
 def backend_spec(manifest, backend: str):
     return manifest.cuda if backend == "cuda" else manifest.cpu
 
 
 def kernel_sources(manifest, backend: str) -> list[str]:
-    sources = [str(Path(manifest.dir) / s) for s in backend_spec(manifest, backend).sources]
+    spec = backend_spec(manifest, backend)
+    sources = [str(Path(manifest.dir) / s) for s in spec.sources]
+    if uses_nvrtc(manifest, backend):
+        sources.append(str(LAUNCH_RUNTIME))  # kreg_launch, bound to the NVRTC-built module
     if manifest.binding == "pybind":
         sources.append(str(Path(manifest.dir) / manifest.binding_source))
     return sources
@@ -64,6 +75,17 @@ def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:
     return sorted(files), list(closure.unresolved)
 
 
+def built_directly(manifest, backend: str) -> bool:
+    """Torch-free libraries the registry compiles itself (direct_build.py):
+    CPU kernel libraries and the host launchers of NVRTC device code."""
+    return manifest.binding != "pybind" and (backend == "cpu" or uses_nvrtc(manifest, backend))
+
+
+# What a directly built library does not depend on: it includes no torch or Python header.
+_NOT_DIRECT_INPUTS = ("env.torch", "env.torch_cxx11_abi", "env.python", "env.cuda", "toolchain.nvcc",
+                      "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.cuda_arch")
+
+
 def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]):
     kind = "module" if manifest.binding == "pybind" else "kernel-lib"
     kb = _core.KeyBuilder()
@@ -75,8 +97,16 @@ def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]
     kb.add_list(f"flags.{backend}", list(spec.cflags))
     kb.add_list("flags.ldflags", list(manifest.ldflags))
     kb.add_list("include_dirs", list(manifest.include_dirs))
+    if uses_nvrtc(manifest, backend):
+        kb.add("device_compiler", "nvrtc")  # host launchers only; the cubin has its own key
+    direct = built_directly(manifest, backend)
+    if direct:
+        from registry.direct_build import DIRECT_RECIPE
+
+        kb.add("builder", DIRECT_RECIPE)
     for name, value in env.items():
-        kb.add(name, value)
+        if not (direct and name in _NOT_DIRECT_INPUTS):
+            kb.add(name, value)
     return kb.finish()
 
 

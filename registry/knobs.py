@@ -14,6 +14,8 @@ REGISTRY_CCACHE        "0" turns ccache off (default: on when ccache is found)
 REGISTRY_LOCK_TIMEOUT  seconds a build waits for another process building the
                        same key before giving up (default: 600)
 REGISTRY_VERBOSE       "1" prints the build commands
+REGISTRY_NVRTC         a libnvrtc.so to compile device code with (compiler = "nvrtc");
+                       default: the one in torch's nvidia wheels (registry/nvrtc.py)
 REGISTRY_CACHE_MAX_BYTES  cache size cap, e.g. 20G or 500M; least recently used
                        entries that no live process has loaded are removed
                        after each build (default: 20G)

@@ -5,6 +5,7 @@
 # temporary folder when unset).
 #   bash bench/gpu/run_all.sh            (STEPS="tests bandwidth editloop notebooks")
 #   STEPS="fresh anchor" bash bench/gpu/run_all.sh
+#   STEPS="nvrtc" bash bench/gpu/run_all.sh   (device code through NVRTC: bench/nvrtc_edit_loop.py)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -18,6 +19,7 @@ for step in $STEPS; do
              python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests 2>&1; } | tee "$OUT/gpu_tests.txt" | tail -60 ;;
     bandwidth) python3 bench/axpy_bandwidth.py --out "$OUT" 2>&1 | tail -12 ;;
     editloop) python3 bench/edit_loop.py --device cuda --reps "${REPS:-3}" --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tail -16 ;;
+    nvrtc) python3 bench/nvrtc_edit_loop.py --device cuda --reps "${REPS:-7}" --out "$OUT" 2>&1 | tail -16 ;;
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
     anchor) OUT="$OUT" python3 bench/anchor/torch_load_anchor.py > "$OUT/anchor.txt" 2>&1; tail -4 "$OUT/anchor.txt" ;;
     notebooks) REGISTRY_SWEEP_FIGURE="$OUT/axpy_sweep_h200.png" python3 bench/gpu/run_notebooks.py "$OUT" 2>&1 | tail -20 ;;

@@ -28,6 +28,11 @@ void init_build(py::module_& m) {
     if (!d) return std::nullopt;
     return d->hex();
   });
+  // The digest hash_file_hex gives for a file with these bytes: a key can then
+  // cover exactly the bytes a compiler was handed (the NVRTC path snapshots).
+  m.def("hash_bytes_hex", [](const py::bytes& bytes) {
+    return hash_bytes(std::string_view(bytes)).hex();
+  });
   m.def("hash_fields_hex", [](const std::vector<std::pair<std::string, std::string>>& fields) {
     FieldHasher h;
     for (const auto& [name, value] : fields) h.field(name, value);

@@ -33,7 +33,10 @@ void init_manifest(py::module_& m) {
   py::class_<BackendSpec>(m, "BackendSpec")
       .def_readonly("present", &BackendSpec::present)
       .def_readonly("sources", &BackendSpec::sources)
-      .def_readonly("cflags", &BackendSpec::cflags);
+      .def_readonly("cflags", &BackendSpec::cflags)
+      .def_readonly("compiler", &BackendSpec::compiler)
+      .def_readonly("device_sources", &BackendSpec::device_sources)
+      .def_readonly("device_cflags", &BackendSpec::device_cflags);
 
   py::class_<OpSpec>(m, "OpSpec")
       .def_readonly("signature", &OpSpec::signature)

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 const char* const kTopKeys[] = {"format",  "name",    "description", "binding",   "binding_source",
                                 "include_dirs", "headers", "cflags", "ldflags", "reference",
                                 "cpu",     "cuda",    "op"};
-const char* const kBackendKeys[] = {"sources", "cflags"};
+const char* const kBackendKeys[] = {"sources", "cflags", "compiler", "device_sources", "device_cflags"};
 const char* const kOpKeys[] = {"signature", "dtypes", "launcher", "same_shape", "reference"};
 
 const char* const kDtypes[] = {"float32", "float16", "bfloat16", "float64"};
@@ -510,6 +510,44 @@ class ManifestParser {
     if (spec->sources.empty()) fail(sources_field, "empty; list at least one source file");
     if (const toml::node* n = table.get("cflags")) {
       spec->cflags = read_string_list(*n, dotted(name, "cflags"));
+    }
+    parse_device_compiler(table, name, spec);
+  }
+
+  // [cuda] compiler = "nvrtc": the __global__ functions live in device_sources
+  // (compiled in-process by NVRTC into a cubin) and `sources` are host C++
+  // launchers calling them through kreg/launch.h.
+  void parse_device_compiler(const toml::table& table, const char* name, BackendSpec* spec) const {
+    const bool cuda = std::string(name) == "cuda";
+    for (const char* key : {"compiler", "device_sources", "device_cflags"}) {
+      if (!cuda && table.get(key) != nullptr) {
+        fail(dotted(name, key), "only valid in [cuda]; remove it from [" + std::string(name) + "]");
+      }
+    }
+    if (!cuda) return;
+    spec->compiler = "nvcc";
+    if (const toml::node* n = table.get("compiler")) {
+      spec->compiler = read_string(*n, dotted(name, "compiler"));
+      if (spec->compiler != "nvcc" && spec->compiler != "nvrtc") {
+        fail(dotted(name, "compiler"), "unknown compiler \"" + spec->compiler +
+                                           "\"; use \"nvcc\" (default) or \"nvrtc\"");
+      }
+    }
+    const toml::node* device = table.get("device_sources");
+    if (spec->compiler == "nvrtc") {
+      if (device == nullptr) {
+        fail(dotted(name, "device_sources"),
+             "missing; with compiler = \"nvrtc\" list the files holding the __global__ "
+             "functions, e.g. device_sources = [\"k_device.cu\"]");
+      }
+      spec->device_sources = read_paths(*device, dotted(name, "device_sources"), PathKind::kFile);
+      if (spec->device_sources.empty()) fail(dotted(name, "device_sources"), "empty; list at least one file");
+    } else if (device != nullptr || table.get("device_cflags") != nullptr) {
+      fail(dotted(name, device != nullptr ? "device_sources" : "device_cflags"),
+           "only used with compiler = \"nvrtc\"; add it, or move the file into sources");
+    }
+    if (const toml::node* n = table.get("device_cflags")) {
+      spec->device_cflags = read_string_list(*n, dotted(name, "device_cflags"));
     }
   }
 

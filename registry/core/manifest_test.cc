@@ -163,6 +163,35 @@ TEST_F(ManifestTest, NameKeyThatDiffersFromTheFolderSaysWhatToRename) {
   }
 }
 
+TEST_F(ManifestTest, NvrtcCompilerTakesDeviceSources) {
+  Manifest m = parse(std::string("format = 1\n") +
+                     "[cuda]\nsources = [\"axpy_cpu.cpp\"]\ncompiler = \"nvrtc\"\n"
+                     "device_sources = [\"axpy.cu\"]\ndevice_cflags = [\"-lineinfo\"]\n" + kOp);
+  EXPECT_EQ(m.cuda.compiler, "nvrtc");
+  EXPECT_EQ(m.cuda.device_sources, std::vector<std::string>{"axpy.cu"});
+  EXPECT_EQ(m.cuda.device_cflags, std::vector<std::string>{"-lineinfo"});
+  EXPECT_EQ(parse(std::string("format = 1\n") + kCuda + kOp).cuda.compiler, "nvcc");
+}
+
+TEST_F(ManifestTest, DeviceCompilerMistakesNameTheField) {
+  auto field_of = [&](const std::string& backend) {
+    try {
+      parse(std::string("format = 1\n") + backend + kOp);
+    } catch (const ManifestError& e) {
+      return e.field();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(field_of("[cuda]\nsources = [\"axpy.cu\"]\ncompiler = \"clang\"\n"), "cuda.compiler");
+  EXPECT_EQ(field_of("[cuda]\nsources = [\"axpy.cu\"]\ncompiler = \"nvrtc\"\n"), "cuda.device_sources");
+  EXPECT_EQ(field_of("[cuda]\nsources = [\"axpy.cu\"]\ndevice_sources = [\"axpy.cu\"]\n"),
+            "cuda.device_sources");
+  EXPECT_EQ(field_of("[cpu]\nsources = [\"axpy_cpu.cpp\"]\ncompiler = \"nvrtc\"\n"), "cpu.compiler");
+  EXPECT_EQ(field_of("[cuda]\nsources = [\"axpy.cu\"]\ncompiler = \"nvrtc\"\n"
+                     "device_sources = [\"../outside.cu\"]\n"),
+            "cuda.device_sources[0]");
+}
+
 TEST_F(ManifestTest, ParseManifestReadsFileWithAbsolutePaths) {
   write_file(fs::path(dir_) / "kernel.toml", std::string("format = 1\n") + kCuda + kOp);
   Manifest m = parse_manifest(dir_ + "/kernel.toml");

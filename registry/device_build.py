@@ -1,0 +1,276 @@
+"""Device code through NVRTC: a content-keyed cubin whose key covers exactly
+the bytes NVRTC was given.
+
+Exact about headers by construction:
+  1. the device sources' include closure (the C++ scanner, which counts both
+     sides of every #if) plus the files the last build needed is read once
+     into memory; the key hashes those bytes;
+  2. the same bytes are written into a private mirror of the kernel's folders
+     in the staging folder, and NVRTC gets only the mirror on its include
+     path, so it cannot read a project file the key did not cover;
+  3. a header it still asks for (an include spelled through a macro) fails
+     with "cannot open source file"; it is resolved in the real folders, read,
+     added to the snapshot and the compile is retried; the key is then taken
+     over the enlarged snapshot, so the published cubin is keyed by every
+     byte NVRTC saw.
+Headers that resolve outside the kernel's folders and the registry's include
+folder (cuda_fp16.h, ...) came with the NVRTC wheel: its identity is in the
+key. NVRTC's automatic precompiled headers are never turned on.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from registry import _core, keys
+from registry.diagnostics import parse_diagnostics
+from registry.errors import BuildError, RegistryError
+
+# Bumped when what the registry hands NVRTC changes (options, mirror layout, shims).
+DEVICE_RECIPE = "nvrtc-cubin-1"
+SHIM_DIR = keys.REGISTRY_INCLUDE / "kreg" / "nvrtc"  # <cstdint>, <stdint.h>
+_MAX_DISCOVERY_ROUNDS = 32
+_MISSING = re.compile(r'^(?P<file>[^\n(]+)\((?P<line>\d+)\): catastrophic error: (?:could not|cannot) open '
+                      r'source file "(?P<name>[^"]+)"', re.MULTILINE)
+
+# Every NVRTC compile this process ran, as kernel names: tests count them.
+compiles_run: list[str] = []
+
+
+class Snapshot:
+    """Project files as read once: path -> bytes."""
+
+    def __init__(self, manifest):
+        self.manifest = manifest
+        self.files: dict[str, bytes] = {}
+        self.stamps: list = []  # taken before each read: a save in between looks changed next time
+
+    def add(self, path: str) -> None:
+        path = os.path.normpath(path)
+        if path not in self.files:
+            self.stamps.extend(_core.StampSet([path]).stamps)
+            self.files[path] = Path(path).read_bytes()
+
+
+def device_spec(manifest):
+    return manifest.cuda
+
+
+def device_sources(manifest) -> list[str]:
+    return [str(Path(manifest.dir) / s) for s in manifest.cuda.device_sources]
+
+
+def _roots(manifest) -> list[tuple[Path, str]]:
+    """(real folder, its name in the mirror): the kernel's folder and the registry's headers."""
+    return [(Path(manifest.dir).resolve(), "k"), (keys.REGISTRY_INCLUDE.resolve(), "r")]
+
+
+def scan_files(manifest, recorded: list[str]) -> list[str]:
+    """The device sources, their scanned include closure and the files the
+    last build needed, sorted."""
+    dirs = keys.include_dirs(manifest) + [str(SHIM_DIR)]
+    closure = _core.scan_include_closure(device_sources(manifest), dirs)
+    return sorted(set(closure.files) | {p for p in recorded if Path(p).is_file()})
+
+
+def nvrtc_options(manifest, arch: str) -> list[str]:
+    return [f"-arch={arch}", "-std=c++17", "-default-device", *manifest.cuda.device_cflags]
+
+
+def target_arch(cuda_arch_list: str | None) -> str:
+    """sm_XY for NVRTC: the newest entry of TORCH_CUDA_ARCH_LIST's form ("9.0",
+    "8.0;9.0+PTX") or of the detected device's capability."""
+    entries = [e.strip().removesuffix("+PTX") for e in (cuda_arch_list or "").replace(" ", ";").split(";")]
+    entries = [e for e in entries if re.fullmatch(r"\d+\.\d+[af]?", e)]
+    if not entries:
+        raise RegistryError(
+            "no CUDA architecture to compile device code for: set TORCH_CUDA_ARCH_LIST (e.g. 9.0), "
+            "or run where torch sees a GPU"
+        )
+    newest = max(entries, key=lambda e: tuple(int(x) for x in re.sub(r"[af]$", "", e).split(".")))
+    major, minor = newest.split(".")
+    return f"sm_{major}{minor}"
+
+
+def device_key(manifest, snapshot: Snapshot, arch: str, nvrtc):
+    kb = _core.KeyBuilder()
+    kb.add("kernel", manifest.name).add("backend", "cuda").add("kind", "device")
+    kb.add("recipe", DEVICE_RECIPE)
+    for path in sorted(snapshot.files):
+        kb.add(f"file:{keys._label(path, manifest)}", _core.hash_bytes_hex(snapshot.files[path]))
+    kb.add_list("flags.device", nvrtc_options(manifest, arch))
+    kb.add_list("include_dirs", list(manifest.include_dirs))
+    kb.add("toolchain.nvrtc", nvrtc.identity())
+    kb.add("nvrtc.include_dir", nvrtc.include_dir or "")
+    return kb.finish()
+
+
+def _mirror_path(path: str, manifest, staging: Path) -> Path:
+    real = Path(path).resolve()
+    for root, name in _roots(manifest):
+        try:
+            return staging / "src" / name / real.relative_to(root)
+        except ValueError:
+            pass
+    raise RegistryError(f"{path} is outside the kernel's folder {manifest.dir} and the registry's headers; "
+                        "device code may include only files inside them (or the CUDA headers)")
+
+
+def _write_mirror(snapshot: Snapshot, staging: Path) -> None:
+    for path, data in snapshot.files.items():
+        target = _mirror_path(path, snapshot.manifest, staging)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+
+def _resolve_missing(name: str, includer_mirror: str, manifest, staging: Path) -> str | None:
+    """The real file an #include NVRTC could not open refers to, searched like
+    the scanner does: the including file's folder, then the include dirs."""
+    candidates = []
+    unmirrored = _unmirror(includer_mirror, manifest, staging)
+    if unmirrored != includer_mirror:
+        candidates.append(Path(unmirrored).parent / name)
+    candidates += [Path(d) / name for d in keys.include_dirs(manifest) + [str(SHIM_DIR)]]
+    for c in candidates:
+        if c.is_file():
+            try:
+                _mirror_path(str(c), manifest, staging)
+            except RegistryError:
+                continue
+            return os.path.normpath(str(c))
+    return None
+
+
+def _unmirror(text: str, manifest, staging: Path) -> str:
+    """Mirror paths in NVRTC's log -> the real files, so errors point at what to edit."""
+    for root, name in _roots(manifest):
+        text = text.replace(str(staging / "src" / name) + "/", str(root) + "/")
+    return text.replace(str(staging / "src") + "/", "")  # the generated unit: "<kernel>.device.cu"
+
+
+def _include_paths(manifest, staging: Path, nvrtc) -> list[str]:
+    paths = [str(_mirror_path(d, manifest, staging)) for d in keys.include_dirs(manifest)]
+    paths.append(str(_mirror_path(str(SHIM_DIR), manifest, staging)))
+    if nvrtc.include_dir:
+        paths.append(nvrtc.include_dir)
+    return paths
+
+
+class DeviceBuild:
+    """A compiled cubin in a staging folder, and the key over what NVRTC saw."""
+
+    def __init__(self, key, cubin_name: str, files: list[str], seconds: float, rounds: int):
+        self.key, self.artifact, self.deps, self.seconds, self.rounds = key, cubin_name, files, seconds, rounds
+
+
+def compile_device(manifest, snapshot: Snapshot, arch: str, nvrtc, staging: Path) -> DeviceBuild:
+    """Compile the device sources to <staging>/<kernel>.cubin; grows the snapshot
+    with headers found only by compiling (see the module comment)."""
+    start = time.perf_counter()
+    options = nvrtc_options(manifest, arch)
+    # One translation unit including every device source by its mirror path:
+    # one cubin, one module per kernel.
+    unit = "".join(f'#include "{_mirror_path(s, manifest, staging)}"\n' for s in device_sources(manifest))
+    unit_name = str(staging / "src" / f"{manifest.name}.device.cu")
+    for rounds in range(1, _MAX_DISCOVERY_ROUNDS + 1):
+        _write_mirror(snapshot, staging)
+        compiles_run.append(manifest.name)
+        cubin, log = nvrtc.compile(unit.encode(), unit_name,
+                                   options + [f"-I{p}" for p in _include_paths(manifest, staging, nvrtc)])
+        if cubin is not None:
+            name = f"{manifest.name}.cubin"
+            (staging / name).write_bytes(cubin)
+            shutil.rmtree(staging / "src", ignore_errors=True)
+            return DeviceBuild(device_key(manifest, snapshot, arch, nvrtc), name, sorted(snapshot.files),
+                               time.perf_counter() - start, rounds)
+        missing = [(m["name"], m["file"]) for m in _MISSING.finditer(log)]
+        found = [p for name, includer in missing
+                 if (p := _resolve_missing(name, includer, manifest, staging)) and p not in snapshot.files]
+        if not found:
+            raise _build_error(manifest, _unmirror(log, manifest, staging))
+        for path in found:
+            snapshot.add(path)
+    raise RegistryError(f"{manifest.name}: device headers kept appearing after {_MAX_DISCOVERY_ROUNDS} compiles")
+
+
+def _build_error(manifest, log: str) -> BuildError:
+    # NVRTC writes "file(line): error: ..." like nvcc, and "catastrophic error"
+    # for a missing header: the same diagnostics as the nvcc path.
+    readable = log.replace("): catastrophic error:", "): error:")
+    return BuildError(manifest.name, "the device code (NVRTC)", parse_diagnostics(readable), log)
+
+
+class DeviceArtifact:
+    """A verified cubin in the cache (built now, or found)."""
+
+    def __init__(self, entry, built: DeviceBuild | None, nvrtc, miss_reason: str = "", stamps=None):
+        self.entry, self.built, self.nvrtc, self.miss_reason = entry, built, nvrtc, miss_reason
+        self.stamps = stamps  # of the snapshot's files; None when the memo's verdict held
+        self.path = str(Path(entry.dir) / entry.artifact)
+        self.key = entry.key
+        self.files = list(entry.deps)
+
+
+def _entry_input(entry, name: str) -> str | None:
+    return next((i.value for i in entry.inputs if i.name == name), None)
+
+
+def recorded_files(store, memo) -> list[str]:
+    """The files the previous cubin of this kernel was compiled from (its
+    entry's deps): macro-spelled includes the scanner cannot see stay keyed."""
+    if memo is None or "device" not in memo.keys:
+        return []
+    hit = store.lookup(memo.keys["device"])
+    return list(hit.entry.deps) if hit.entry is not None else []
+
+
+def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, force: bool) -> DeviceArtifact:
+    """The kernel's cubin: the memo's key when no stamp moved (trust_memo),
+    else scan + snapshot + key; a miss compiles under the key's lock."""
+    from registry import nvrtc as nvrtc_lib
+    from registry.artifacts import _locked
+
+    nv = nvrtc_lib.load()
+    if trust_memo and not force and memo is not None and "device" in memo.keys:
+        hit = store.lookup(memo.keys["device"])
+        # The same NVRTC too: the memo's verdict covers only the files.
+        if hit.entry is not None and _entry_input(hit.entry, "toolchain.nvrtc") == nv.identity():
+            return DeviceArtifact(hit.entry, None, nv)
+    arch = target_arch(cuda_arch)
+    snapshot = Snapshot(manifest)
+    for path in scan_files(manifest, recorded_files(store, memo)):
+        snapshot.add(path)
+    key = device_key(manifest, snapshot, arch, nv)
+    reason = ""
+    if not force:
+        hit = store.lookup(key.hex)
+        if hit.entry is not None:
+            return DeviceArtifact(hit.entry, None, nv, stamps=snapshot.stamps)
+        reason = hit.miss_reason
+    with _locked(store.lock_path(key.hex)):
+        if force:
+            store.remove(key.hex)
+        staging = Path(store.make_staging_dir())
+        try:
+            built = compile_device(manifest, snapshot, arch, nv, staging)
+            # built.key covers every header compiling found; usually key itself.
+            entry = _core.Entry()
+            entry.key, entry.kernel, entry.backend, entry.kind = built.key.hex, manifest.name, "cuda", "device"
+            entry.artifact, entry.build_seconds = built.artifact, built.seconds
+            entry.built_at, entry.deps, entry.inputs = int(time.time()), built.deps, built.key.inputs
+            existing = store.lookup(built.key.hex) if built.key.hex != key.hex else None
+            if existing is not None and existing.entry is not None:
+                shutil.rmtree(staging, ignore_errors=True)  # the enlarged key is cached: the same bytes
+                return DeviceArtifact(existing.entry, built, nv, reason, snapshot.stamps)
+            published = store.publish(str(staging), entry)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    from registry import pins
+
+    pins.collect_garbage(store, keep=[published.key])
+    return DeviceArtifact(published, built, nv, reason, snapshot.stamps)

@@ -1,0 +1,77 @@
+"""A cubin loaded with the CUDA driver API and bound into a launcher library.
+
+cuModuleLoadData takes the cubin bytes (0.1-0.3 ms); the launcher library's
+kreg_bind_device_module (registry/include/kreg/launch_runtime.cc) then gets
+the module and the driver's cuModuleGetFunction / cuLaunchKernel /
+cuGetErrorString, so the library links neither libcuda nor the CUDA runtime.
+Modules are never unloaded: an old op handle or a compiled graph may still
+launch from one.
+
+The module belongs to the CUDA context current when it was loaded: torch's
+primary context of the current device (one device per kernel for now).
+"""
+from __future__ import annotations
+
+import ctypes
+
+from registry.errors import RegistryError
+
+_driver = None
+# cubin key -> CUmodule handle, per process; loaded once, never unloaded.
+_modules: dict[str, int] = {}
+
+
+def _cuda():
+    global _driver
+    if _driver is None:
+        try:
+            _driver = ctypes.CDLL("libcuda.so.1")
+        except OSError as error:
+            raise RegistryError(f"the CUDA driver (libcuda.so.1) could not be loaded: {error}") from None
+        _driver.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    return _driver
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        text = ctypes.c_char_p()
+        _cuda().cuGetErrorString(result, ctypes.byref(text))
+        raise RegistryError(f"{what} failed: {(text.value or b'error %d' % result).decode()}")
+
+
+def _ensure_context() -> None:
+    """torch's primary context of the current device, made current on this thread."""
+    import torch
+
+    torch.cuda.init()
+    device = torch.cuda.current_device()
+    torch.cuda.synchronize(device)  # creates the primary context if nothing has yet
+    driver = _cuda()
+    ctx = ctypes.c_void_p()
+    _check(driver.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    if not ctx.value:
+        _check(driver.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), device), "cuDevicePrimaryCtxRetain")
+        _check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+def load_module(key: str, cubin_path: str) -> int:
+    if key in _modules:
+        return _modules[key]
+    _ensure_context()
+    data = open(cubin_path, "rb").read()
+    module = ctypes.c_void_p()
+    _check(_cuda().cuModuleLoadData(ctypes.byref(module), data), f"cuModuleLoadData({cubin_path})")
+    _modules[key] = module.value
+    return module.value
+
+
+def bind(library, key: str, cubin_path: str) -> None:
+    """Point a launcher library's kreg_launch at the module of this cubin."""
+    module = load_module(key, cubin_path)
+    driver = _cuda()
+    entry = [ctypes.cast(getattr(driver, name), ctypes.c_void_p)
+             for name in ("cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorString")]
+    bind_fn = library.kreg_bind_device_module
+    bind_fn.argtypes = [ctypes.c_void_p] * 4
+    bind_fn.restype = None
+    bind_fn(ctypes.c_void_p(module), *entry)
