@@ -15,7 +15,7 @@ from pathlib import Path
 from registry import _core, ccache, environment, keys, knobs, pins, torch_ops
 from registry.errors import KernelNotFoundError, RegistryError
 from registry.launchers import build_table, open_library
-from registry.op import Op
+from registry.op import Op, link_backwards
 
 # The build machinery (builder, artifacts, ThreadPoolExecutor) is imported only
 # when something must be built: a fresh process that finds everything cached
@@ -300,6 +300,9 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
     pybind = manifest.binding == "pybind"
     includes = keys.include_dirs(manifest)
     cflags = list(manifest.cflags) + (list(spec.cflags) if backend == "cpu" else [])
+    # Launcher prototypes from the signatures, seen by every source: a launcher
+    # that disagrees does not compile (core/launcher_header.h).
+    prototypes = [] if pybind else ["-include", _launcher_header(manifest)]
     return BuildPlan(
         kernel=manifest.name, backend=backend,
         kind="module" if pybind else "kernel-lib",
@@ -307,13 +310,28 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
         # name); a kernel library's must not (ccache, see builder.py).
         module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else ""),
         sources=keys.kernel_sources(manifest, backend),
-        cflags=([] if pybind else ["-fvisibility=hidden"]) + cflags,
-        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + list(manifest.cuda.cflags),
+        cflags=([] if pybind else ["-fvisibility=hidden"]) + prototypes + cflags,
+        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + prototypes + list(manifest.cuda.cflags),
         ldflags=([] if pybind else ["-Wl,-Bsymbolic"]) + list(manifest.ldflags),
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
         estimate_s=estimate_s,
+        ops=[] if pybind else list(manifest.ops),
+        manifest_file=manifest.file,
     )
+
+
+def _launcher_header(manifest) -> str:
+    """Writes the kernel's launcher prototypes under the cache's generated/
+    folder, named by content (it is a function of the manifest, which the key
+    already covers), and returns its path."""
+    text = _core.generate_launcher_header(manifest.name, list(manifest.ops))
+    digest = _core.hash_fields_hex([("launchers", text)])[:16]
+    path = knobs.cache_dir() / "v1" / "generated" / f"kreg_launchers_{manifest.name}_{digest}.h"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _core.write_file_atomic(str(path), text)
+    return str(path)
 
 
 def _binding_plan(manifest, op, backend: str, cache_root: Path):
@@ -342,7 +360,8 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None)
         module = _modules.get(lib.entry.key) or (lib.built.loaded if lib.built else _import_module(lib))
         _modules[lib.entry.key] = module
         for spec in manifest.ops:
-            op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])
+            op = ops.get(spec.name) or Op.of(manifest.name, spec)
+            op._set_spec(spec)
             op._swap(getattr(module, spec.name), None, backend, lib.entry.key)
             ops[spec.name] = op
         return ops
@@ -357,12 +376,15 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None)
                 torch.ops.load_library(binding.path)
             _namespaces[namespace] = binding.path
         fn = getattr(torch.ops, namespace).call.default
-        torch_ops.register_binding_fake(namespace, spec.signature)
-        op = ops.get(spec.name) or Op(manifest.name, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args])
-        op._swap(fn, build_table(handle, spec, manifest.name), backend, lib.entry.key)
+        table = build_table(handle, spec, manifest.name)
+        torch_ops.register_binding_fake(namespace, spec, table)
+        op = ops.get(spec.name) or Op.of(manifest.name, spec)
+        op._set_spec(spec)
+        op._swap(fn, table, backend, lib.entry.key)
         ops[spec.name] = op
         if manifest.binding == "torch-library":
             torch_ops.expose(manifest.name, spec, backend, op)
+    link_backwards(ops, manifest)
     return ops
 
 

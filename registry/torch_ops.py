@@ -6,46 +6,65 @@ aborts the process, which is exactly what torch's own JIT reload does):
 * every generated binding `kreg_<hash>::call` gets a fake (meta) kernel, so
   torch.compile can trace through an Op handle;
 * kernels with `binding = "torch-library"` are also defined as
-  `torch.ops.<kernel>.<op>` with their manifest signature. The CPU and CUDA
-  implementations call the kernel's Op handle, so a hot reload changes what
-  runs without registering anything again, and a graph compiled before the
-  reload calls the new code (old code is never unloaded, so nothing can call
-  freed memory).
+  `torch.ops.<kernel>.<op>` with their manifest signature (its canonical
+  text: defaults, keyword-only arguments and Tensor(a!) included). The CPU and
+  CUDA implementations call the kernel's Op handle, so a hot reload changes
+  what runs without registering anything again, and a graph compiled before
+  the reload calls the new code (old code is never unloaded, so nothing can
+  call freed memory). An op with a backward gets it through
+  torch.library.register_autograd.
 
-The generated ops are functional: the output is allocated like the first
-Tensor argument, no argument is mutated, so the fake is that allocation.
+Fakes allocate each output from its manifest declaration: the Python text
+comes from the core (`_core.fake_function`, core/output_spec.h), the same
+declaration the binding allocates from and the AOT package's fakes use. One
+binding serves every op with its signature, whose declarations may differ,
+so its Meta kernel picks the fake by the launcher table the call carries.
 """
 from __future__ import annotations
+
+import ctypes
+
+from registry import _core
 
 _libraries: dict[str, object] = {}   # namespace -> torch.library.Library (kept alive)
 _handles: dict[tuple[str, str], dict[str, object]] = {}  # (namespace, op) -> backend -> Op
 _faked: set[str] = set()
+_fakes_by_table: dict[int, object] = {}  # launcher table address -> fake function
+_compiled: dict[tuple[str, str], object] = {}  # (signature, declarations) -> fake function
 
 
-def _first_tensor(signature) -> int:
-    return next(i for i, a in enumerate(signature.args) if a.type_name == "Tensor")
+def fake_for(spec):
+    """The fake function of an op: fake(<signature args>) -> outputs like the real op's."""
+    signature = spec.signature
+    cache_key = (signature.canonical(), "|".join(o.text for o in spec.outputs))
+    fn = _compiled.get(cache_key)
+    if fn is None:
+        import torch
+
+        namespace = {"torch": torch}
+        exec(_core.fake_function(signature, list(spec.outputs), "fake"), namespace)  # text from core/output_spec.cc
+        fn = _compiled[cache_key] = namespace["fake"]
+    return fn
 
 
-def register_binding_fake(namespace: str, signature) -> None:
+def register_binding_fake(namespace: str, spec, table) -> None:
     """A Meta kernel for kreg_<hash>::call (fake tensors fall back to it). Cheaper
     to register than torch.library.register_fake, and this runs on a fresh
     process's first `get`."""
+    _fakes_by_table[ctypes.addressof(table)] = fake_for(spec)
     if namespace in _faked:
         return
     import torch
 
-    first = _first_tensor(signature)
     library = _libraries.get(namespace)
     if library is None:
         library = _libraries[namespace] = torch.library.Library(namespace, "IMPL")
-    library.impl("call", lambda *args: torch.empty_like(args[first]), "Meta")
+    library.impl("call", lambda *args: _fakes_by_table[args[-1]](*args[:-1]), "Meta")
     _faked.add(namespace)
 
 
 def schema(signature) -> str:
-    types = {"Tensor": "Tensor", "float": "float", "int": "int", "bool": "bool"}
-    args = ", ".join(f"{types[a.type_name]} {a.name}" for a in signature.args)
-    return f"{signature.name}({args}) -> Tensor"
+    return signature.canonical()
 
 
 def expose(namespace: str, op_spec, backend: str, handle) -> None:
@@ -65,8 +84,7 @@ def expose(namespace: str, op_spec, backend: str, handle) -> None:
     library.define(schema(op_spec.signature))
     for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
         library.impl(name, _kernel(namespace, name, wanted, handles), key)
-    first = _first_tensor(op_spec.signature)
-    torch.library.register_fake(f"{namespace}::{name}")(lambda *args: torch.empty_like(args[first]))
+    torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec))
 
 
 def _kernel(namespace: str, name: str, backend: str, handles: dict):
@@ -75,6 +93,6 @@ def _kernel(namespace: str, name: str, backend: str, handles: dict):
         if handle is None:
             raise RuntimeError(f"torch.ops.{namespace}.{name} has no {backend} build loaded in this process; "
                                f"call registry.get({namespace!r}, device={backend!r}) first")
-        return handle(*args)
+        return handle._call_raw(args)
 
     return run
