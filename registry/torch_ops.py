@@ -88,11 +88,12 @@ def expose(namespace: str, op_spec, backend: str, handle) -> None:
 
 
 def _kernel(namespace: str, name: str, backend: str, handles: dict):
-    def run(*args):
+    def run(*args, **kwargs):
         handle = handles.get(backend)
         if handle is None:
             raise RuntimeError(f"torch.ops.{namespace}.{name} has no {backend} build loaded in this process; "
                                f"call registry.get({namespace!r}, device={backend!r}) first")
-        return handle._call_raw(args)
+        # The dispatcher may leave defaulted arguments out or pass keyword-only ones by name.
+        return handle._call_raw(handle._bind_arguments(args, kwargs))
 
     return run

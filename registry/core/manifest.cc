@@ -787,6 +787,9 @@ class ManifestParser {
       }
       out.emplace_back(name, dims);
     }
+    // In signature order (a TOML table's keys come sorted): the first Tensor's sizes lead.
+    std::stable_sort(out.begin(), out.end(),
+                     [&](const auto& a, const auto& b) { return sig.find_arg(a.first) < sig.find_arg(b.first); });
     for (const Arg& a : sig.args) {
       const bool listed = std::any_of(out.begin(), out.end(), [&](const auto& p) { return p.first == a.name; });
       if (!out.empty() && a.is_tensor() && !a.optional && !listed) {
