@@ -20,6 +20,8 @@ from registry.op import Op
 from conftest import CHECKOUT, KernelCopy
 from kernel_contract import manifests, op_handle
 
+pytestmark = pytest.mark.usefixtures("cache_root")  # the session's private cache, not the checkout's
+
 
 def _get(kernel: str, op: str | None = None):
     handle = registry.get(kernel, device="cpu")
