@@ -309,23 +309,15 @@ def _init_py(manifest, backends: list[str]) -> str:
     lines += ["", f"ops = torch.ops.{ns}", f"__all__ = {['ops', *names]!r}"]
     for op in manifest.ops:
         args = ", ".join(a.name for a in op.signature.args)
-        tensors = [a.name for a in op.signature.args if a.type_name == "Tensor"]
-        first = tensors[0]
         lines += [
             "", "",
-            f'@torch.library.register_fake("{ns}::{op.name}")',
-            f"def _fake_{op.name}({args}):",
-            "    # Also the Meta kernel, which wins dispatch over CPU and CUDA: a meta",
-            "    # tensor among real ones lands here, and must raise as the kernels would.",
-            f"    for _name, _tensor in ({''.join(f'({n!r}, {n}), ' for n in tensors[1:])}):",
-            f"        if _tensor.device != {first}.device:",
-            f'            raise RuntimeError(f"{ns}.{op.name}: argument \'{{_name}}\' is on {{_tensor.device}} "',
-            f'                               f"but \'{first}\' is on {{{first}.device}}; put all tensors on one device")',
-            f"    return torch.empty_like({first})",
+            # Allocates like the kernel does: the manifest's output declarations (core/output_spec.h).
+            _core.fake_function(op.signature, list(op.outputs), f"_fake_{op.name}").rstrip("\n"),
+            f'torch.library.register_fake("{ns}::{op.name}")(_fake_{op.name})',
             "", "",
-            f"def {op.name}({args}):",
+            f"def {op.name}(*args, **kwargs):",
             f'    """{op.signature.canonical()}"""',
-            f"    return ops.{op.name}({args})",
+            f"    return ops.{op.name}(*args, **kwargs)",
         ]
     return "\n".join(lines) + "\n"
 

@@ -46,6 +46,10 @@ class BuildPlan:
     cuda_toolkit: bool = True
     # Torch-free kernel libraries: the registry's own compiler call (direct_build.py), not load().
     direct: bool = False
+    # kernel-lib only: the manifest's ops, whose launchers (core/launcher_header.h)
+    # the library must export; a failed compile is explained against them.
+    ops: list = field(default_factory=list)
+    manifest_file: str = ""
 
     @property
     def is_python_module(self) -> bool:
@@ -114,6 +118,7 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     if plan.kind == "kernel-lib":
         # Open it before the staging folder is renamed away.
         loaded = open_library(str(staging / plan.artifact))
+        _check_launchers(plan, loaded)
     elif plan.kind == "binding":
         loaded = None  # load() ran its static registration (TORCH_LIBRARY)
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
@@ -127,6 +132,8 @@ def build_error(plan: BuildPlan, log: str, staging: Path) -> BuildError:
                    for d in parse_diagnostics(log)]
     if "undefined" in log and plan.kind != "binding":
         diagnostics = _undefined_symbol_diagnostics(plan, log) + diagnostics
+    if plan.ops:
+        diagnostics = _launcher_mismatches(plan, diagnostics, log) + diagnostics
     return BuildError(plan.kernel, plan.describe(), diagnostics, log)
 
 
@@ -171,6 +178,40 @@ def _import_cpp_extension(quiet_about_cuda: bool):
     finally:
         logger.removeFilter(note)
     return cpp_extension
+
+
+def _launcher_mismatches(plan: BuildPlan, diagnostics: list, log: str) -> list:
+    """A launcher that disagrees with its generated prototype fails to compile
+    with a "conflicting declaration"; say which op, argument and types."""
+    from registry import _core
+    from registry.errors import Diagnostic
+
+    excerpts = []
+    for d in diagnostics[:20]:
+        try:
+            lines = Path(d.file).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        excerpts.append("\n".join(lines[max(0, d.line - 1):d.line + 5]))
+    where = diagnostics[0] if diagnostics else Diagnostic(plan.manifest_file, 1, None, "error", "")
+    return [where._replace(severity="error", message=m)
+            for m in _core.explain_launcher_mismatch(plan.ops, log, excerpts)]
+
+
+def _check_launchers(plan: BuildPlan, library) -> None:
+    """Every op's launcher for every listed dtype must be exported: a missing
+    one fails the build (nothing is published) rather than a later call."""
+    if not plan.ops:
+        return
+    from registry import _core
+    from registry.errors import Diagnostic
+
+    required = _core.required_launchers(plan.ops)
+    exported = [s for s in required if hasattr(library, s)]
+    messages = _core.missing_launchers(plan.kernel, plan.ops, exported)
+    if messages:
+        raise BuildError(plan.kernel, plan.describe(),
+                         [Diagnostic(plan.manifest_file, 1, None, "error", m) for m in messages], "\n".join(messages))
 
 
 def _libstdcxx_flags() -> list[str]:

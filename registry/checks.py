@@ -18,13 +18,30 @@ import torch
 # (rtol, atol) per dtype. The kernels compute in float and round once on store,
 # so half an ulp of the output: fp16 eps 9.8e-4, bf16 eps 7.8e-3; float32's
 # atol covers the rounding of alpha * x before the add when the sum cancels.
+# Integer outputs are exact, except int8 quantised values: rounding x * 127 /
+# amax in float rather than float64 may land one step away at a tie.
+# A reference module may override per op: TOLERANCES = {"op": {"float32": (rtol, atol)}}.
 TOLERANCES = {
     "float32": (1e-5, 1e-6),
     "float16": (1e-3, 1e-3),
     "bfloat16": (8e-3, 8e-3),
     "float64": (1e-12, 1e-12),
 }
+INTEGER_TOLERANCES = {"int8": (0.0, 1.0)}  # every other integer or bool dtype: exact
 DEFAULT_SCALARS = {"float": 1.5, "int": 3, "bool": True}
+
+
+def tolerance(dtype_name: str, reference_module=None, op_name: str = "") -> tuple[float, float]:
+    overrides = getattr(reference_module, "TOLERANCES", {}) if reference_module is not None else {}
+    if dtype_name in overrides.get(op_name, {}):
+        return tuple(overrides[op_name][dtype_name])
+    if dtype_name in TOLERANCES:
+        return TOLERANCES[dtype_name]
+    return INTEGER_TOLERANCES.get(dtype_name, (0.0, 0.0))
+
+
+def dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
 
 
 @dataclass
@@ -72,15 +89,118 @@ def load_reference(manifest):
     return module
 
 
+def sweep_sizes(spec, n: int) -> dict[str, int]:
+    """The seed's element counts (1, 17, 2^16, 2^28, ...) mapped onto an op's
+    named sweep sizes (manifest `sweep`, e.g. x = "[rows, cols]"): the first
+    Tensor's last size is the row length, its first the row count, every other
+    name the row length. n = 1 is 1 x 1; n < 64 is the ragged n x 33 (17 x 33);
+    larger n use rows of 1024 (up to 2^20 elements) or 4096."""
+    names = []
+    for _, dims in spec.sweep:
+        names += [d for d in dims if not d.isdigit() and d not in names]
+    if not names:
+        return {}
+    first = [d for d in spec.sweep[0][1] if not d.isdigit()]
+    if n <= 1:
+        cols, rows = 1, 1
+    elif n < 64:
+        cols, rows = 33, n
+    else:
+        cols = 1024 if n <= 1 << 20 else 4096
+        rows = max(1, n // cols)
+    sizes = {name: cols for name in names}
+    if len(first) > 1:
+        sizes[first[0]] = rows
+    return sizes
+
+
+def shapes(spec, n: int) -> dict[str, tuple]:
+    """Each Tensor argument's shape for seed size n: from the sweep, or (n,)."""
+    sizes = sweep_sizes(spec, n)
+    if spec.sweep:
+        return {name: tuple(int(d) if d.isdigit() else sizes[d] for d in dims) for name, dims in spec.sweep}
+    return {a.name: (n,) for a in spec.signature.args if a.type_name == "Tensor" and not a.optional}
+
+
 def make_args(spec, n: int, dtype, device: str, generator, overrides: dict) -> list:
+    """Random inputs for one call: Tensors shaped by `shapes`, in the dispatch
+    dtype or the manifest's fixed one (integers drawn from [0, 100)); a Tensor?
+    without a sweep shape is None; scalars from `overrides`, else the
+    signature's default, else DEFAULT_SCALARS."""
+    import torch
+
+    from registry import _core
+
+    dtype_names = [d[0] for d in _core.DTYPES]
+    by_name = shapes(spec, n)
     values = []
-    for arg in spec.signature.args:
-        if arg.type_name == "Tensor":
-            values.append(torch.randn(n, generator=generator, device=device, dtype=torch.float32).to(dtype))
-        elif arg.name in overrides:
+    for i, arg in enumerate(spec.signature.args):
+        if arg.name in overrides:
             values.append(overrides[arg.name])
-        else:
+        elif arg.type_name == "Tensor":
+            shape = by_name.get(arg.name)
+            if shape is None:
+                values.append(None)
+                continue
+            fixed = spec.arg_dtypes[i] if i < len(spec.arg_dtypes) else -1
+            t_dtype = getattr(torch, dtype_names[fixed]) if fixed >= 0 else dtype
+            if t_dtype.is_floating_point:
+                t = torch.randn(shape, generator=generator, device=device, dtype=torch.float32).to(t_dtype)
+            else:
+                t = torch.randint(0, 100, shape, generator=generator, device=device).to(t_dtype)
+            values.append(t)
+        elif arg.has_default:
+            from registry.op import _default_value
+
+            values.append(_default_value(arg))
+        elif arg.type_name in DEFAULT_SCALARS:
             values.append(DEFAULT_SCALARS[arg.type_name])
+        elif arg.type_name == "int[]":
+            values.append([])
+        else:
+            values.append(None)
     return values
 
 
+def reference_args(args: list) -> list:
+    """The inputs as the reference sees them: detached CPU copies (the op may
+    write a Tensor(a!) argument), floating ones in float64."""
+    import torch
+
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            a = a.detach().to("cpu")
+            out.append(a.to(torch.float64) if a.is_floating_point() else a.clone())
+        else:
+            out.append(a)
+    return out
+
+
+def results(spec, args: list, returned) -> list:
+    """What an op produced, as a list: its returns, or for an op returning ()
+    each Tensor(a!) argument after the call."""
+    if not spec.signature.returns:
+        return [args[i] for i, a in enumerate(spec.signature.args) if a.mutated]
+    return list(returned) if isinstance(returned, (tuple, list)) else [returned]
+
+
+def check_call(op, spec, reference_fn, args: list, reference_module=None) -> CheckResult:
+    """Calls op and its reference on the same inputs and compares every output
+    with the tolerance of its dtype; the worst output decides."""
+    ref_in = reference_args(args)
+    outs = results(spec, args, op(*args))
+    refs = reference_fn(*ref_in)
+    refs = list(refs) if isinstance(refs, (tuple, list)) else [refs]
+    if len(refs) != len(outs):
+        return CheckResult(float("nan"), float("nan"), False,
+                           f"the reference returned {len(refs)} values for {len(outs)} outputs")
+    worst = CheckResult(0.0, 0.0, True)
+    names = [r.name for r in spec.signature.returns] or [a.name for a in spec.signature.args if a.mutated]
+    for name, out, ref in zip(names, outs, refs):
+        rtol, atol = tolerance(dtype_name(out.dtype), reference_module, spec.name)
+        result = compare(out, ref, rtol, atol)
+        if not result.passed:
+            return CheckResult(result.max_abs_err, result.max_rel_err, False, f"{name}: {result.reason}")
+        worst = CheckResult(max(worst.max_abs_err, result.max_abs_err), max(worst.max_rel_err, result.max_rel_err), True)
+    return worst

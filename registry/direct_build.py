@@ -52,7 +52,9 @@ def build(plan, staging: Path):
     deps = _depfile_deps(staging, plan.project_dirs)
     for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:
         leftover.unlink()
-    return builder.BuildResult(staging, plan.artifact, deps, seconds, open_library(str(out)))
+    library = open_library(str(out))
+    builder._check_launchers(plan, library)
+    return builder.BuildResult(staging, plan.artifact, deps, seconds, library)
 
 
 def _run(command: list[str], plan, staging: Path) -> None:

@@ -4,13 +4,17 @@
     result.passed                            # every row that ran is correct
     result.plot("gbps")                      # GB/s vs n, one line per dtype
 
+    registry.sweep(op, reference=fn)         # an inline %%kernel op, with its reference
+
 For each op of the kernel, dtype (default: the manifest's) and size n
 (default: a few from 1 to what fits the memory budget):
 
-  inputs     every Tensor argument gets shape (n,) and the dtype, filled with
-             torch.randn (never zeros: an op that writes nothing must not pass
-             by luck); scalars get a fixed value (1.5, 3, True) unless `args`
-             names them.
+  inputs     every Tensor argument gets its shape from the op's `sweep` in the
+             manifest, n mapped onto its named sizes (checks.sweep_sizes: 17
+             is the ragged 17 x 33), else (n,); filled with torch.randn in the
+             dtype, or the manifest's fixed dtype (never zeros: an op that
+             writes nothing must not pass by luck); scalars get the signature's
+             default or a fixed value (1.5, 3, True) unless `args` names them.
   poison     the op allocates its output (empty_like). Right before the checked
              call a NaN-filled tensor of the output's size is allocated and
              freed, so the caching allocator (CUDA) likely hands that block to
@@ -26,9 +30,14 @@ For each op of the kernel, dtype (default: the manifest's) and size n
   time       median of `repeats` calls after warm-up: CUDA events on CUDA,
              perf_counter on the CPU. Inputs rotate between two sets when a set
              is small enough to stay in cache, so a timing is not just a cache hit.
-  GB/s       (bytes of every Tensor input + the output) / median time. On CUDA
-             also as a fraction of a device-to-device copy (read + write bytes),
-             measured once per sweep.
+  GB/s       (bytes of every Tensor input + every output) / median time. On
+             CUDA also as a fraction of a device-to-device copy (read + write
+             bytes), measured once per sweep.
+  baseline   when the op names one (`baseline` in the manifest: a function of
+             the reference module doing the same with torch's own ops), its
+             median time on the same inputs and the speed-up over it.
+  failures   an exception in a row (a launcher error, a bad shape) marks that
+             row failed with the message; the sweep goes on.
 
 Sizes that do not fit the memory budget are listed as skipped, with why.
 """
@@ -45,8 +54,8 @@ CPU_SIZES = [1, 17, 2**16, 2**20]
 CUDA_SIZES = [1, 17, 2**16, 2**24, 2**28]
 BUDGET_FRACTION = 0.5    # of free device memory (CUDA) or available RAM (CPU)
 CACHE_RESIDENT_BYTES = 64 << 20  # an input set below this may stay in L2/L3: rotate two
-COLUMNS = ["op", "dtype", "n", "max_abs_err", "max_rel_err", "rtol", "atol", "passed",
-           "median_ms", "gbps", "fraction_of_copy", "note"]
+COLUMNS = ["op", "dtype", "n", "shape", "max_abs_err", "max_rel_err", "rtol", "atol", "passed",
+           "median_ms", "gbps", "fraction_of_copy", "baseline_ms", "speedup", "note"]
 
 
 class SweepResult:
@@ -101,22 +110,29 @@ class SweepResult:
         return fig
 
 
-def sweep(name: str, dtypes: list[str] | None = None, sizes: list[int] | None = None, *,
+def sweep(name, dtypes: list[str] | None = None, sizes: list[int] | None = None, *,
           device: str | None = None, memory_budget: int | None = None, repeats: int = 20,
-          args: dict | None = None, ops: list[str] | None = None) -> SweepResult:
+          args: dict | None = None, ops: list[str] | None = None, reference=None) -> SweepResult:
     """Check `name`'s ops against the reference and time them; see the module doc.
-    `args` sets scalar arguments by name (e.g. {"alpha": 2.0}); `ops` picks
-    ops of a multi-op kernel (default: all)."""
+    `name` is a kernel name or an op handle (e.g. from %%kernel); `reference`
+    replaces the reference module's function (needed for a handle whose kernel
+    has none). `args` sets scalar arguments by name (e.g. {"alpha": 2.0});
+    `ops` picks ops of a multi-op kernel (default: all)."""
     import pandas as pd
 
     import registry
     from registry import _core, knobs
     from registry.kernel import locate
+    from registry.op import Op
 
-    manifest = _core.parse_manifest(locate(name))
-    device = device or knobs.device() or ("cuda" if torch.cuda.is_available() and manifest.cuda.present else "cpu")
-    handle = registry.get(name, device=device)
-    reference = load_reference(manifest)
+    handle = name if isinstance(name, Op) else None
+    kernel = handle.kernel if handle is not None else name
+    manifest = _core.parse_manifest(locate(kernel))
+    device = device or (handle.backend if handle is not None else None) or knobs.device() or \
+        ("cuda" if torch.cuda.is_available() and manifest.cuda.present else "cpu")
+    if handle is None:
+        handle = registry.get(kernel, device=device)
+    module = load_reference(manifest) if manifest.reference else None
     budget = memory_budget if memory_budget is not None else _default_budget(device)
     sizes = list(sizes) if sizes is not None else (CUDA_SIZES if device == "cuda" else CPU_SIZES)
     copy_gbps = _copy_bandwidth(budget) if device == "cuda" else None
@@ -125,11 +141,15 @@ def sweep(name: str, dtypes: list[str] | None = None, sizes: list[int] | None = 
     for spec in manifest.ops:
         if ops is not None and spec.name not in ops:
             continue
-        op = handle if len(manifest.ops) == 1 else handle.ops[spec.name]
-        fn = getattr(reference, spec.reference, None)
+        if isinstance(name, Op) and spec.name != name.name:
+            continue
+        op = handle if not hasattr(handle, "ops") else handle.ops[spec.name]
+        fn = reference if reference is not None else getattr(module, spec.reference, None)
         if fn is None:
-            raise AttributeError(f"{manifest.reference} has no function {spec.reference!r} for op {spec.name!r}; "
-                                 f"define it, or set reference = \"...\" in the [[op]] of {manifest.file}")
+            raise AttributeError(f"no reference function {spec.reference!r} for op {spec.name!r}: define it in the "
+                                 f"kernel's reference module (reference = \"...\" in {manifest.file}), or pass "
+                                 f"reference=<a float64 function> to sweep")
+        baseline = getattr(module, spec.baseline, None) if spec.baseline and module is not None else None
         for dtype in dtypes or list(spec.dtypes):
             if dtype not in TOLERANCES:
                 raise ValueError(f"unknown dtype {dtype!r}; choose from {', '.join(TOLERANCES)}")
@@ -138,11 +158,16 @@ def sweep(name: str, dtypes: list[str] | None = None, sizes: list[int] | None = 
                     rows.append(dict(op=spec.name, dtype=dtype, n=n, passed=None,
                                      note=f"skipped: {spec.name} lists only {', '.join(spec.dtypes)} in kernel.toml"))
                     continue
-                rows.append(_run_case(op, fn, spec, dtype, n, device, budget, repeats, args or {}, copy_gbps))
+                try:
+                    rows.append(_run_case(op, fn, baseline, module, spec, dtype, n, device, budget, repeats,
+                                          args or {}, copy_gbps))
+                except Exception as error:  # one bad row is reported, the sweep goes on
+                    rows.append(dict(op=spec.name, dtype=dtype, n=n, passed=False,
+                                     note=f"error: {type(error).__name__}: {str(error).splitlines()[0][:300]}"))
     table = pd.DataFrame(rows, columns=COLUMNS)
     if device != "cuda":
         table = table.drop(columns=["fraction_of_copy"])
-    return SweepResult(table, name, _device_label(device), copy_gbps)
+    return SweepResult(table, kernel, _device_label(device), copy_gbps)
 
 
 def _default_budget(device: str) -> int:
@@ -162,39 +187,42 @@ def _device_label(device: str) -> str:
     return torch.cuda.get_device_name() if device == "cuda" else "cpu"
 
 
-def _needed_bytes(n: int, tensors: int, element: int, sets: int) -> int:
-    # Input sets + output + poison block in the dtype, plus the float64
-    # reference and the float64 copies the comparison makes (about 4 x 8 n).
-    return n * element * (tensors * sets + 2) + n * 8 * (tensors + 4)
-
-
-def _run_case(op, reference, spec, dtype: str, n: int, device: str, budget: int, repeats: int,
+def _run_case(op, reference, baseline, module, spec, dtype: str, n: int, device: str, budget: int, repeats: int,
               args: dict, copy_gbps: float | None) -> dict:
-    rtol, atol = TOLERANCES[dtype]
+    from registry.checks import check_call, results, shapes, tolerance
+
+    rtol, atol = tolerance(dtype, module, spec.name)
     torch_dtype = getattr(torch, dtype)
     element = torch.empty((), dtype=torch_dtype).element_size()
-    tensors = [a for a in spec.signature.args if a.type_name == "Tensor"]
-    set_bytes = n * element * len(tensors)
+    shape_of = shapes(spec, n)
+    elements = sum(int(torch.Size(s).numel()) for s in shape_of.values())
+    label = " ".join(f"{k}{list(v)}" for k, v in shape_of.items())
+    row = dict(op=spec.name, dtype=dtype, n=n, shape=label, rtol=rtol, atol=atol, passed=None, note="")
+    set_bytes = elements * element
     sets = 2 if set_bytes <= CACHE_RESIDENT_BYTES else 1
-    row = dict(op=spec.name, dtype=dtype, n=n, rtol=rtol, atol=atol, passed=None, note="")
-    needed = _needed_bytes(n, len(tensors), element, sets)
+    # Input sets + outputs + poison block, plus the float64 reference and the
+    # float64 copies the comparison makes.
+    needed = set_bytes * (sets + 2) + elements * 8 * 5
     if needed > budget:
         row["note"] = f"skipped: needs ~{needed / 2**30:.2f} GiB, budget {budget / 2**30:.2f} GiB (pass memory_budget= to change)"
         return row
 
     generator = torch.Generator(device=device).manual_seed(n)
     input_sets = [make_args(spec, n, torch_dtype, device, generator, args) for _ in range(sets)]
-    _poison(n, torch_dtype, device)
-    out = op(*input_sets[0])
-    ref = reference(*[a.detach().to("cpu", torch.float64) if isinstance(a, torch.Tensor) else a for a in input_sets[0]])
-    check = compare(out, ref, rtol, atol)
-    del out, ref
+    _poison(max(1, elements), torch_dtype, device)
+    check = check_call(op, spec, reference, list(input_sets[0]), module)
+    outs = results(spec, input_sets[0], op(*input_sets[0]))
+    out_bytes = sum(o.numel() * o.element_size() for o in outs)
+    in_bytes = sum(a.numel() * a.element_size() for a in input_sets[0] if isinstance(a, torch.Tensor))
+    del outs
     seconds = median_seconds(op, input_sets, device, repeats)
-    moved = set_bytes + n * element  # inputs read + output written
-    gbps = moved / seconds / 1e9
+    gbps = (in_bytes + out_bytes) / seconds / 1e9
     row.update(max_abs_err=check.max_abs_err, max_rel_err=check.max_rel_err, passed=check.passed,
                median_ms=seconds * 1e3, gbps=gbps,
                fraction_of_copy=gbps / copy_gbps if copy_gbps else None, note=check.reason)
+    if baseline is not None:
+        base_seconds = median_seconds(baseline, input_sets, device, repeats)
+        row.update(baseline_ms=base_seconds * 1e3, speedup=base_seconds / seconds)
     return row
 
 

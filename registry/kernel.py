@@ -16,7 +16,7 @@ from pathlib import Path
 from registry import _core, ccache, environment, keys, knobs, pins, remote, torch_ops
 from registry.errors import KernelNotFoundError, ManifestError, RegistryError
 from registry.launchers import build_table, open_library
-from registry.op import Op
+from registry.op import Op, link_backwards
 
 # The build machinery (builder, artifacts, ThreadPoolExecutor) is imported only
 # when something must be built: a fresh process that finds everything cached
@@ -419,6 +419,9 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
     # [cuda] cflags go to nvcc, except with NVRTC: then the [cuda] sources are host C++.
     host_flags = backend == "cpu" or keys.uses_nvrtc(manifest, backend)
     cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if host_flags else [])]
+    # Launcher prototypes from the signatures, seen by every source: a launcher
+    # that disagrees does not compile (core/launcher_header.h).
+    prototypes = [] if pybind else ["-include", _launcher_header(manifest)]
     return BuildPlan(
         kernel=manifest.name, backend=backend,
         kind="module" if pybind else "kernel-lib",
@@ -426,8 +429,8 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
         # modules by name); a kernel library's must not (ccache, see builder.py).
         module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else ""),
         sources=keys.kernel_sources(manifest, backend),
-        cflags=([] if pybind else ["-fvisibility=hidden"]) + cflags,
-        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + keys.nvcc_flags(manifest),
+        cflags=([] if pybind else ["-fvisibility=hidden"]) + prototypes + cflags,
+        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + prototypes + keys.nvcc_flags(manifest),
         # -z defs: a symbol no source defines fails the link, where it can be
         # named with its declaration (builder.py), not the first dlopen.
         ldflags=([] if pybind else ["-Wl,-Bsymbolic", "-Wl,-z,defs"]) + list(manifest.ldflags),
@@ -436,7 +439,22 @@ def _lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = N
         estimate_s=estimate_s,
         cuda_toolkit=not keys.uses_nvrtc(manifest, backend),
         direct=keys.built_directly(manifest, backend),
+        ops=[] if pybind else list(manifest.ops),
+        manifest_file=manifest.file,
     )
+
+
+def _launcher_header(manifest) -> str:
+    """Writes the kernel's launcher prototypes under the cache's generated/
+    folder, named by content (it is a function of the manifest, which the key
+    already covers), and returns its path."""
+    text = _core.generate_launcher_header(manifest.name, list(manifest.ops))
+    digest = _core.hash_fields_hex([("launchers", text)])[:16]
+    path = knobs.cache_dir() / "v1" / "generated" / f"kreg_launchers_{manifest.name}_{digest}.h"
+    if _read_bytes(path) != text.encode():  # verified, as everything read back from the cache
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _core.write_file_atomic(str(path), text)
+    return str(path)
 
 
 def _binding_plan(manifest, op, backend: str, cache_root: Path):
@@ -478,8 +496,9 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None,
         module = _modules.get(lib.entry.key) or (lib.built.loaded if lib.built else _import_module(lib))
         _modules[lib.entry.key] = module
         for spec in manifest.ops:
-            op = before.get(spec.name) or _new_op(manifest, spec)
+            op = before.get(spec.name) or Op.of(manifest.name, spec)
             op._swap(getattr(module, spec.name), None, backend, lib.entry.key, *_signature_of(spec))
+            op._set_spec(spec)
             ops[spec.name] = op
         _remove_dropped(manifest, before, ops)
         return ops
@@ -498,22 +517,21 @@ def _load(manifest, backend: str, artifacts: dict, previous: KernelState | None,
                 torch.ops.load_library(binding.path)
             _namespaces[namespace] = binding.path
         fn = getattr(torch.ops, namespace).call.default
-        torch_ops.register_binding_fake(namespace, spec.signature)
-        op = before.get(spec.name) or _new_op(manifest, spec)
-        op._swap(fn, build_table(handle, spec, manifest.name), backend, lib.entry.key, *_signature_of(spec))
+        table = build_table(handle, spec, manifest.name)
+        torch_ops.register_binding_fake(namespace, spec, table)
+        op = before.get(spec.name) or Op.of(manifest.name, spec)
+        op._swap(fn, table, backend, lib.entry.key, *_signature_of(spec))
+        op._set_spec(spec)
         ops[spec.name] = op
         if manifest.binding == "torch-library":
             torch_ops.expose(manifest.name, spec, backend, op)
+    link_backwards(ops, manifest)
     _remove_dropped(manifest, before, ops)
     return ops
 
 
 def _signature_of(spec) -> tuple[str, list[str]]:
     return spec.signature.canonical(), [a.name for a in spec.signature.args]
-
-
-def _new_op(manifest, spec) -> Op:
-    return Op(manifest.name, spec.name, *_signature_of(spec))
 
 
 def _remove_dropped(manifest, before: dict[str, Op], ops: dict[str, Op]) -> None:

@@ -14,8 +14,17 @@ import ctypes
 from registry import _core
 from registry.errors import RegistryError
 
-TABLE_MAGIC = 0x6B72656754424C31  # "kregTBL1", checked by the binding
-DTYPE_SLOTS = ("float32", "float16", "bfloat16", "float64")
+TABLE_MAGIC = 0x6B72656754424C32  # "kregTBL2", checked by the binding
+DTYPE_SLOTS = tuple(name for name, _, _ in _core.DTYPES)  # the dtype table (core/dtype.h), by code
+
+
+class DimTerm(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("arg", ctypes.c_int32), ("a", ctypes.c_int64), ("b", ctypes.c_int64)]
+
+
+class OutputDecl(ctypes.Structure):
+    _fields_ = [("dtype_code", ctypes.c_int32), ("dtype_arg", ctypes.c_int32), ("ndims", ctypes.c_int32),
+                ("unused", ctypes.c_int32), ("dims", DimTerm * _core.BINDING_MAX_OUTPUT_DIMS)]
 
 
 class LauncherTable(ctypes.Structure):
@@ -23,7 +32,9 @@ class LauncherTable(ctypes.Structure):
         ("magic", ctypes.c_uint64),
         ("op_name", ctypes.c_char_p),
         ("dtypes", ctypes.c_char_p),
-        ("same_shape_mask", ctypes.c_uint64),
+        ("same_shape_mask", ctypes.c_uint64),  # bit i: argument i
+        ("arg_dtypes", ctypes.c_int32 * _core.BINDING_MAX_ARGS),
+        ("outputs", OutputDecl * _core.BINDING_MAX_OUTPUTS),
         ("launchers", ctypes.c_void_p * len(DTYPE_SLOTS)),
     ]
 
@@ -54,17 +65,24 @@ def build_table(library: ctypes.CDLL, op_spec, kernel: str) -> LauncherTable:
     table.magic = TABLE_MAGIC
     table.op_name = f"{kernel}.{op_spec.name}".encode()
     table.dtypes = ", ".join(op_spec.dtypes).encode()
-    tensor_args = [a.name for a in op_spec.signature.args if a.type_name == "Tensor"]
-    table.same_shape_mask = sum(1 << i for i, n in enumerate(tensor_args) if n in op_spec.same_shape)
+    names = [a.name for a in op_spec.signature.args]
+    table.same_shape_mask = sum(1 << names.index(n) for n in op_spec.same_shape)
+    for i, code in enumerate(op_spec.arg_dtypes):
+        table.arg_dtypes[i] = code
+    for k, spec in enumerate(op_spec.outputs):
+        decl = table.outputs[k]
+        decl.dtype_code, decl.dtype_arg, decl.ndims = spec.dtype_code, spec.dtype_arg, len(spec.dims)
+        for j, term in enumerate(spec.dims):
+            decl.dims[j] = DimTerm(term.kind, term.arg, term.a, term.b)
+    missing = []
     for dtype in op_spec.dtypes:
         symbol = f"{op_spec.launcher}_{_core.dtype_suffix(dtype)}"
         try:
-            address = ctypes.cast(getattr(library, symbol), ctypes.c_void_p).value
+            table.launchers[DTYPE_SLOTS.index(dtype)] = ctypes.cast(getattr(library, symbol), ctypes.c_void_p).value
         except AttributeError:
-            raise RegistryError(
-                f"kernel {kernel!r}: the library does not export launcher {symbol!r} for {dtype}. "
-                f"Define it as `KREG_API const char* {symbol}(...)` (see registry/include/kreg/abi.h), "
-                f"or remove {dtype} from the op's dtypes in kernel.toml."
-            ) from None
-        table.launchers[DTYPE_SLOTS.index(dtype)] = address
+            missing.append(symbol)
+    if missing:
+        exported = [f"{op_spec.launcher}_{_core.dtype_suffix(d)}" for d in op_spec.dtypes
+                    if f"{op_spec.launcher}_{_core.dtype_suffix(d)}" not in missing]
+        raise RegistryError("; ".join(_core.missing_launchers(kernel, [op_spec], exported)))
     return table

@@ -4,6 +4,12 @@ A handle follows its kernel: when `get` (or a watcher) loads a new build, the
 same handle calls the new code on its next call, so a notebook never holds a
 stale op. A failed build leaves the handle on the code it had. `snapshot()`
 freezes the current version, e.g. to compare two versions side by side.
+
+Calls follow the signature: defaults fill missing arguments, arguments after
+`*` must be passed by keyword. When grad mode is on and a Tensor argument
+requires grad, the call goes through autograd (autograd.py): the manifest's
+`backward` op gives the gradients, and an op without one raises a clear error
+when backward() reaches it.
 """
 from __future__ import annotations
 
@@ -21,17 +27,54 @@ _SCHEMA_MISMATCH = re.compile(
     r"^kreg_\w+::call\(\) Expected a value of type '([^']+)' for argument '(\w+)' but instead found type '([^']+)'")
 
 
+_MISSING = object()
+
+
+def _default_value(arg):
+    """A signature default (Arg.default_text, canonical) as a Python value."""
+    text = arg.default_text
+    if text == "None":
+        return None
+    if arg.type_name == "bool":
+        return text == "True"
+    if arg.type_name == "int":
+        return int(text)
+    if arg.type_name == "float":
+        return float(text)
+    if arg.type_name == "int[]":
+        return [int(v) for v in text.strip("[]").split(",") if v.strip()]
+    raise ValueError(f"no default for {arg.type_text} {arg.name}")
+
+
 class Op:
     __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_table", "_address", "_arg_names",
-                 "_removed")
+                 "_removed", "_defaults", "_positional", "_fast_arity", "_tensor_index", "_spec", "_backward")
 
-    def __init__(self, kernel: str, name: str, signature: str, arg_names: list[str]):
+    def __init__(self, kernel: str, name: str, signature: str, arg_names: list[str], spec=None):
         self.kernel, self.name, self.signature = kernel, name, signature
         self._arg_names = tuple(arg_names)
         self.backend = self.key = None
         self._fn = self._table = None
         self._address = 0
         self._removed = ""  # why calling this handle is an error, once its op left the kernel
+        self._backward = None
+        self._set_spec(spec)
+
+    def _set_spec(self, spec) -> None:
+        """The manifest's op: defaults, keyword-only arguments, which are Tensors.
+        Refreshed on every load, since an edited manifest may change them."""
+        self._spec = spec
+        args = list(spec.signature.args) if spec is not None else []
+        self._defaults = tuple(_default_value(a) if a.has_default else _MISSING for a in args) \
+            or (_MISSING,) * len(self._arg_names)
+        self._positional = sum(1 for a in args if not a.keyword_only) if spec is not None else len(self._arg_names)
+        # A call with exactly this many positional arguments and no keywords needs no binding step.
+        self._fast_arity = len(self._arg_names) if self._positional == len(self._arg_names) else -1
+        self._tensor_index = tuple(i for i, a in enumerate(args) if a.type_name == "Tensor")
+
+    @classmethod
+    def of(cls, kernel: str, spec) -> "Op":
+        return cls(kernel, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args], spec)
 
     def _swap(self, fn, table, backend: str, key: str, signature: str | None = None,
               arg_names: list[str] | None = None) -> None:
@@ -56,14 +99,19 @@ class Op:
         self._removed = reason
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
-            args = self._bind_keywords(args, kwargs)
-        if len(args) != len(self._arg_names):
+        if kwargs or len(args) != self._fast_arity:
             if self._removed:
                 self._fn()  # raises: a removed op says so before any complaint about arguments
-            raise TypeError(f"{self.signature} takes {len(self._arg_names)} arguments, got {len(args)}")
+            args = self._bind_arguments(args, kwargs)
         if self._table is None:  # a hand-written pybind module's function
             return self._fn(*args)
+        if self._tensor_index and _grad_enabled():
+            for i in self._tensor_index:
+                t = args[i]
+                if t is not None and t.requires_grad:
+                    from registry.autograd import call_with_autograd
+
+                    return call_with_autograd(self, args)
         try:  # free unless it raises (Python >= 3.11)
             return self._fn(*args, self._address)
         except RuntimeError as error:
@@ -86,10 +134,15 @@ class Op:
             f"The op is {self.signature}"
         )
 
-    def _bind_keywords(self, args: tuple, kwargs: dict) -> tuple:
-        if self._removed:
-            self._fn()  # raises, as in __call__
-        values = list(args) + [None] * (len(self._arg_names) - len(args))
+
+    def _call_raw(self, args: tuple):
+        return self._fn(*args, self._address)
+
+    def _bind_arguments(self, args: tuple, kwargs: dict) -> tuple:
+        if len(args) > self._positional:
+            raise TypeError(f"{self.signature} takes {self._positional} positional arguments, got {len(args)}"
+                            + ("; pass the ones after '*' by keyword" if self._positional < len(self._arg_names) else ""))
+        values = list(args) + [_MISSING] * (len(self._arg_names) - len(args))
         for name, value in kwargs.items():
             if name not in self._arg_names:
                 raise TypeError(f"{self.signature} has no argument {name!r}")
@@ -97,13 +150,19 @@ class Op:
             if index < len(args):
                 raise TypeError(f"{self.signature} got argument {name!r} twice")
             values[index] = value
-        missing = [n for n, v in zip(self._arg_names, values) if v is None]
+        for i, v in enumerate(values):
+            if v is _MISSING:
+                values[i] = self._defaults[i]
+        missing = [n for n, v in zip(self._arg_names, values) if v is _MISSING]
         if missing:
-            raise TypeError(f"{self.signature} is missing {', '.join(missing)}")
+            required = sum(1 for d in self._defaults if d is _MISSING)
+            raise TypeError(f"{self.signature} takes {required} arguments, got {len(args) + len(kwargs)}: "
+                            f"missing {', '.join(missing)}")
         return tuple(values)
 
     def snapshot(self) -> "Op":
-        frozen = Op(self.kernel, self.name, self.signature, list(self._arg_names))
+        frozen = Op(self.kernel, self.name, self.signature, list(self._arg_names), self._spec)
+        frozen._backward = self._backward
         frozen._swap(self._fn, self._table, self.backend, self.key)
         return frozen
 
@@ -112,6 +171,19 @@ class Op:
             return f"<registry op {self.signature} [removed from kernel {self.kernel}]>"
         key = self.key[:12] if self.key else "unbuilt"
         return f"<registry op {self.signature} [{self.backend}, key {key}]>"
+
+
+def _grad_enabled() -> bool:
+    import torch
+
+    return torch.is_grad_enabled()
+
+
+def link_backwards(ops: dict, manifest) -> None:
+    """Points each op at its backward op's handle (both of one kernel)."""
+    for spec in manifest.ops:
+        if spec.backward and spec.name in ops:
+            ops[spec.name]._backward = ops.get(spec.backward)
 
 
 class OpGroup:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from registry import _core, knobs
-from registry.checks import TOLERANCES, compare, load_reference, make_args as _make_args
+from registry.checks import TOLERANCES, check_call, compare, load_reference, make_args as _make_args
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
@@ -39,4 +39,22 @@ def check(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> tuple[boo
     """(passed, max abs error, why not)."""
     name = next(k for k, v in DTYPES.items() if v == dtype)
     result = compare(out, ref, *TOLERANCES[name])
+    return result.passed, result.max_abs_err, result.reason
+
+
+def op_handle(manifest, op, device: str):
+    """The handle of one op: `get` returns an OpGroup for a kernel with several."""
+    import registry
+
+    handle = registry.get(manifest.name, device=device)
+    return handle.ops[op.name] if len(manifest.ops) > 1 else handle
+
+
+def check_op(manifest, op, dtype: torch.dtype, n: int, device: str) -> tuple[bool, float, str]:
+    """Runs one op on seed size n (mapped onto its sweep shapes) against its
+    reference; (passed, max abs error, why not)."""
+    gen = torch.Generator().manual_seed(n)
+    args = make_args(op, n, dtype, device, gen)
+    module = load_reference(manifest)
+    result = check_call(op_handle(manifest, op, device), op, getattr(module, op.reference), args, module)
     return result.passed, result.max_abs_err, result.reason

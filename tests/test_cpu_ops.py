@@ -6,16 +6,13 @@ import pytest
 import torch
 
 import registry
-from kernel_contract import DTYPES, cases, check, make_args, reference
+from kernel_contract import DTYPES, cases, check, check_op
 
 
 @pytest.mark.parametrize("n", [1, 17, 1 << 16, 1 << 20], ids=lambda n: f"n{n}")
 @pytest.mark.parametrize("manifest,op,dtype", cases("cpu"), ids=lambda v: getattr(v, "name", v))
 def test_numerics_against_reference(manifest, op, dtype, n):
-    gen = torch.Generator().manual_seed(n)
-    args = make_args(op, n, DTYPES[dtype], "cpu", gen)
-    out = registry.get(manifest.name, device="cpu")(*args)
-    passed, worst, why = check(out, reference(manifest, op)(*args), DTYPES[dtype])
+    passed, worst, why = check_op(manifest, op, DTYPES[dtype], n, "cpu")
     assert passed, f"{manifest.name}.{op.name} {dtype} n={n}: {why} (max abs error {worst:.3g})"
 
 

@@ -2,7 +2,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "codegen.h"
 #include "discovery.h"
+#include "dtype.h"
+#include "launcher_header.h"
+#include "output_spec.h"
 #include "manifest.h"
 #include "signature.h"
 
@@ -15,20 +19,62 @@ void init_manifest(py::module_& m) {
       .value("Tensor", ArgType::kTensor)
       .value("Float", ArgType::kFloat)
       .value("Int", ArgType::kInt)
-      .value("Bool", ArgType::kBool);
+      .value("Bool", ArgType::kBool)
+      .value("IntList", ArgType::kIntList)
+      .value("ScalarType", ArgType::kScalarType);
 
   py::class_<Arg>(m, "Arg")
       .def_readonly("type", &Arg::type)
       .def_readonly("name", &Arg::name)
+      .def_readonly("optional", &Arg::optional)
+      .def_readonly("mutated", &Arg::mutated)
+      .def_readonly("keyword_only", &Arg::keyword_only)
+      .def_readonly("has_default", &Arg::has_default)
+      .def_readonly("default_text", &Arg::default_text)
+      .def_property_readonly("type_text", &Arg::type_text)
       .def_property_readonly("type_name", [](const Arg& a) { return arg_type_name(a.type); });
+
+  py::class_<Return>(m, "Return")
+      .def_readonly("name", &Return::name)
+      .def_readonly("named", &Return::named);
 
   py::class_<Signature>(m, "Signature")
       .def_readonly("name", &Signature::name)
       .def_readonly("args", &Signature::args)
+      .def_readonly("returns", &Signature::returns)
       .def("canonical", &Signature::canonical)
       .def("tensor_count", &Signature::tensor_count)
+      .def("first_tensor", &Signature::first_tensor)
       .def("__repr__", [](const Signature& s) { return "<Signature " + s.canonical() + ">"; });
   m.def("parse_signature", &parse_signature, py::arg("text"));
+
+  py::class_<DimTerm>(m, "DimTerm")
+      .def_property_readonly("kind", [](const DimTerm& t) { return static_cast<int>(t.kind); })
+      .def_readonly("arg", &DimTerm::arg)
+      .def_readonly("a", &DimTerm::a)
+      .def_readonly("b", &DimTerm::b);
+  py::class_<OutputSpec>(m, "OutputSpec")
+      .def_readonly("text", &OutputSpec::text)
+      .def_readonly("dtype_code", &OutputSpec::dtype_code)
+      .def_readonly("dtype_arg", &OutputSpec::dtype_arg)
+      .def_readonly("dims", &OutputSpec::dims);
+  m.attr("SLICE_END") = kSliceEnd;
+  m.def("fake_function", &fake_function, py::arg("signature"), py::arg("outputs"), py::arg("name"));
+
+  // The dtype table (core/dtype.h): (name, suffix, element size), in code order.
+  py::list dtypes;
+  for (const DtypeInfo& d : dtype_table()) dtypes.append(py::make_tuple(d.name, d.suffix, d.element_size));
+  m.attr("DTYPES") = py::tuple(dtypes);
+  m.attr("BINDING_MAX_ARGS") = kMaxArgs;
+  m.attr("BINDING_MAX_OUTPUTS") = kMaxOutputs;
+  m.attr("BINDING_MAX_OUTPUT_DIMS") = kMaxOutputDims;
+
+  m.def("generate_launcher_header", &generate_launcher_header, py::arg("kernel"), py::arg("ops"));
+  m.def("required_launchers", &required_launchers, py::arg("ops"));
+  m.def("explain_launcher_mismatch", &explain_launcher_mismatch, py::arg("ops"), py::arg("compiler_output"),
+        py::arg("excerpts"));
+  m.def("missing_launchers", &missing_launchers, py::arg("kernel"), py::arg("ops"), py::arg("exported"));
+  m.attr("LAUNCHER_HEADER_VERSION") = kLauncherHeaderVersion;
 
   py::class_<BackendSpec>(m, "BackendSpec")
       .def_readonly("present", &BackendSpec::present)
@@ -44,6 +90,11 @@ void init_manifest(py::module_& m) {
       .def_readonly("launcher", &OpSpec::launcher)
       .def_readonly("same_shape", &OpSpec::same_shape)
       .def_readonly("reference", &OpSpec::reference)
+      .def_readonly("baseline", &OpSpec::baseline)
+      .def_readonly("backward", &OpSpec::backward)
+      .def_readonly("arg_dtypes", &OpSpec::arg_dtypes)
+      .def_readonly("outputs", &OpSpec::outputs)
+      .def_readonly("sweep", &OpSpec::sweep)
       .def_property_readonly("name", [](const OpSpec& op) { return op.signature.name; });
 
   py::class_<Manifest>(m, "Manifest")

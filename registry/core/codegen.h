@@ -6,15 +6,17 @@
 // kernel version with that signature; a kernel edit rebuilds only the kernel
 // library, which includes no torch header at all.
 //
-// The module exposes make_op(name, launchers, same_shape_mask) -> callable.
-// `launchers` maps dtype suffix -> launcher address (from dlsym on the kernel
-// library). The callable checks its inputs (type, device, contiguity, dtype
-// agreement, shapes, supported dtype; never an implicit copy), allocates the
-// output through PyTorch, takes the current CUDA stream of the inputs'
-// device, and calls the launcher:
-//   const char* launcher(kreg_tensor out, kreg_tensor <each Tensor arg>...,
-//                        <float|int64_t|bool scalars>..., void* stream)
-// which returns nullptr or an error message (see registry/include/kreg/abi.h).
+// The module registers kreg_<hash>::call(<signature args>, int kreg_table).
+// The table (LauncherTable below; registry/launchers.py mirrors it) carries
+// everything that is not the signature: the launcher address per dtype (from
+// dlsym on the kernel library), each argument's fixed dtype, each output's
+// declared dtype and shape (core/output_spec.h) and the same-shape mask. The
+// op checks its inputs (device, contiguity, dtypes, shapes; never an implicit
+// copy), allocates the outputs through PyTorch from their declarations, takes
+// the current CUDA stream of the inputs' device, and calls the launcher:
+//   const char* launcher(kreg_tensor <each return>..., <each argument>..., void* stream)
+// which returns nullptr or an error message (see registry/include/kreg/abi.h
+// and core/launcher_header.h).
 #pragma once
 
 #include <string>
@@ -25,7 +27,12 @@ namespace kreg {
 
 // Bumped whenever the generated text changes in a way the signature does not
 // capture; part of every binding key.
-inline constexpr int kBindingTemplateVersion = 1;
+inline constexpr int kBindingTemplateVersion = 2;
+
+// Limits of the launcher table's fixed arrays (checked when a manifest is parsed).
+inline constexpr int kMaxArgs = 32;      // arguments of one op
+inline constexpr int kMaxOutputs = 8;    // returns of one op
+inline constexpr int kMaxOutputDims = 8; // terms of one output's shape
 
 // backend: "cpu" or "cuda". module_name must be a valid C identifier.
 std::string generate_binding(const Signature& signature, const std::string& backend,

@@ -8,11 +8,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "codegen.h"
+#include "dtype.h"
+
 namespace kreg {
 namespace {
-
-// The order of LauncherTable::launchers (dtype_slot in the prologue).
-constexpr std::array<const char*, 4> kDtypeSlots = {"float32", "float16", "bfloat16", "float64"};
 
 bool is_c_identifier(const std::string& name) {
   if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
@@ -63,30 +63,54 @@ std::string launcher_symbol(const OpSpec& op, const std::string& dtype) {
   const std::string suffix = dtype_suffix(dtype);
   if (suffix.empty()) {
     throw std::invalid_argument("generate_aot_impl: op '" + op.signature.name + "' lists dtype '" +
-                                dtype + "'; supported: float32, float16, bfloat16, float64");
+                                dtype + "'; supported: " + dtype_names());
   }
   return op.launcher + "_" + suffix;
 }
 
+// Bit i: argument i (the LauncherTable's same_shape_mask).
 uint64_t same_shape_mask(const OpSpec& op) {
   uint64_t mask = 0;
   for (const std::string& name : op.same_shape) {
-    int index = 0;
-    bool found = false;
-    for (const Arg& arg : op.signature.args) {
-      if (arg.type != ArgType::kTensor) continue;
-      if (arg.name == name) {
-        mask |= uint64_t{1} << index;
-        found = true;
-      }
-      ++index;
-    }
-    if (!found) {
+    const int index = op.signature.find_arg(name);
+    if (index < 0 || !op.signature.args[index].is_tensor()) {
       throw std::invalid_argument("generate_aot_impl: op '" + op.signature.name + "' same_shape names '" +
                                   name + "', which is not one of its Tensor arguments");
     }
+    mask |= uint64_t{1} << index;
   }
   return mask;
+}
+
+// The LauncherTable's fields after the launchers' names: arg_dtypes, outputs.
+std::string table_declarations(const OpSpec& op) {
+  std::ostringstream out;
+  out << "{";
+  for (size_t i = 0; i < op.signature.args.size(); ++i) {
+    out << (i ? ", " : "") << (i < op.arg_dtypes.size() ? op.arg_dtypes[i] : -1);
+  }
+  out << "},\n   {";
+  // An OpSpec made in code (not parsed) may leave a single output undeclared: the manifest's default.
+  std::vector<OutputSpec> outputs = op.outputs;
+  if (outputs.empty() && op.signature.returns.size() == 1) outputs.push_back(default_output_spec(op.signature));
+  if (outputs.size() != op.signature.returns.size()) {
+    throw std::invalid_argument("generate_aot_impl: op '" + op.signature.name + "' declares " +
+                                std::to_string(outputs.size()) + " outputs for " +
+                                std::to_string(op.signature.returns.size()) + " returns");
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const OutputSpec& spec = outputs[k];
+    out << (k ? ",\n    " : "") << "{" << spec.dtype_code << ", " << spec.dtype_arg << ", " << spec.dims.size()
+        << ", 0, {";
+    for (size_t j = 0; j < spec.dims.size(); ++j) {
+      const DimTerm& t = spec.dims[j];
+      out << (j ? ", " : "") << "{" << static_cast<int>(t.kind) << ", " << t.arg << ", " << t.a << "LL, "
+          << (t.b == kSliceEnd ? std::string("INT64_MAX") : std::to_string(t.b) + "LL") << "}";
+    }
+    out << "}}";
+  }
+  out << "}";
+  return out.str();
 }
 
 // One op's part of an impl unit: launcher declarations, its constant table,
@@ -99,13 +123,12 @@ std::string impl_op(const std::string& ns, const OpSpec& op, const std::string& 
                                 "', which is not a C identifier");
   }
   if (op.dtypes.empty()) throw std::invalid_argument("generate_aot_impl: op '" + name + "' lists no dtypes");
-  std::array<std::string, kDtypeSlots.size()> slots;
+  std::vector<std::string> slots(dtype_table().size());
   std::ostringstream out;
   out << "// " << op.signature.canonical() << "\n";
   for (const std::string& dtype : op.dtypes) {
     const std::string symbol = launcher_symbol(op, dtype);
-    const auto slot = std::find(kDtypeSlots.begin(), kDtypeSlots.end(), dtype) - kDtypeSlots.begin();
-    slots[slot] = "reinterpret_cast<void*>(&" + symbol + ")";
+    slots[dtype_code(dtype)] = "reinterpret_cast<void*>(&" + symbol + ")";
     out << "extern \"C\" __attribute__((visibility(\"hidden\"))) const char* " << symbol << "("
         << launcher_params(op.signature) << ");\n";
   }
@@ -115,12 +138,12 @@ std::string impl_op(const std::string& ns, const OpSpec& op, const std::string& 
   out << "\nnamespace {\n\n"
       << "using " << name << "_launcher = const char* (*)(" << launcher_params(op.signature) << ");\n"
       << "const LauncherTable " << name << "_table = {kTableMagic, \"" << ns << "." << name << "\", \""
-      << dtypes << "\", " << same_shape_mask(op) << "ull,\n                                  {";
+      << dtypes << "\", " << same_shape_mask(op) << "ull,\n   " << table_declarations(op) << ",\n   {";
   for (size_t i = 0; i < slots.size(); ++i) {
     out << (i ? ", " : "") << (slots[i].empty() ? "nullptr" : slots[i]);
   }
   out << "}};\n\n"
-      << "at::Tensor " << name << "_" << backend << "(" << cpp_params(op.signature) << ") {\n"
+      << cpp_return_type(op.signature) << " " << name << "_" << backend << "(" << cpp_params(op.signature) << ") {\n"
       << "  const LauncherTable& table = " << name << "_table;\n"
       << checks_and_call(op.signature, backend, name + "_launcher") << "\n}  // namespace\n\n";
   return out.str();
@@ -133,13 +156,10 @@ std::string generate_aot_def(const std::string& ns, const std::vector<OpSpec>& o
   check_names("generate_aot_def", ns, ops, module_name);
   std::ostringstream out;
   out << header("the op definitions", ns) << "#include <torch/library.h>\n\n";
-  // Functional ops: the output is allocated like the first Tensor argument and
-  // no argument is written, so the schemas carry no alias annotations.
+  // The canonical text is torch schema: defaults, keyword-only arguments and
+  // Tensor(a!) alias annotations included.
   out << "TORCH_LIBRARY(" << ns << ", m) {\n";
-  for (const OpSpec& op : ops) {
-    out << "  m.def(\"" << op.signature.name << "(" << binding_text::schema_params(op.signature)
-        << ") -> Tensor\");\n";
-  }
+  for (const OpSpec& op : ops) out << "  m.def(\"" << op.signature.canonical() << "\");\n";
   out << "}\n" << module_init(module_name, "Defines torch.ops." + ns + "; import the package, not this module.");
   return out.str();
 }

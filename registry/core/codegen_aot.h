@@ -4,7 +4,7 @@
 // One manifest becomes one installable package (registry/aot.py writes it)
 // with one extension module per unit:
 //
-//   <pkg>._C       the def unit: TORCH_LIBRARY(<ns>, m) { m.def("<op>(<schema>) -> Tensor"); }
+//   <pkg>._C       the def unit: TORCH_LIBRARY(<ns>, m) { m.def("<canonical signature>"); }
 //                  for every op. No kernel code, so it loads on any machine.
 //   <pkg>._C_cpu   the CPU impl unit + the manifest's [cpu] sources
 //   <pkg>._C_cuda  the CUDA impl unit + the manifest's [cuda] sources
@@ -25,8 +25,8 @@
 //
 // Each unit also defines its module's PyInit_<module_name>, so `import
 // <pkg>._C_cpu` works; the module is empty and importing it runs the static
-// registrations. The ops are functional: the output is allocated like the
-// first Tensor argument and no argument is mutated.
+// registrations. Outputs are allocated from their declarations in the
+// manifest (core/output_spec.h); a Tensor(a!) argument is written in place.
 #pragma once
 
 #include <string>
@@ -38,7 +38,7 @@
 namespace kreg {
 
 // Bumped whenever the generated text changes in a way the inputs do not capture.
-inline constexpr int kAotTemplateVersion = 1;
+inline constexpr int kAotTemplateVersion = 2;
 
 // The def unit. ns: the library namespace (the kernel name); module_name: the
 // extension module's last dotted component (a C identifier, e.g. "_C").
@@ -68,15 +68,23 @@ const Arg& first_tensor(const Signature& signature, const std::string& caller);
 // "const at::Tensor& x, const at::Tensor& y, double alpha"
 std::string cpp_params(const Signature& signature);
 
-// "Tensor x, Tensor y, float alpha"
+// "Tensor x, Tensor y, float alpha": positional, no defaults (the JIT op's schema)
 std::string schema_params(const Signature& signature);
 
+// "Tensor", "(Tensor, Tensor)" or "()"
+std::string schema_returns(const Signature& signature);
+
+// "at::Tensor", "std::tuple<at::Tensor, at::Tensor>" or "void"
+std::string cpp_return_type(const Signature& signature);
+
 // A launcher's parameter types: "kreg_tensor, kreg_tensor, kreg_tensor, float, void*"
+// (each return, each argument, the stream)
 std::string launcher_params(const Signature& signature);
 
 // An op function's body after `const LauncherTable& table = ...;`: the input
-// checks, dtype dispatch, allocation, stream, the launcher call through
-// `launcher_type` (a function pointer type) and the closing brace.
+// checks, dtype dispatch, allocation of each output from its declaration,
+// stream, the launcher call through `launcher_type` (a function pointer type)
+// and the closing brace.
 std::string checks_and_call(const Signature& signature, const std::string& backend,
                             const std::string& launcher_type);
 

@@ -66,13 +66,17 @@ TEST(CodegenAot, TableHoldsLaunchersInDtypeSlotOrderAndTheSameShapeMask) {
   const std::string axpy = generate_aot_impl("axpy", {kAxpy}, "cpu", "_C_cpu");
   EXPECT_TRUE(contains(axpy, "{kTableMagic, \"axpy.axpy\", \"float32, float16, bfloat16\", 3ull,"));
   EXPECT_TRUE(contains(axpy, "{reinterpret_cast<void*>(&axpy_f32), reinterpret_cast<void*>(&axpy_f16), "
-                             "reinterpret_cast<void*>(&axpy_bf16), nullptr}};"));
+                             "reinterpret_cast<void*>(&axpy_bf16), nullptr, nullptr, nullptr, nullptr, nullptr, "
+                             "nullptr, nullptr, nullptr, nullptr}};"));
+  // arg_dtypes, then the output declaration: like x (dtype of argument 0, all of its dims).
+  EXPECT_TRUE(contains(axpy, "{-1, -1, -1},\n   {{-1, 0, 1, 0, {{2, 0, 0LL, INT64_MAX}}}}"));
 
   const std::string f = generate_aot_impl(
       "k", {op("f(Tensor a, int n, Tensor b, Tensor c) -> Tensor", {"float64"}, {"a", "c"}, "f_impl")}, "cpu",
       "_C_cpu");
-  EXPECT_TRUE(contains(f, "\"k.f\", \"float64\", 5ull,"));  // Tensor arguments 0 and 2
-  EXPECT_TRUE(contains(f, "{nullptr, nullptr, nullptr, reinterpret_cast<void*>(&f_impl_f64)}};"));
+  EXPECT_TRUE(contains(f, "\"k.f\", \"float64\", 9ull,"));  // arguments 0 and 3
+  EXPECT_TRUE(contains(f, "{nullptr, nullptr, nullptr, reinterpret_cast<void*>(&f_impl_f64), nullptr, nullptr, "
+                          "nullptr, nullptr, nullptr, nullptr, nullptr, nullptr}};"));
   EXPECT_TRUE(contains(f, "f_impl_f64(kreg_tensor, kreg_tensor, int64_t, kreg_tensor, kreg_tensor, void*);"));
 }
 
@@ -96,7 +100,7 @@ TEST(CodegenAot, OpBodyIsTheJitBindingsBody) {
     body.replace(body.find("reinterpret_cast<Launcher>"), 26, "reinterpret_cast<axpy_launcher>");
     const std::string aot = generate_aot_impl("axpy", {kAxpy}, backend, "_C_x");
     EXPECT_TRUE(contains(aot, "  const LauncherTable& table = axpy_table;\n" + body)) << backend;
-    EXPECT_TRUE(contains(aot, "void check_tensor(const LauncherTable& table")) << backend;
+    EXPECT_TRUE(contains(aot, "void* check_tensors(const LauncherTable& table")) << backend;
   }
 }
 
@@ -114,7 +118,7 @@ TEST(CodegenAot, RejectsWhatWouldNotCompileOrRegister) {
   EXPECT_THROW(generate_aot_def("axpy", {kAxpy}, "_C.cpu"), std::invalid_argument);
   EXPECT_THROW(generate_aot_def("axpy", {}, "_C"), std::invalid_argument);
   EXPECT_THROW(generate_aot_def("axpy", {kAxpy, kAxpy}, "_C"), std::invalid_argument);
-  EXPECT_THROW(generate_aot_impl("axpy", {op("f(Tensor x) -> Tensor", {"int8"})}, "cpu", "_C"),
+  EXPECT_THROW(generate_aot_impl("axpy", {op("f(Tensor x) -> Tensor", {"complex64"})}, "cpu", "_C"),
                std::invalid_argument);
   EXPECT_THROW(generate_aot_impl("axpy", {op("f(Tensor x) -> Tensor", {})}, "cpu", "_C"), std::invalid_argument);
   EXPECT_THROW(generate_aot_impl("axpy", {op("f(Tensor x, int n) -> Tensor", {"float32"}, {"n"})}, "cpu", "_C"),

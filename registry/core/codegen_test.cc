@@ -21,12 +21,39 @@ TEST(Codegen, RegistersTheSignatureWithATableArgument) {
 }
 
 TEST(Codegen, ChecksEveryTensorArgumentByName) {
-  const Signature sig = parse_signature("f(Tensor a, int k, Tensor b, Tensor c) -> Tensor");
+  const Signature sig = parse_signature("f(Tensor a, int k, Tensor b, Tensor? c) -> Tensor");
   const std::string text = generate_binding(sig, "cpu", "ns");
-  EXPECT_TRUE(contains(text, "check_tensor(table, a, \"a\", 0, a, \"a\");"));
-  EXPECT_TRUE(contains(text, "check_tensor(table, b, \"b\", 1, a, \"a\");"));
-  EXPECT_TRUE(contains(text, "check_tensor(table, c, \"c\", 2, a, \"a\");"));
-  EXPECT_FALSE(contains(text, "check_tensor(table, k"));
+  EXPECT_TRUE(contains(text, "const at::Tensor* kreg_args[4] = {tensor_ptr(a), nullptr, tensor_ptr(b), tensor_ptr(c)};"));
+  EXPECT_TRUE(contains(text, "const char* const kreg_names[4] = {\"a\", \"k\", \"b\", \"c\"};"));
+  EXPECT_TRUE(contains(text, "check_tensors(table, kreg_args, kreg_names, 4, 0);"));
+  EXPECT_TRUE(contains(text, "const std::optional<at::Tensor>& c"));
+}
+
+TEST(Codegen, SeveralOutputsNoOutputsAndInPlace) {
+  const std::string two = generate_binding(
+      parse_signature("ln(Tensor x, Tensor? b, float eps=1e-05) -> (Tensor y, Tensor mean)"), "cpu", "ns");
+  EXPECT_TRUE(contains(two, "std::tuple<at::Tensor, at::Tensor> call("));
+  EXPECT_TRUE(contains(two, "at::Tensor kreg_out1 = allocate(table, 1, kreg_args, x);"));
+  EXPECT_TRUE(contains(two, "launcher)(view_of(kreg_out0), view_of(kreg_out1), view_of(x), view_of(b), "
+                            "static_cast<float>(eps), stream);"));
+  EXPECT_TRUE(contains(two, "return {kreg_out0, kreg_out1};"));
+  // The JIT schema is positional and without defaults: registry/op.py passes every argument.
+  EXPECT_TRUE(contains(two, "m.def(\"call(Tensor x, Tensor? b, float eps, int kreg_table) -> (Tensor, Tensor)\")"));
+
+  const std::string inplace = generate_binding(parse_signature("scale_(Tensor(a!) x, float a) -> ()"), "cpu", "ns");
+  EXPECT_TRUE(contains(inplace, "void call(const at::Tensor& x, double a, int64_t kreg_table)"));
+  EXPECT_TRUE(contains(inplace, "if (x.numel() == 0) return;"));
+  EXPECT_TRUE(contains(inplace, "m.def(\"call(Tensor(a!) x, float a, int kreg_table) -> ()\")"));
+  EXPECT_FALSE(contains(inplace, "allocate(table"));
+}
+
+TEST(Codegen, ListsAndScalarTypes) {
+  const std::string text =
+      generate_binding(parse_signature("f(Tensor x, int[] dims, ScalarType? t=None) -> Tensor"), "cpu", "ns");
+  EXPECT_TRUE(contains(text, "c10::IntArrayRef dims, std::optional<c10::ScalarType> t"));
+  EXPECT_TRUE(contains(text, "list_of(dims), code_of(table, t, \"t\"), stream"));
+  EXPECT_TRUE(contains(text, "(kreg_tensor, kreg_tensor, kreg_int_list, int32_t, void*)"));
+  EXPECT_TRUE(contains(text, "c10::ScalarType::Float8_e4m3fn"));  // the dtype table, every entry
 }
 
 TEST(Codegen, NarrowsFloatsExplicitlyAndPassesIntsAsInt64) {
@@ -52,7 +79,8 @@ TEST(Codegen, CudaBindingUsesTheCurrentStreamOfTheInputsDevice) {
 TEST(Codegen, AllocatesThroughPyTorchAndNeverCopies) {
   const std::string text =
       generate_binding(parse_signature("f(Tensor x) -> Tensor"), "cuda", "ns");
-  EXPECT_TRUE(contains(text, "at::empty_like(x)"));
+  EXPECT_TRUE(contains(text, "at::Tensor kreg_out0 = allocate(table, 0, kreg_args, x);"));
+  EXPECT_TRUE(contains(text, "return at::empty(shape, first.options().dtype(dtype));"));
   // Hints in messages mention .contiguous() and .to(dtype); the code calls neither.
   EXPECT_FALSE(contains(text, ".contiguous();"));
   EXPECT_FALSE(contains(text, ".to(at::"));

@@ -42,16 +42,39 @@
 //   launcher   = "axpy"                   # symbol prefix; default: the op's name
 //   same_shape = ["x", "y"]               # default: every Tensor argument
 //   reference  = "axpy"                   # function in the reference module; default: op name
+//   baseline   = "torch_axpy"             # optional: a function in the reference module that
+//                                         #   does the same with torch's own ops; sweeps time it
+//   outputs    = { out = "like x" }       # each return's dtype and shape (core/output_spec.h):
+//                                         #   "like x", "float32[x.shape[:-1]]",
+//                                         #   "x.dtype[x.size(0), w.size(0)]"; a single return
+//                                         #   defaults to "like <first Tensor argument>"
+//   arg_dtypes = { idx = "int64" }        # Tensors whose dtype is fixed; the others share the
+//                                         #   dispatch dtype (one of `dtypes`), which the first
+//                                         #   of them decides at run time
+//   backward   = "axpy_backward"          # another op of this kernel giving the gradients,
+//                                         #   matched by names: its arguments are grad_<return>
+//                                         #   or a forward argument/return (saved for it); its
+//                                         #   returns are grad_<Tensor argument>
+//   sweep      = { x = "[rows, cols]", w = "[cols]" }  # shapes for sweeps and generated tests,
+//                                         #   in named sizes (registry/dtype_sweep.py maps
+//                                         #   element counts onto them); default: every Tensor (n,)
+//
+// dtypes come from the one table in core/dtype.h: float32, float16, bfloat16,
+// float64, int8, int16, int32, int64, uint8, bool, float8_e4m3fn, float8_e5m2.
 //
 // Every path is relative to the kernel's folder and must stay inside it: no
 // absolute paths, no "..", no symlink that resolves outside. Unknown keys are
 // errors (a typo must not silently drop a flag).
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "dtype.h"  // dtype_suffix, the dtype table
+#include "output_spec.h"
 #include "signature.h"
 
 namespace kreg {
@@ -83,10 +106,16 @@ struct BackendSpec {
 
 struct OpSpec {
   Signature signature;
-  std::vector<std::string> dtypes;      // canonical names: float32, float16, bfloat16, float64
+  std::vector<std::string> dtypes;      // names from the dtype table (core/dtype.h)
   std::string launcher;                 // symbol prefix
   std::vector<std::string> same_shape;  // names of Tensor arguments
   std::string reference;                // function name in the reference module
+  std::string baseline;                 // torch baseline in the reference module, or ""
+  std::string backward;                 // name of the backward op, or ""
+  std::vector<int32_t> arg_dtypes;      // per argument: a fixed dtype code, or -1
+  std::vector<OutputSpec> outputs;      // one per return
+  // Tensor argument -> its shape in named sizes ("rows", "cols") or integers.
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
 };
 
 struct Manifest {
@@ -115,9 +144,5 @@ Manifest parse_manifest_text(const std::string& text, const std::string& manifes
 
 // Kernel names reach paths and command lines: [a-z_][a-z0-9_]{0,63}.
 bool is_valid_kernel_name(const std::string& name);
-
-// Suffix used in launcher symbols: float32 -> "f32", float16 -> "f16",
-// bfloat16 -> "bf16", float64 -> "f64". Empty for an unknown dtype.
-std::string dtype_suffix(const std::string& dtype);
 
 }  // namespace kreg

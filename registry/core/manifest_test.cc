@@ -415,3 +415,89 @@ TEST(ManifestDtypeSuffixTest, KnownAndUnknown) {
 
 }  // namespace
 }  // namespace kreg
+
+namespace kreg {
+namespace {
+
+class ManifestOpsTest : public ManifestTest {
+ protected:
+  Manifest with_ops(const std::string& ops) const { return parse("format = 1\n" + std::string(kCuda) + ops); }
+
+  void expect_error(const std::string& ops, const std::string& field, const std::string& part) const {
+    try {
+      with_ops(ops);
+      ADD_FAILURE() << "accepted:\n" << ops;
+    } catch (const ManifestError& e) {
+      EXPECT_EQ(e.field(), field) << e.what();
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  }
+};
+
+const char kLayernorm[] =
+    "[[op]]\n"
+    "signature = \"ln(Tensor x, Tensor w, Tensor? b, float eps=1e-05) -> (Tensor y, Tensor mean, Tensor rstd)\"\n"
+    "dtypes = [\"float32\", \"bfloat16\"]\n";
+
+TEST_F(ManifestOpsTest, OutputsArgDtypesSweepAndBaseline) {
+  const Manifest m = with_ops(std::string(kLayernorm) +
+                              "outputs = { y = \"like x\", mean = \"float32[x.shape[:-1]]\", rstd = \"float32[x.shape[:-1]]\" }\n"
+                              "arg_dtypes = { w = \"float32\" }\n"
+                              "sweep = { x = \"[rows, cols]\", w = \"[cols]\", b = \"[cols]\" }\n"
+                              "baseline = \"torch_ln\"\n");
+  const OpSpec& op = m.ops[0];
+  ASSERT_EQ(op.outputs.size(), 3u);
+  EXPECT_EQ(op.outputs[1].text, "float32[x.shape[:-1]]");
+  EXPECT_EQ(op.arg_dtypes, (std::vector<int32_t>{-1, 0, -1, -1}));
+  ASSERT_EQ(op.sweep.size(), 3u);
+  EXPECT_EQ(op.sweep[0].first, "x");  // signature order, not the table's sorted keys
+  EXPECT_EQ(op.sweep[0].second, (std::vector<std::string>{"rows", "cols"}));
+  EXPECT_EQ(op.baseline, "torch_ln");
+}
+
+TEST_F(ManifestOpsTest, ASingleReturnDefaultsToTheFirstTensor) {
+  const Manifest m = with_ops(kOp);
+  ASSERT_EQ(m.ops[0].outputs.size(), 1u);
+  EXPECT_EQ(m.ops[0].outputs[0].text, "like x");
+}
+
+TEST_F(ManifestOpsTest, MistakesNameTheFieldAndTheFix) {
+  expect_error(kLayernorm, "op[0].outputs", "declare \"y\", e.g. outputs = { y = \"like x\" }");
+  expect_error(std::string(kLayernorm) + "outputs = { z = \"like x\" }\n", "op[0].outputs.z",
+               "\"z\" is not a return of ln; returns: y, mean, rstd");
+  expect_error(std::string(kOp) + "outputs = { out = \"like q\" }\n", "op[0].outputs.out",
+               "\"q\" is not a Tensor argument of axpy");
+  expect_error(std::string(kOp) + "arg_dtypes = { alpha = \"int64\" }\n", "op[0].arg_dtypes.alpha",
+               "\"alpha\" is not a Tensor argument of axpy");
+  expect_error(std::string(kOp) + "arg_dtypes = { x = \"int4\" }\n", "op[0].arg_dtypes.x", "unknown dtype \"int4\"");
+  expect_error(std::string(kOp) + "dtypes = [\"float32\", \"float16\"]\narg_dtypes = { x = \"int64\", y = \"int64\" }\n",
+               "op[0].arg_dtypes", "list exactly one");
+  expect_error(std::string(kOp) + "sweep = { x = \"[n]\" }\n", "op[0].sweep", "no shape for Tensor argument \"y\"");
+  expect_error(std::string(kOp) + "sweep = { x = \"n\", y = \"[n]\" }\n", "op[0].sweep.x", "is not a shape");
+}
+
+TEST_F(ManifestOpsTest, BackwardIsAnotherOpMatchedByNames) {
+  const std::string fwd =
+      "[[op]]\nsignature = \"norm(Tensor x, Tensor w, float eps=1e-06) -> Tensor y\"\nsame_shape = []\n"
+      "backward = \"norm_backward\"\n";
+  const Manifest m = with_ops(fwd +
+                              "[[op]]\nsignature = \"norm_backward(Tensor grad_y, Tensor x, Tensor w, Tensor y, "
+                              "float eps) -> (Tensor grad_x, Tensor grad_w)\"\nsame_shape = []\n"
+                              "outputs = { grad_x = \"like x\", grad_w = \"like w\" }\n");
+  EXPECT_EQ(m.ops[0].backward, "norm_backward");
+  expect_error(fwd, "op[0].backward", "no op \"norm_backward\" in this kernel");
+  expect_error(fwd + "[[op]]\nsignature = \"norm_backward(Tensor grad_z, Tensor x) -> Tensor grad_x\"\n",
+               "op[0].backward", "\"grad_z\" is neither grad_<an output of norm>");
+  expect_error(fwd + "[[op]]\nsignature = \"norm_backward(Tensor grad_y, float x) -> Tensor grad_x\"\n",
+               "op[0].backward", "argument \"x\" is float but norm's is Tensor");
+  expect_error(fwd + "[[op]]\nsignature = \"norm_backward(Tensor grad_y, Tensor x) -> Tensor dx\"\n",
+               "op[0].backward", "name each return grad_<a Tensor argument of norm>");
+}
+
+TEST_F(ManifestOpsTest, NewDtypesAreAccepted) {
+  const Manifest m = with_ops(std::string(kOp) + "dtypes = [\"int8\", \"int64\", \"bool\", \"float8_e4m3fn\"]\n");
+  EXPECT_EQ(m.ops[0].dtypes.size(), 4u);
+}
+
+}  // namespace
+}  // namespace kreg

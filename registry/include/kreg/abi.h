@@ -1,18 +1,29 @@
 /* The contract between a kernel library and the registry's generated binding.
  *
  * A kernel library includes no torch header. For each op and dtype it exports
- * one launcher, named <launcher>_<suffix> (suffix: f32, f16, bf16, f64):
+ * one launcher, named <launcher>_<suffix> (suffix from the dtype table,
+ * registry/core/dtype.h: f32, f16, bf16, f64, i8, i16, i32, i64, u8, b8,
+ * f8e4m3, f8e5m2):
  *
  *   KREG_API const char* axpy_f32(kreg_tensor out, kreg_tensor x, kreg_tensor y,
  *                                 float alpha, void* stream);
  *
- * Arguments follow the op signature: the output first, then every argument in
- * signature order (Tensor -> kreg_tensor, float -> float, int -> int64_t,
- * bool -> bool), then the stream: the current CUDA stream of the inputs'
- * device (a cudaStream_t), or NULL for CPU launchers. Tensors arrive
- * contiguous, on one device, with one dtype; the output has the shape of the
- * first Tensor argument. Data pointers may be misaligned for vector loads (a
- * view at an odd offset is a valid input).
+ * Parameters follow the op signature: each return first (kreg_tensor, already
+ * allocated from the manifest's `outputs` declaration), then every argument in
+ * signature order, then the stream:
+ *   Tensor, Tensor(a!)  kreg_tensor (a Tensor(a!) is written in place)
+ *   Tensor?             kreg_tensor; data == NULL and ndim == -1 for None
+ *   int -> int64_t, float -> float, bool -> bool
+ *   int[]               kreg_int_list
+ *   ScalarType?         int32_t: a KREG_DTYPE_* code, or -1 for None
+ *   stream              the current CUDA stream of the inputs' device (a
+ *                       cudaStream_t), or NULL for CPU launchers.
+ * The registry generates these prototypes from the signature and
+ * force-includes them into every source of the kernel, so a launcher that
+ * disagrees is a compile error (registry/core/launcher_header.h).
+ * Tensors arrive contiguous and on one device; each has the dtype the op was
+ * dispatched on unless the manifest fixes it (`arg_dtypes`). Data pointers may
+ * be misaligned for vector loads (a view at an odd offset is a valid input).
  *
  * Return NULL on success or a static error string (e.g. cudaGetErrorString's
  * result); the binding raises it as a RuntimeError naming the op.
@@ -21,8 +32,11 @@
 #define KREG_ABI_H_
 
 #include <stdint.h>
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
 
-#define KREG_ABI_VERSION 1
+#define KREG_ABI_VERSION 2
 
 typedef struct kreg_tensor {
   void* data;
@@ -31,6 +45,25 @@ typedef struct kreg_tensor {
   const int64_t* sizes;
   const int64_t* strides;
 } kreg_tensor;
+
+typedef struct kreg_int_list {
+  const int64_t* data;
+  int64_t size;
+} kreg_int_list;
+
+/* Codes of a ScalarType? argument: the dtype table's order (core/dtype.h). */
+#define KREG_DTYPE_FLOAT32 0
+#define KREG_DTYPE_FLOAT16 1
+#define KREG_DTYPE_BFLOAT16 2
+#define KREG_DTYPE_FLOAT64 3
+#define KREG_DTYPE_INT8 4
+#define KREG_DTYPE_INT16 5
+#define KREG_DTYPE_INT32 6
+#define KREG_DTYPE_INT64 7
+#define KREG_DTYPE_UINT8 8
+#define KREG_DTYPE_BOOL 9
+#define KREG_DTYPE_FLOAT8_E4M3FN 10
+#define KREG_DTYPE_FLOAT8_E5M2 11
 
 /* Kernel libraries are built with hidden visibility; only launchers are
  * exported, so two versions of one kernel loaded in a process never interpose

@@ -48,3 +48,36 @@ inline bfloat16 from_float<bfloat16>(float v) {
 }
 
 }  // namespace kreg
+
+namespace kreg {
+
+// The type reductions accumulate in: float for every storage type narrower
+// than double, double for double (so a float64 build can pass gradcheck).
+template <typename T>
+struct Accumulator {
+  using type = float;
+};
+template <>
+struct Accumulator<double> {
+  using type = double;
+};
+template <typename T>
+using acc_t = typename Accumulator<T>::type;
+
+template <typename T>
+inline acc_t<T> to_acc(T v) { return to_float(v); }
+inline double to_acc(double v) { return v; }
+
+template <typename T>
+inline T from_acc(acc_t<T> v) { return from_float<T>(v); }
+template <>
+inline double from_acc<double>(double v) { return v; }
+
+// A kreg_tensor seen as rows of its last dimension (a 0-dim tensor is one row of one).
+inline int64_t row_length(kreg_tensor t) { return t.ndim > 0 ? t.sizes[t.ndim - 1] : 1; }
+inline int64_t row_count(kreg_tensor t) {
+  const int64_t cols = row_length(t);
+  return cols > 0 ? t.numel / cols : 0;
+}
+
+}  // namespace kreg

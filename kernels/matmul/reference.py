@@ -1,0 +1,15 @@
+"""matmul's float64 reference; torch.matmul is the baseline (this kernel is for numerics, not speed)."""
+import torch
+
+
+def matmul(a, b):
+    return a.double().cpu() @ b.double().cpu()
+
+
+def torch_matmul(a, b):
+    return torch.matmul(a, b)
+
+
+# Sums of k products cancel: the float32 accumulation's error is absolute,
+# about sqrt(k) ulps of the terms, not relative to a result near zero.
+TOLERANCES = {"matmul": {"float32": (1e-4, 1e-4), "float16": (2e-3, 2e-3), "bfloat16": (1e-2, 1e-2)}}

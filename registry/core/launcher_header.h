@@ -1,0 +1,59 @@
+// Launcher prototypes, generated from the op signatures and force-included
+// (-include) into every source of a kernel library, so the compiler checks
+// each launcher against its signature.
+//
+// Launchers are extern "C": without a prototype in scope, a launcher taking
+// `double a` where the signature says `float a`, or written pybind-style
+// `(float* out, const float* x, ...)`, links fine and misbehaves at run time.
+// With the prototype in scope, a definition that disagrees is a "conflicting
+// declaration" compile error; explain_launcher_mismatch turns that error into
+// one that names the op, the argument and both types.
+//
+// A launcher's parameters (registry/include/kreg/abi.h): each return
+// (kreg_tensor, named like the return), each argument in signature order
+// (kreg_tensor, float, int64_t, bool, kreg_int_list, int32_t for ScalarType?),
+// then void* stream.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "manifest.h"
+
+namespace kreg {
+
+// Bumped when the generated text changes in a way the manifest does not capture.
+inline constexpr int kLauncherHeaderVersion = 1;
+
+struct LauncherParam {
+  std::string type;  // "kreg_tensor", "float", "void*", ...
+  std::string name;  // "out", "x", "stream"
+  std::string what;  // what the signature says: "Tensor x", "float alpha", "return y", "the stream"
+};
+
+// The launcher's parameters for one op.
+std::vector<LauncherParam> launcher_params(const Signature& signature);
+
+// "axpy_f32"
+std::string launcher_symbol(const OpSpec& op, const std::string& dtype);
+
+// The header text for every op and listed dtype of a kernel.
+std::string generate_launcher_header(const std::string& kernel, const std::vector<OpSpec>& ops);
+
+// Every launcher symbol the kernel library must export: one per op and dtype.
+std::vector<std::string> required_launchers(const std::vector<OpSpec>& ops);
+
+// Given compiler output (and source excerpts at its error lines), a message per
+// launcher whose definition conflicts with its prototype, naming the op, the
+// argument and both types; empty when the output shows no such conflict.
+std::vector<std::string> explain_launcher_mismatch(const std::vector<OpSpec>& ops,
+                                                   const std::string& compiler_output,
+                                                   const std::vector<std::string>& excerpts);
+
+// Launchers of `exported` missing for a listed dtype: one message each, saying
+// what to define or what to remove from the manifest.
+std::vector<std::string> missing_launchers(const std::string& kernel, const std::vector<OpSpec>& ops,
+                                           const std::vector<std::string>& exported);
+
+}  // namespace kreg

@@ -1,0 +1,90 @@
+#include "launcher_header.h"
+
+#include <gtest/gtest.h>
+
+namespace kreg {
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+OpSpec op(const std::string& signature, std::vector<std::string> dtypes) {
+  OpSpec spec;
+  spec.signature = parse_signature(signature);
+  spec.dtypes = std::move(dtypes);
+  spec.launcher = spec.signature.name;
+  return spec;
+}
+
+const OpSpec kAxpy = op("axpy(Tensor x, Tensor y, float alpha) -> Tensor", {"float32", "float16"});
+const OpSpec kNorm = op("ln(Tensor x, Tensor? b, int[] dims, ScalarType? t, bool f, int k) -> (Tensor y, Tensor mean)",
+                        {"bfloat16"});
+
+TEST(LauncherHeader, OnePrototypePerOpAndDtypeWithNames) {
+  const std::string text = generate_launcher_header("demo", {kAxpy, kNorm});
+  EXPECT_TRUE(contains(text, "#include \"kreg/abi.h\""));
+  EXPECT_TRUE(contains(text, "KREG_API const char* axpy_f32(kreg_tensor out, kreg_tensor x, kreg_tensor y, "
+                             "float alpha, void* stream);"));
+  EXPECT_TRUE(contains(text, "KREG_API const char* axpy_f16("));
+  EXPECT_TRUE(contains(text, "KREG_API const char* ln_bf16(kreg_tensor y, kreg_tensor mean, kreg_tensor x, "
+                             "kreg_tensor b, kreg_int_list dims, int32_t t, bool f, int64_t k, void* stream);"));
+  EXPECT_TRUE(contains(text, "// axpy(Tensor x, Tensor y, float alpha) -> Tensor"));
+  EXPECT_EQ(required_launchers({kAxpy, kNorm}), (std::vector<std::string>{"axpy_f32", "axpy_f16", "ln_bf16"}));
+}
+
+// What g++ prints for a launcher taking double where the signature says float.
+TEST(LauncherHeader, ExplainsAWrongScalarTypeFromGccOutput) {
+  const std::string gcc =
+      "axpy_cpu.cpp:20:13: error: conflicting declaration of C function 'const char* axpy_f32(kreg_tensor, "
+      "kreg_tensor, kreg_tensor, double, void*)'\n"
+      "kreg_launchers.h:8:22: note: previous declaration 'const char* axpy_f32(kreg_tensor, kreg_tensor, "
+      "kreg_tensor, float, void*)'\n";
+  const auto messages = explain_launcher_mismatch({kAxpy}, gcc, {});
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_TRUE(contains(messages[0], "op axpy, launcher axpy_f32: parameter 4 (float alpha) must be float but "
+                                    "the launcher takes double"))
+      << messages[0];
+}
+
+// nvcc's front end names only the prototype; the definition comes from the source excerpt.
+TEST(LauncherHeader, ExplainsPointerConstnessAndCountFromExcerpts) {
+  const std::string nvcc =
+      "axpy.cu(12): error: declaration is incompatible with \"const char *axpy_f32(kreg_tensor, kreg_tensor, "
+      "kreg_tensor, float, void *)\" (declared at line 8 of \"kreg_launchers.h\")\n";
+  auto messages = explain_launcher_mismatch(
+      {kAxpy}, nvcc, {"KREG_API const char* axpy_f32(kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, "
+                      "const void* stream) {\n  return nullptr;\n}"});
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_TRUE(contains(messages[0], "parameter 5 (the stream) must be void* but the launcher takes const void*"))
+      << messages[0];
+
+  messages = explain_launcher_mismatch(
+      {kAxpy}, nvcc, {"KREG_API const char* axpy_f32(float* out, const float* x, const float* y, float a) {"});
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_TRUE(contains(messages[0], "it takes 4 parameters but the signature axpy(Tensor x, Tensor y, float alpha) "
+                                    "-> Tensor needs (kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, "
+                                    "void* stream)"))
+      << messages[0];
+}
+
+TEST(LauncherHeader, ClangConflictingTypesWithoutExcerptStillNamesThePrototype) {
+  const auto messages = explain_launcher_mismatch({kAxpy}, "a.cpp:3:13: error: conflicting types for 'axpy_f16'\n", {});
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_TRUE(contains(messages[0], "launcher axpy_f16: its definition does not match")) << messages[0];
+}
+
+TEST(LauncherHeader, NothingToExplainInOtherErrors) {
+  EXPECT_TRUE(explain_launcher_mismatch({kAxpy}, "a.cpp:3:1: error: expected ';' before '}' token\n", {}).empty());
+}
+
+TEST(LauncherHeader, MissingLaunchersNameTheDtypeAndThePrototype) {
+  const auto messages = missing_launchers("demo", {kAxpy}, {"axpy_f32", "other"});
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_TRUE(contains(messages[0], "kernel demo, op axpy: no launcher for float16; define KREG_API const char* "
+                                    "axpy_f16(kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, void* "
+                                    "stream)"))
+      << messages[0];
+  EXPECT_TRUE(contains(messages[0], "remove float16 from the op's dtypes"));
+}
+
+}  // namespace
+}  // namespace kreg
