@@ -108,7 +108,7 @@ class Op:
         if self._tensor_index and _grad_enabled():
             for i in self._tensor_index:
                 t = args[i]
-                if t is not None and t.requires_grad:
+                if getattr(t, "requires_grad", False):  # not a Tensor: the binding says what is wrong
                     from registry.autograd import call_with_autograd
 
                     return call_with_autograd(self, args)

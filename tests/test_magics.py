@@ -217,13 +217,21 @@ def test_errors_that_are_not_compile_errors_show_without_a_traceback(shell, name
     text = _run_tidily(shell, capsys, f"%%kernel {name} --cpu {bad_signature}\n{cell()}", registry.ManifestError)
     assert "signature" in text and "Tensr" in text
 
-    missing_launcher = cell().replace("axpy_f32", "axpy_f32_misspelled")
-    text = _run_tidily(shell, capsys, f"%%kernel {name}_l --cpu {SIGNATURE}\n{missing_launcher}",
-                       registry.RegistryError)
-    assert "does not export launcher 'axpy_f32'" in text
-
     text = _run_tidily(shell, capsys, f"%%kernel {name}_s --cpu\n{cell()}", registry.RegistryError)
     assert "pass --signature" in text
+
+
+def test_missing_launcher_is_a_build_error_shown_like_a_compile_error(shell, name, capsys):
+    # Launchers are checked when the library is built (core/launcher_header.h),
+    # so a missing one is a BuildError, rendered as compile errors are.
+    missing_launcher = cell().replace("axpy_f32", "axpy_f32_misspelled")
+    capsys.readouterr()
+    result = shell.run_cell(f"%%kernel {name}_l --cpu {SIGNATURE}\n{missing_launcher}")
+    assert isinstance(result.error_in_exec, registry.BuildError)
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "Traceback" not in text and "registry/kernel.py" not in text
+    assert "no launcher for float32" in text and "axpy_f32" in text
 
 
 def test_wrong_argument_type_in_a_cell_names_the_op(shell, name, capsys):
