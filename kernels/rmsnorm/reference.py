@@ -23,4 +23,7 @@ def torch_rmsnorm(x, weight, eps: float = 1e-6):
 # grad_weight sums g * x * rstd down every row: each term is a float32
 # product (~1e-7 relative), and the sum of thousands of signed terms can land
 # near zero, so its error is absolute (~sqrt(rows) * 1e-7 of the terms' size).
-TOLERANCES = {"rmsnorm_backward": {"float32": (1e-5, 2e-5)}}
+# grad_weight sums over every row (65,536 of them at 2^28 elements), in another
+# order than the reference: the rounding grows with the row count, in float64
+# too (8.4e-12 seen on an H200 at 2^28, over the default 1e-12).
+TOLERANCES = {"rmsnorm_backward": {"float32": (1e-5, 2e-5), "float64": (1e-10, 1e-10)}}
