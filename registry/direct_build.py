@@ -40,7 +40,10 @@ def build(plan, staging: Path):
     out = staging / plan.artifact
     start = time.perf_counter()
     with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
-        if len(plan.sources) == 1:
+        # One compile-and-link step is the fastest edit, but ccache cannot
+        # cache a step that links: through ccache (a team's remote storage
+        # included), every source is compiled on its own and then linked.
+        if len(plan.sources) == 1 and not _through_ccache():
             _run([cxx, *flags, "-MMD", "-MF", "0.d", plan.sources[0], *link, "-o", str(out)], plan, staging)
         else:
             objects = [f"{i}.o" for i in range(len(plan.sources))]
@@ -55,6 +58,12 @@ def build(plan, staging: Path):
     library = open_library(str(out))
     builder._check_launchers(plan, library)
     return builder.BuildResult(staging, plan.artifact, deps, seconds, library)
+
+
+def _through_ccache() -> bool:
+    from registry import ccache
+
+    return ccache.ccache_executable() is not None
 
 
 def _run(command: list[str], plan, staging: Path) -> None:

@@ -3,6 +3,7 @@
 version, one compile-and-link step for a CPU edit, load()-style diagnostics."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import pytest
@@ -45,7 +46,13 @@ def test_torch_upgrade_keeps_the_library_key(axpy_copy):
     assert keys.kernel_lib_key(manifest, "cpu", files, {**env, "toolchain.cxx": "g++ 13"}).hex != before
 
 
-def test_cpu_edit_is_one_compile_and_link_step(axpy_copy, monkeypatch):
+@pytest.mark.parametrize("through_ccache", [False, True])
+def test_cpu_edit_is_one_compile_and_link_step(axpy_copy, monkeypatch, through_ccache):
+    # Without ccache one step; through ccache, which caches no step that links
+    # (so could not share the compile with a team), a compile and a link.
+    if through_ccache and shutil.which("ccache") is None:
+        pytest.skip("ccache not installed: apt-get install ccache")
+    monkeypatch.setenv("REGISTRY_CCACHE", "1" if through_ccache else "0")
     op = registry.get(axpy_copy.name, device="cpu")
     commands = []
     real_run = subprocess.run
@@ -60,8 +67,12 @@ def test_cpu_edit_is_one_compile_and_link_step(axpy_copy, monkeypatch):
     x = torch.ones(4)
     assert op(x, x, 2.0)[0].item() == 4.0
     compiler_calls = [c for c in commands if "-o" in c]  # (ccache --print-stats runs too)
-    assert len(compiler_calls) == 1, compiler_calls
-    assert "-shared" in compiler_calls[0] and "-c" not in compiler_calls[0]
+    if through_ccache:
+        assert len(compiler_calls) == 2, compiler_calls
+        assert "-c" in compiler_calls[0] and "-shared" in compiler_calls[1]
+    else:
+        assert len(compiler_calls) == 1, compiler_calls
+        assert "-shared" in compiler_calls[0] and "-c" not in compiler_calls[0]
 
 
 def test_compile_error_reads_file_line_with_the_line_marked(axpy_copy):
