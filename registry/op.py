@@ -173,10 +173,17 @@ class Op:
         return f"<registry op {self.signature} [{self.backend}, key {key}]>"
 
 
-def _grad_enabled() -> bool:
-    import torch
+_is_grad_enabled = None  # torch.is_grad_enabled, bound on the first call (not at import)
 
-    return torch.is_grad_enabled()
+
+def _grad_enabled() -> bool:
+    # On every call of an op with Tensor arguments: no import statement here.
+    global _is_grad_enabled
+    if _is_grad_enabled is None:
+        import torch
+
+        _is_grad_enabled = torch.is_grad_enabled
+    return _is_grad_enabled()
 
 
 def link_backwards(ops: dict, manifest) -> None:

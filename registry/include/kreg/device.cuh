@@ -1,6 +1,6 @@
 // Helpers for device code that NVRTC compiles (compiler = "nvrtc"): float
 // bridging for __half and __nv_bfloat16, with nothing from the CUDA runtime
-// (NVRTC takes no host code). The same helpers as kreg/cuda.cuh has for nvcc.
+// (NVRTC takes no host code). kreg/cuda.cuh includes it for nvcc-built kernels.
 #pragma once
 
 #include <cuda_bf16.h>
