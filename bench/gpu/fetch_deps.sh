@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Run on a machine with network access, in the checkout: fills .gpu/ (ignored
 # by git) with what the GPU machine's image lacks, for bench/gpu/env.sh there:
-# Debian packages (ccache, and toml++/xxHash headers for the core) and the
+# Debian packages (ccache, toml++/xxHash headers for the core, redis-server for
+# the team-cache tests and benchmark) and the
 # Jupyter wheels for CPython 3.12 that executing notebooks needs.
 set -euo pipefail
 mkdir -p .gpu/debs .gpu/wheels
-(cd .gpu/debs && apt-get download ccache libhiredis0.14 libtomlplusplus-dev libxxhash-dev)
+(cd .gpu/debs && apt-get download ccache libhiredis0.14 libtomlplusplus-dev libxxhash-dev \
+  redis-server redis-tools libjemalloc2 liblzf1)
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
   --platform any -d .gpu/wheels \

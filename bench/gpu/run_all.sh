@@ -6,6 +6,7 @@
 #   bash bench/gpu/run_all.sh            (STEPS="tests bandwidth editloop notebooks")
 #   STEPS="fresh anchor" bash bench/gpu/run_all.sh
 #   STEPS="nvrtc" bash bench/gpu/run_all.sh   (device code through NVRTC: bench/nvrtc_edit_loop.py)
+#   STEPS="remote" bash bench/gpu/run_all.sh  (a teammate's first get through Redis: bench/remote_get.py)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -21,6 +22,7 @@ for step in $STEPS; do
     editloop) python3 bench/edit_loop.py --device cuda --reps "${REPS:-3}" --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tail -16 ;;
     nvrtc) python3 bench/nvrtc_edit_loop.py --device cuda --reps "${REPS:-7}" --out "$OUT" 2>&1 | tail -16 ;;
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
+    remote) python3 bench/remote_get.py --device cuda --reps "${REMOTE_REPS:-7}" --out "$OUT" 2>&1 | tail -3 ;;
     anchor) OUT="$OUT" python3 bench/anchor/torch_load_anchor.py > "$OUT/anchor.txt" 2>&1; tail -4 "$OUT/anchor.txt" ;;
     notebooks) REGISTRY_SWEEP_FIGURE="$OUT/axpy_sweep_h200.png" python3 bench/gpu/run_notebooks.py "$OUT" 2>&1 | tail -20 ;;
   esac
