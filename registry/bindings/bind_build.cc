@@ -11,15 +11,12 @@
 #include "key.h"
 #include "toolchain.h"
 
+#include "stamp_set.h"
+
 namespace py = pybind11;
 
 namespace kreg::python {
 
-// Stamps held on the C++ side: the in-process "nothing changed?" check is one
-// call and a few stat()s, with no per-file conversion.
-struct StampSet {
-  std::vector<FileStamp> stamps;
-};
 
 void init_build(py::module_& m) {
   py::class_<Digest>(m, "Digest").def("hex", &Digest::hex);
