@@ -73,6 +73,9 @@ void init_plan(py::module_& m) {
       .def_readonly("artifacts", &Plan::artifacts)
       .def_readonly("namespaces", &Plan::namespaces)
       .def_readonly("launchers", &Plan::launchers)
+      .def_readonly("schemas", &Plan::schemas)
+      .def_readonly("sources", &Plan::sources)
+      .def_readonly("include_dirs", &Plan::include_dirs)
       .def_readonly("changes", &Plan::changes)
       .def_readonly("launcher_header", &Plan::launcher_header)
       .def_readonly("previous_build_seconds", &Plan::previous_build_seconds)
@@ -88,18 +91,27 @@ void init_plan(py::module_& m) {
         py::arg("direct_recipe") = "", py::arg("loaded_namespaces") = std::vector<std::string>{},
         py::arg("rebuild") = false);
 
-  m.def("record_outcome", [](Plan& plan, std::optional<Key> lib_key, std::vector<FileStamp> lib_extra_stamps,
-                             std::string device_key, std::vector<FileStamp> device_stamps, bool compiled) {
+  // The outcome of a get, recorded in one call: the memo, and after builds
+  // the cache's size cap. Returns (changes, why gc could not run or "").
+  m.def("record_outcome", [](Plan& plan, const CacheStore& store, std::optional<Key> lib_key,
+                             std::vector<FileStamp> lib_extra_stamps, std::string device_key,
+                             std::vector<FileStamp> device_stamps, bool compiled,
+                             std::optional<int64_t> gc_max_bytes, const std::vector<std::string>& keep) {
     Outcome outcome{std::move(lib_key), std::move(lib_extra_stamps), std::move(device_key),
                     std::move(device_stamps), compiled};
-    return record_outcome(plan, outcome);
-  }, py::arg("plan"), py::arg("lib_key") = std::nullopt, py::arg("lib_extra_stamps") = std::vector<FileStamp>{},
-        py::arg("device_key") = "", py::arg("device_stamps") = std::vector<FileStamp>{},
-        py::arg("compiled") = false);
+    std::vector<std::string> changes = record_outcome(plan, outcome);
+    std::string gc_problem = gc_max_bytes ? collect_garbage(store, *gc_max_bytes, keep) : "";
+    return std::make_pair(changes, gc_problem);
+  }, py::arg("plan"), py::arg("store"), py::arg("lib_key") = std::nullopt,
+        py::arg("lib_extra_stamps") = std::vector<FileStamp>{}, py::arg("device_key") = "",
+        py::arg("device_stamps") = std::vector<FileStamp>{}, py::arg("compiled") = false,
+        py::arg("gc_max_bytes") = std::nullopt, py::arg("keep") = std::vector<std::string>{});
 
   py::class_<Claim>(m, "Claim")
       .def_property_readonly("busy", &Claim::busy)
       .def_readonly("hit", &Claim::hit)
+      .def_readonly("key", &Claim::key)
+      .def_readonly("extra_stamps", &Claim::extra_stamps)
       .def_readonly("staging", &Claim::staging)
       .def("release", [](Claim& c) {
         if (c.lock) c.lock->release();

@@ -241,6 +241,8 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
                                    hash_fields({{"manifest", m.file}}).substr(0, 8));
   plan.memo = read_memo(plan.memo_path);
 
+  plan.sources = kernel_sources(m, facts.backend, facts.registry_include);
+  plan.include_dirs = include_dirs(m, facts.registry_include);
   ArtifactPlan lib = plan_lib(m, facts, store, plan);
   look_up(store, lib);
   if (lib.key) plan.changes = key_changes(plan.memo, *lib.key, facts.rebuild);
@@ -261,6 +263,7 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
   plan.artifacts.push_back(std::move(lib));
 
   for (const OpSpec& op : m.ops) {
+    plan.schemas[op.signature.name] = op.signature.canonical();
     auto& symbols = plan.launchers[op.signature.name];
     for (const std::string& dtype : op.dtypes) symbols.emplace_back(dtype, launcher_symbol(op, dtype));
   }
@@ -318,6 +321,15 @@ std::vector<std::string> record_outcome(Plan& plan, const Outcome& outcome) {
   return changes;
 }
 
+std::string collect_garbage(const CacheStore& store, int64_t max_bytes, const std::vector<std::string>& keep) {
+  try {
+    store.gc(max_bytes, keep);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 Claim try_claim(const CacheStore& store, const ArtifactPlan& artifact) {
   Claim claim;
   claim.lock = FileLock::try_acquire(store.lock_path(artifact.lock_key));
@@ -325,9 +337,11 @@ Claim try_claim(const CacheStore& store, const ArtifactPlan& artifact) {
   if (!artifact.force) {
     // Another process may have built (and recorded) it while we waited.
     std::optional<Key> key = artifact.key;
+    std::vector<FileStamp> extra;
     if (artifact.base) {
       std::optional<DepMatch> found = artifact.match_record(artifact.record_path);
       key = found ? std::optional<Key>(found->key) : std::nullopt;
+      if (found) extra = std::move(found->stamps);
     }
     if (key) {
       Lookup found = store.lookup(key->digest.hex());
@@ -335,6 +349,8 @@ Claim try_claim(const CacheStore& store, const ArtifactPlan& artifact) {
         claim.lock->release();
         claim.lock.reset();
         claim.hit = std::move(found.entry);
+        claim.key = std::move(key);
+        claim.extra_stamps = std::move(extra);
         return claim;
       }
     }

@@ -87,6 +87,9 @@ struct Plan {
   std::map<std::string, std::string> namespaces;  // op -> binding namespace (generated bindings)
   // op -> (dtype, launcher symbol) for every listed dtype
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> launchers;
+  std::vector<std::string> sources;       // what the kernel library compiles
+  std::vector<std::string> include_dirs;  // its include path
+  std::map<std::string, std::string> schemas;  // op -> its signature's canonical text
   std::vector<std::string> changes;  // why the lib key differs from the memo's (once it is known)
   std::string launcher_header;       // a lib build's force-included prototypes (written on a miss)
   std::optional<double> previous_build_seconds;  // a lib build's progress estimate
@@ -113,6 +116,11 @@ struct Outcome {
 // or (after a build) the memo's inputs diffed against the built key's.
 std::vector<std::string> record_outcome(Plan& plan, const Outcome& outcome);
 
+// After a build: brings the cache under max_bytes (CacheStore::gc, keeping
+// `keep`). Returns "" or why it could not run (the caller warns: a build that
+// succeeded does not fail over a cache a little over its cap).
+std::string collect_garbage(const CacheStore& store, int64_t max_bytes, const std::vector<std::string>& keep);
+
 // Why `key` differs from the memo's lib key (the lines status() shows).
 std::vector<std::string> key_changes(const std::optional<Memo>& memo, const Key& key, bool rebuild);
 
@@ -132,6 +140,8 @@ std::vector<std::string> kernel_sources(const Manifest& manifest, const std::str
 struct Claim {
   std::optional<FileLock> lock;  // held while claimed; released by publish() or release()
   std::optional<Entry> hit;      // another process built it while we waited: nothing to do
+  std::optional<Key> key;        // with hit: its key, and (lib) the record's extra files, stamped
+  std::vector<FileStamp> extra_stamps;
   std::string staging;           // where to build (claimed only)
   bool busy() const { return !lock && !hit; }
 };

@@ -215,6 +215,8 @@ TEST_F(PlanTest, AClaimFindsWhatAnotherProcessBuiltMeanwhile) {
   ASSERT_TRUE(claim.hit.has_value());
   EXPECT_FALSE(claim.lock.has_value());  // released at once
   EXPECT_EQ(claim.hit->key, first.artifacts[0].key->digest.hex());
+  ASSERT_TRUE(claim.key.has_value());  // for the memo: the key with its inputs
+  EXPECT_EQ(claim.key->digest.hex(), claim.hit->key);
 }
 
 TEST_F(PlanTest, AHeldLockIsBusy) {
