@@ -14,7 +14,7 @@ import time
 import warnings
 from pathlib import Path
 
-from registry import _core, environment, keys, knobs, remote
+from registry import _core, environment, keys, knobs
 from registry.errors import KernelNotFoundError, ManifestError, RegistryError
 from registry.kernel_status import KernelState, Status
 from registry.state import STATE
@@ -98,7 +98,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         device = device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
                                      trust_memo=plan.memo_vouched, force=rebuild)
 
-    team = remote.current()
+    team = _team()
     team_before = dict(team.counts) if team is not None else None
     planned = plan.artifacts
     artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
@@ -171,6 +171,15 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
+
+
+def _team():
+    """The team's remote cache, or None; remote.py is imported only when one is set."""
+    if knobs.remote_cache() is None:
+        return None
+    from registry import remote
+
+    return remote.current()
 
 
 class _Hit:
