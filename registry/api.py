@@ -7,20 +7,11 @@ returned after a few stat() calls and nothing else. The slow one
 """
 from __future__ import annotations
 
-import threading
 import time
 
 from registry import _core, knobs
 from registry.op import Op, OpGroup
-
-_states: dict = {}  # (name, backend) -> kernel.KernelState
-# (name, device as asked: None, "cpu" or "cuda") -> the backend it resolved to.
-# "No device" and the device it means must find the same state, or one kernel
-# gets two handles and the one not asked for again keeps running old code.
-# The backend follows from the manifest (a stamped file) and the machine, so
-# an entry holds while the state's stamps do.
-_backends: dict = {}
-_lock = threading.RLock()
+from registry.state import STATE  # the loaded kernels, by (name, backend), and what each request resolved to
 
 
 def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | OpGroup:
@@ -35,7 +26,7 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
     """
     start = time.perf_counter()
     requested = device or knobs.device()
-    state = _states.get((name, _backends.get((name, requested))))
+    state = STATE.find(name, requested)
     if state is not None and not rebuild and state.stamps.unchanged():
         # status() now describes this get, not the build or load before it.
         state.status = state.in_process
@@ -43,11 +34,10 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
         return _handle(state)
     from registry.kernel import resolve
 
-    with _lock:
-        state = resolve(name, requested, rebuild, lambda backend: _states.get((name, backend)))
+    with STATE.lock:
+        state = resolve(name, requested, rebuild, lambda backend: STATE.kernels.get((name, backend)))
         state.status.get_seconds = time.perf_counter() - start
-        _states[(name, state.backend)] = state
-        _backends[(name, requested)] = _backends[(name, state.backend)] = state.backend
+        STATE.keep(state, requested)
         return _handle(state)
 
 
@@ -61,7 +51,7 @@ def status(name: str, *, device: str | None = None):
     """What the last `get` of `name` in this process did: key, hit or build,
     paths, build time, and what changed since the previous build."""
     requested = device or knobs.device()
-    state = _states.get((name, _backends.get((name, requested))))
+    state = STATE.find(name, requested)
     if state is None:
         raise LookupError(f"kernel {name!r} has not been loaded in this process; call registry.get({name!r}) first")
     return state.status
@@ -84,6 +74,6 @@ class KernelInfo:
 
 def list() -> list[KernelInfo]:  # noqa: A001  (the name the notebook API promises)
     """Every kernel the registry can find, and whether it is loaded here."""
-    loaded = {name for name, _ in _states}
+    loaded = {name for name, _ in STATE.kernels}
     roots = [str(r) for r in knobs.kernel_roots()]
     return [KernelInfo(k.name, k.manifest, k.name in loaded) for k in _core.discover_kernels(roots)]

@@ -1,14 +1,17 @@
-"""Getting one artifact by key: cache hit, or lock -> check again -> (the
-team's remote cache) -> build -> publish (-> store remotely). Never records a
-failed build; never shows a half-written one."""
+"""Getting one artifact of a plan: lock -> look again -> (the team's remote
+cache) -> build -> publish (-> store remotely). Never records a failed build;
+never shows a half-written one. The claim and the publish are one core call
+each (core/plan.h): the lock, the second look, the staging folder; the key
+from the compiler's list, the entry, the dependency record."""
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from registry import _core, knobs, pins
+from registry import _core, knobs
 from registry.builder import BuildPlan, BuildResult, run_build
 from registry.errors import LockTimeoutError
 
@@ -20,6 +23,69 @@ class Artifact:
     built: BuildResult | None  # set when this call compiled it
     miss_reason: str = ""    # why a cached entry was rejected, if one was
     source: str = "cache"    # "cache", "remote" (fetched now) or "compiled"
+
+
+class Target:
+    """One artifact of a plan (_core.ArtifactPlan) as the builds act on it.
+
+    key is the artifact key once known: from the plan, or for a kernel
+    library whose dependency record named none, from a claim that found
+    another process's build, the remote's record, or this build.
+    extra_stamps is then what the record or the compiler added (for the memo);
+    rekeyed says the key is not the plan's."""
+
+    def __init__(self, artifact):
+        self.artifact = artifact
+        self.lock_hex = artifact.lock_key
+        self.key = artifact.key
+        self.extra_stamps: list = []
+        self.rekeyed = False
+
+    def _found(self, key, stamps) -> None:
+        self.key, self.extra_stamps, self.rekeyed = key, list(stamps), True
+
+    # The record travels through a team's remote cache (remote.py) as a small
+    # file under its path in the cache, so another machine finds the same key.
+    def _remote_name(self) -> str:
+        return f"deps/{self.artifact.lock_key}.toml"
+
+    def match_remote(self, team):
+        """The key, else match against the record the remote holds (a kernel
+        library's); a remote record that matches becomes the local one if
+        there is none yet."""
+        if self.key is not None or team is None or self.artifact.base is None:
+            return self.key
+        record = self.artifact.record_path
+        found = self.artifact.match_record(record)  # written meanwhile by another process here?
+        if found is None:
+            data = team.get_file(self._remote_name())
+            if data is None:
+                return None
+            fetched = f"{record}.remote.{os.getpid()}"
+            os.makedirs(os.path.dirname(fetched), mode=0o700, exist_ok=True)
+            try:
+                _core.write_file_atomic(fetched, data)
+                found = self.artifact.match_record(fetched)  # verified as a local record is
+                if found is not None and not os.path.exists(record):
+                    os.replace(fetched, record)
+            finally:
+                if os.path.exists(fetched):
+                    os.unlink(fetched)
+        if found is None:
+            return None
+        self._found(found.key, found.stamps)
+        return self.key
+
+    def share_record(self, team) -> None:
+        """Stores the local record in the remote (the last writer's entries win
+        there; a machine whose entry was lost builds once more)."""
+        if self.artifact.base is None:
+            return
+        try:
+            data = Path(self.artifact.record_path).read_bytes()
+        except OSError:
+            return
+        team.put_file(self._remote_name(), data)
 
 
 def fetch_remote(store, key_hex: str, remote) -> tuple[Artifact | None, str]:
@@ -37,66 +103,78 @@ def fetch_remote(store, key_hex: str, remote) -> tuple[Artifact | None, str]:
     return Artifact(entry, _artifact_path(entry), None, source="remote"), ""
 
 
-def ensure(store, key, plan: BuildPlan, force: bool = False, remote=None) -> Artifact:
-    """`key` is a keys.LibKey or keys.FixedKey: its artifact key may be known
-    only after the build, from the files the compiler reported."""
-    reason = ""
-    if not force and (known := key.match()) is not None:
-        hit = store.lookup(known.hex)
-        if hit.entry is not None:
-            return Artifact(hit.entry, _artifact_path(hit.entry), None)
-        reason = hit.miss_reason
-    with _locked(store.lock_path(key.lock_hex)):
-        # Another process may have built (and recorded) it while we waited.
-        if not force and (known := key.match()) is not None:
-            hit = store.lookup(known.hex)
-            if hit.entry is not None:
-                return Artifact(hit.entry, _artifact_path(hit.entry), None)
-        claim = None
+def ensure(store, target: Target, plan: BuildPlan, remote=None) -> Artifact:
+    """The artifact the plan found missing: claimed under its lock, where
+    another process's build may turn up; else built and published."""
+    force, reason = target.artifact.force, target.artifact.miss_reason
+    claim = _claim(store, target)
+    if claim.hit is not None:
+        # Another process built (and recorded) it while we waited.
+        if target.key is None:
+            target._found(claim.key, claim.extra_stamps)
+        return Artifact(claim.hit, _artifact_path(claim.hit), None, reason)
+    published = False
+    try:
+        team_claim = None
         if remote is not None and not force:
             # One build per team: wait for another machine building this key
             # (claimed under the key known before building).
-            entry, note, claim = remote.wait_or_claim(store, key.lock_hex, time.monotonic() + knobs.lock_timeout(),
-                                                      find=lambda: _known_hex(key.match_remote(remote)))
+            entry, note, team_claim = remote.wait_or_claim(
+                store, target.lock_hex, time.monotonic() + knobs.lock_timeout(),
+                find=lambda: _known_hex(target.match_remote(remote)))
             if entry is not None:
                 return Artifact(entry, _artifact_path(entry), None, reason, "remote")
             reason = reason or note
         try:
-            return _build(store, key, plan, remote, reason, force)
+            artifact = _build(store, target, plan, claim, reason)
+            published = True
         finally:
-            if claim is not None:
-                claim.release()
+            if team_claim is not None:
+                team_claim.release()
+    finally:
+        if not published:
+            claim.release()
+    if remote is not None:
+        remote.store(artifact.entry)  # only warns on failure
+        target.share_record(remote)
+    return artifact
+
+
+def _claim(store, target: Target):
+    """Polls for the build lock: Ctrl-C stays responsive and a timeout names the holder."""
+    start, timeout, delay = time.monotonic(), knobs.lock_timeout(), 0.005
+    while (claim := _core.try_claim(store, target.artifact)).busy:
+        waited = time.monotonic() - start
+        if waited > timeout:
+            path = store.lock_path(target.lock_hex)
+            raise LockTimeoutError(path, _core.lock_holder(path), waited)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    return claim
 
 
 def _known_hex(key) -> str | None:
     return None if key is None else key.hex
 
 
-def _build(store, key, plan: BuildPlan, remote, reason: str, force: bool) -> Artifact:
-    """Build in a staging folder, publish, record the dependencies, store
-    remotely (the caller holds the key's lock)."""
-    staging = Path(store.make_staging_dir())
+def _build(store, target: Target, plan: BuildPlan, claim, reason: str) -> Artifact:
+    """Build in the claim's staging folder and publish (the core derives the
+    key from the compiler's list, publishes, records, releases the lock)."""
+    staging = Path(claim.staging)
     try:
         started_ns = time.time_ns()  # the clock file times use: a dep saved after this is suspect
         result = run_build(plan, staging)
-        final = key.from_build(result.deps, started_ns)
-        if force:
-            store.remove(final.hex)
         entry = _core.Entry()
-        entry.key, entry.kernel = final.hex, plan.kernel
-        entry.backend, entry.kind = plan.backend, plan.kind
+        entry.kernel, entry.backend, entry.kind = plan.kernel, plan.backend, plan.kind
         entry.artifact, entry.build_seconds = result.artifact, result.seconds
-        entry.built_at, entry.deps, entry.inputs = int(time.time()), result.deps, final.inputs
-        published = store.publish(str(staging), entry)
+        entry.built_at, entry.deps = int(time.time()), result.deps
+        published = _core.publish_claim(store, target.artifact, claim, entry, result.deps, started_ns)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    key.record_build()  # after publishing: a record never names what is not there yet
-    if remote is not None:
-        remote.store(published)  # only warns on failure
-        key.share_record(remote)
-    pins.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
-    return Artifact(published, _artifact_path(published), result, reason, "compiled")
+    if target.artifact.base is not None:
+        target._found(published.key, published.extra_stamps)
+    return Artifact(published.entry, _artifact_path(published.entry), result, reason, "compiled")
 
 
 def _artifact_path(entry) -> str:

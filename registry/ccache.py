@@ -16,7 +16,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from registry import _core, knobs
+from registry import _core, cache_layout, knobs
 
 _env_lock = threading.Lock()
 
@@ -46,7 +46,7 @@ def _cxx_wrapper(cache_root: Path, ccache: str, real_cxx: str) -> Path:
     """The wrapper script, checked on every build: its bytes must be exactly
     what this function writes and it must be executable, or it is written
     again (a damaged wrapper would fail every build with "Exec format error")."""
-    folder = cache_root / "v1" / "ccache-bin" / _core.hash_fields_hex([("cxx", real_cxx), ("ccache", ccache)])[:16]
+    folder = cache_layout.path("ccache_bin", cache_root) / _core.hash_fields_hex([("cxx", real_cxx), ("ccache", ccache)])[:16]
     wrapper = folder / Path(real_cxx).name
     text = f'#!/bin/sh\nexec {ccache} {real_cxx} "$@"\n'.encode()
     if not _holds(wrapper, text) or not os.access(wrapper, os.X_OK):
@@ -84,7 +84,7 @@ def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool 
         if cuda_arch:
             overrides["TORCH_CUDA_ARCH_LIST"] = cuda_arch
         if ccache:
-            real_cxx = cxx_command() if "/" in cxx_command() else _core.find_in_path(cxx_command())
+            real_cxx = cxx_command() if "/" in cxx_command() else (shutil.which(cxx_command()) or cxx_command())
             overrides["CXX"] = str(_cxx_wrapper(cache_root, ccache, os.path.realpath(real_cxx)))
             if cuda_arch and "PYTORCH_NVCC" not in os.environ:
                 overrides["PYTORCH_NVCC"] = f"{ccache} {nvcc_command()}"

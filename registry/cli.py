@@ -28,6 +28,12 @@ import time
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
 
 
+def _layout_exists(root) -> bool:
+    from registry import cache_layout
+
+    return cache_layout.path("root", root).is_dir()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits with 2 on a usage error
     from registry.errors import KernelNotFoundError, ManifestError, RegistryError
@@ -163,10 +169,10 @@ def _aot(args) -> int:
 def _store():
     """The cache store, or None when no cache exists yet (a command that only
     looks must not create one)."""
-    from registry import _core, knobs
+    from registry import _core, cache_layout, knobs
 
     root = knobs.cache_dir()
-    if not (root / "v1").is_dir():
+    if not cache_layout.path("root", root).is_dir():
         return None
     return _core.CacheStore(str(root))
 
@@ -212,7 +218,7 @@ def _cache_info(args) -> int:
     total = sum(r["disk_bytes"] for r in rows)
     pinned = sum(r["pinned"] for r in rows)
     cap = knobs.cache_max_bytes()
-    print(f"root      {root}{'' if rows or (root / 'v1').is_dir() else '  (not created yet)'}")
+    print(f"root      {root}{'' if rows or _layout_exists(root) else '  (not created yet)'}")
     print(f"entries   {len(rows)} ({pinned} pinned by live processes)")
     print(f"size      {_human(total)} of a {_human(cap)} cap (REGISTRY_CACHE_MAX_BYTES)")
     print(f"ccache    {_ccache_line(ccache)}")

@@ -15,10 +15,11 @@ from __future__ import annotations
 import ctypes
 
 from registry.errors import RegistryError
+from registry.state import STATE
 
 _driver = None
 # cubin key -> CUmodule handle, per process; loaded once, never unloaded.
-_modules: dict[str, int] = {}
+_modules = STATE.device_modules
 
 
 def _cuda():

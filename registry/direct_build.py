@@ -23,9 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from registry import builder
-
-# Recorded in the key of directly built libraries: bump when the command changes.
-DIRECT_RECIPE = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined"
+from registry.environment import DIRECT_RECIPE  # noqa: F401  (beside the other recipes: get reads it without this module)
 _COMPILE = ["-std=c++20", "-fPIC"]
 
 

@@ -16,13 +16,13 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from registry import _core, ccache
+from registry import _core, cache_layout, ccache
 
 
 # Asking torch about the GPU starts the CUDA driver (hundreds of ms), which a
 # `get` that finds everything cached should not pay. So the answer (is there a
 # GPU, which compute capability) is asked once per machine identity and kept
-# in <cache>/v1/cuda_arch.txt. The identity is cheap to read and changes with
+# in the cache (cache_layout "cuda_arch"). The identity is cheap to read and changes with
 # anything that could change the answer: the host, the boot (hardware is only
 # swapped across one), CUDA_VISIBLE_DEVICES, and the GPU models the driver
 # lists in /proc where it does.
@@ -51,7 +51,7 @@ def _device_answer(cache_root: Path) -> str:
         return "none"
     if torch.cuda.is_initialized():
         return _ask_torch(torch)
-    memo = cache_root / "v1" / "cuda_arch.txt"
+    memo = cache_layout.path("cuda_arch", cache_root)
     identity = _machine_identity()
     # A line that is not "identity<TAB>none|major.minor" is ignored, and a
     # missing answer asked again: the file is a memo, never trusted blindly.
@@ -120,6 +120,12 @@ LINK_RECIPE = "libstdc++ of the running torch, by path (1)"
 KERNEL_LIB_RECIPE = "top-level cflags reach nvcc too; kernel libraries linked with -z defs (2)"
 
 
+# Recorded in the key of directly built libraries (direct_build.py): bump when
+# the command changes. Kept here, not there, so a `get` that builds nothing
+# does not import the build machinery to read it.
+DIRECT_RECIPE = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined"
+
+
 def kernel_lib_recipe() -> str:
     """The recipe, with the host flags below: a cache shared by machines with
     different CPUs keeps one library per flag set."""
@@ -184,13 +190,13 @@ def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = Fals
     CUDA toolkit simply has no toolchain.nvcc."""
     import torch
 
-    memo = str(cache_root / "v1" / "toolchains.toml")
+    memo = str(cache_layout.path("toolchains", cache_root))
     env = {
         "env.torch": torch.__version__,
         "env.torch_cxx11_abi": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
         "env.python": f"{sys.version_info.major}.{sys.version_info.minor} {sysconfig.get_config_var('SOABI')}",
         "env.platform": sys.platform,
-        "toolchain.cxx": _core.identify_compiler(ccache.cxx_command(), memo, _ask_version).text(),
+        "toolchain.cxx": _core.compiler_identity_text(ccache.cxx_command(), memo, _ask_version),
         "toolchain.link": LINK_RECIPE,
         "toolchain.kernel_lib": kernel_lib_recipe(),
     }
@@ -198,7 +204,7 @@ def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = Fals
         env["env.cuda"] = str(torch.version.cuda)
         env["env.cuda_arch"] = cuda_arch_list(cache_root)
         try:
-            env["toolchain.nvcc"] = _core.identify_compiler(ccache.nvcc_command(), memo, _ask_version).text()
+            env["toolchain.nvcc"] = _core.compiler_identity_text(ccache.nvcc_command(), memo, _ask_version)
         except RuntimeError:
             if not nvcc_optional:
                 raise

@@ -60,7 +60,9 @@ def open_library(path: str) -> ctypes.CDLL:
     return ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
 
 
-def build_table(library: ctypes.CDLL, op_spec, kernel: str) -> LauncherTable:
+def build_table(library: ctypes.CDLL, op_spec, kernel: str, symbols=None) -> LauncherTable:
+    """symbols: (dtype, launcher symbol) per listed dtype, as a plan names them
+    (core/plan.h); asked of the core when not given."""
     table = LauncherTable()
     table.magic = TABLE_MAGIC
     table.op_name = f"{kernel}.{op_spec.name}".encode()
@@ -75,8 +77,9 @@ def build_table(library: ctypes.CDLL, op_spec, kernel: str) -> LauncherTable:
         for j, term in enumerate(spec.dims):
             decl.dims[j] = DimTerm(term.kind, term.arg, term.a, term.b)
     missing = []
-    for dtype in op_spec.dtypes:
-        symbol = f"{op_spec.launcher}_{_core.dtype_suffix(dtype)}"
+    if symbols is None:
+        symbols = [(dtype, f"{op_spec.launcher}_{_core.dtype_suffix(dtype)}") for dtype in op_spec.dtypes]
+    for dtype, symbol in symbols:
         try:
             table.launchers[DTYPE_SLOTS.index(dtype)] = ctypes.cast(getattr(library, symbol), ctypes.c_void_p).value
         except AttributeError:

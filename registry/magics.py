@@ -38,9 +38,9 @@ DTYPE_SUFFIXES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float
 
 
 def inline_root() -> Path:
-    from registry import knobs
+    from registry import cache_layout
 
-    return knobs.cache_dir() / "v1" / "inline"
+    return cache_layout.path("inline")
 
 
 def ensure_discoverable(root: Path) -> None:

@@ -16,11 +16,13 @@ from __future__ import annotations
 import ctypes
 import re
 
+from registry.state import STATE
+
 # Launcher tables an Op has moved away from. A compiled graph (torch.compile,
 # CUDA graphs) may hold an old table's address: tables are never freed, so such
 # a graph keeps running the version it was built with instead of freed memory.
 # Kernel libraries are likewise never unloaded. Each table is a few bytes.
-_retired_tables: list = []
+_retired_tables = STATE.retired_tables
 
 # torch's message when a call does not fit the binding's schema.
 _SCHEMA_MISMATCH = re.compile(
@@ -73,8 +75,9 @@ class Op:
         self._tensor_index = tuple(i for i, a in enumerate(args) if a.type_name == "Tensor")
 
     @classmethod
-    def of(cls, kernel: str, spec) -> "Op":
-        return cls(kernel, spec.name, spec.signature.canonical(), [a.name for a in spec.signature.args], spec)
+    def of(cls, kernel: str, spec, schema: str | None = None) -> "Op":
+        """schema: the signature's canonical text, when the caller has it (a plan does)."""
+        return cls(kernel, spec.name, schema or spec.signature.canonical(), [a.name for a in spec.signature.args], spec)
 
     def _swap(self, fn, table, backend: str, key: str, signature: str | None = None,
               arg_names: list[str] | None = None) -> None:

@@ -9,29 +9,24 @@ exits, however it exits, so a crashed notebook never keeps an entry forever.
 """
 from __future__ import annotations
 
-import threading
 import warnings
 
 from registry import knobs
-
-_held: dict[str, object] = {}  # key -> _core.Pin; never released while we live
-_lock = threading.Lock()
+from registry.state import STATE
 
 
 def hold(store, key_hex: str) -> None:
-    """Pins the entry `key_hex` until this process exits (once per key).
+    """Pins the entry `key_hex` until this process exits (once per key), and
+    marks it used. The pins are the process state's (state.py).
 
     Raises RuntimeError ("call get() again") in the rare case that a `cache
     gc` in another process removed the entry since it was looked up."""
-    with _lock:
-        if key_hex not in _held:
-            _held[key_hex] = store.pin(key_hex)
+    STATE.pins.hold(store, [key_hex])
 
 
 def held() -> list[str]:
     """The keys this process has pinned."""
-    with _lock:
-        return sorted(_held)
+    return STATE.pins.held()
 
 
 def collect_garbage(store, keep=()):

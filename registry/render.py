@@ -58,9 +58,9 @@ def resolve_source(file: str, log: str = "") -> str:
         return file
     candidates = []
     try:
-        from registry import knobs
+        from registry import cache_layout
 
-        candidates.append(os.path.normpath(knobs.cache_dir() / "v1" / "tmp" / "staging" / file))
+        candidates.append(os.path.normpath(cache_layout.path("tmp") / "staging" / file))
     except ImportError:  # rendering outside the package
         pass
     candidates.append(os.path.abspath(file))

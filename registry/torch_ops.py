@@ -31,18 +31,20 @@ from __future__ import annotations
 import ctypes
 
 from registry import _core
+from registry.state import STATE
 
-_libraries: dict[str, object] = {}   # namespace -> torch.library.Library (kept alive)
-_handles: dict[tuple[str, str], dict[str, object]] = {}  # (namespace, op) -> backend -> Op
-_faked: set[str] = set()
-_fakes_by_table: dict[int, object] = {}  # launcher table address -> fake function
+_libraries = STATE.torch_libraries   # namespace -> torch.library.Library (kept alive)
+_handles = STATE.torch_handles   # (namespace, op) -> backend -> Op
+_faked = STATE.faked_namespaces  # binding namespaces with a Meta kernel
+_fakes_by_table = STATE.fakes_by_table  # launcher table address -> fake function
 _compiled: dict[tuple[str, str], object] = {}  # (signature, declarations) -> fake function
 
 
-def fake_for(spec):
-    """The fake function of an op: fake(<signature args>) -> outputs like the real op's."""
+def fake_for(spec, schema: str | None = None):
+    """The fake function of an op: fake(<signature args>) -> outputs like the real op's.
+    schema: the signature's canonical text, when the caller has it (a plan does)."""
     signature = spec.signature
-    cache_key = (signature.canonical(), "|".join(o.text for o in spec.outputs))
+    cache_key = (schema or signature.canonical(), "|".join(o.text for o in spec.outputs))
     fn = _compiled.get(cache_key)
     if fn is None:
         import torch
@@ -53,11 +55,26 @@ def fake_for(spec):
     return fn
 
 
-def register_binding_fake(namespace: str, spec, table) -> None:
+class _LazyFake:
+    """fake_for(spec), made on the first fake call: most processes never trace,
+    and a fresh process's first `get` should not generate and compile it."""
+
+    __slots__ = ("spec", "schema", "fn")
+
+    def __init__(self, spec, schema):
+        self.spec, self.schema, self.fn = spec, schema, None
+
+    def __call__(self, *args):
+        if self.fn is None:
+            self.fn = fake_for(self.spec, self.schema)
+        return self.fn(*args)
+
+
+def register_binding_fake(namespace: str, spec, table, schema: str | None = None) -> None:
     """A Meta kernel for kreg_<hash>::call (fake tensors fall back to it). Cheaper
     to register than torch.library.register_fake, and this runs on a fresh
     process's first `get`."""
-    _fakes_by_table[ctypes.addressof(table)] = fake_for(spec)
+    _fakes_by_table[ctypes.addressof(table)] = _LazyFake(spec, schema)
     if namespace in _faked:
         return
     import torch

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from registry import _core, ccache, kernel, keys
+from registry import _core, ccache, kernel_build, keys
 from registry.builder import _import_cpp_extension, run_build
 
 TOP_LEVEL = 'cflags = ["-DAXPY_TOP_LEVEL_FLAG=1", "-fno-math-errno"]'
@@ -40,7 +40,7 @@ def _guarded_copy(copy, source: str):
 
 def test_top_level_cflags_reach_nvcc(axpy_copy, cuda_toolkit, cache_root, tmp_path):
     manifest = _guarded_copy(axpy_copy, "axpy.cu")
-    plan = kernel._lib_plan(manifest, "cuda", "0" * 32)
+    plan = kernel_build.lib_plan(manifest, "cuda", "0" * 32)
     staging = tmp_path / "staging"
     staging.mkdir()
     with ccache.compiler_environment(cache_root, os.environ["TORCH_CUDA_ARCH_LIST"]):

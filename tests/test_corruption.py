@@ -133,14 +133,14 @@ GARBAGE = b"\x7fELF\x00\xff\xfe not what was written \x80\x81\n"
 
 
 def test_garbage_generated_binding_source_is_regenerated(tmp_path):
-    from registry import _core, kernel, keys
+    from registry import _core, kernel_build, keys
 
     manifest = _core.parse_manifest(str(Path(__file__).resolve().parent.parent / "kernels/axpy/kernel.toml"))
     op = manifest.ops[0]
     source = tmp_path / "v1" / "generated" / f"{keys.binding_namespace(op.signature, 'cpu')}.cpp"
     source.parent.mkdir(parents=True)
     source.write_bytes(GARBAGE)
-    plan = kernel._binding_plan(manifest, op, "cpu", tmp_path)
+    plan = kernel_build.binding_plan(manifest, op, "cpu", tmp_path)
     assert plan.sources == [str(source)]
     assert source.read_text() == _core.generate_binding(op.signature, "cpu", source.stem)
 

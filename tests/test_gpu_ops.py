@@ -112,14 +112,14 @@ def test_output_comes_from_the_pytorch_allocator(axpy):
 def test_wrapper_overhead_under_5_percent_at_2_28(axpy, dtype):
     """Op time (checks, allocation, dispatch, launch) against the kernel's own
     time: the same launcher called directly through its address."""
-    from registry.kernel import _libraries
+    from registry.state import STATE
     from registry.launchers import KregTensor
 
     n = 1 << 28
     x, y = torch.randn(n, device="cuda").to(dtype), torch.randn(n, device="cuda").to(dtype)
     out = torch.empty_like(x)
     suffix = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}[dtype]
-    library = _libraries[axpy.key]
+    library = STATE.libraries[axpy.key]
     launcher = getattr(library, f"axpy_{suffix}")
     launcher.restype = ctypes.c_char_p
     kout, kx, ky = KregTensor.of(out), KregTensor.of(x), KregTensor.of(y)

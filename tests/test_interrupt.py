@@ -56,9 +56,9 @@ op = registry.get(sys.argv[1], device="cpu")
 print("outcome", registry.status(sys.argv[1], device="cpu").outcome, flush=True)
 """
 
-# Whether builder.run_build / kernel._artifacts already call the clean-up in registry/progress.py.
+# Whether builder.run_build / kernel_build.build_missing already call the clean-up in registry/progress.py.
 BUILDER_CLEANS_UP = "build_progress" in (Path(registry.__file__).parent / "builder.py").read_text()
-WORKERS_STOPPED = "stop_builds_of_this_process" in (Path(registry.__file__).parent / "kernel.py").read_text()
+WORKERS_STOPPED = "stop_builds_of_this_process" in (Path(registry.__file__).parent / "kernel_build.py").read_text()
 NOT_WIRED = ("builder.run_build does not call progress.build_progress(build_dir=staging) yet: on SIGINT "
              "subprocess.run SIGKILLs ninja before ninja can stop its compilers, which run in their own "
              "process groups and so outlive even a Ctrl-C to the whole group")
@@ -208,7 +208,7 @@ def test_build_progress_stops_compilers_left_by_an_interrupt(slow_copy, cache_ro
     pytest.param(True, id="ctrl-c"),
     pytest.param(False, id="sigint-to-python-alone", marks=pytest.mark.xfail(
         not WORKERS_STOPPED, strict=False,
-        reason="kernel._artifacts does not call progress.stop_builds_of_this_process on KeyboardInterrupt yet: "
+        reason="kernel_build.build_missing does not call progress.stop_builds_of_this_process on KeyboardInterrupt yet: "
                "the SIGINT reaches only the main thread, the worker threads' builds run to the end and publish, "
                "and the interrupt takes effect only then")),
 ])

@@ -11,15 +11,12 @@
 #include "key.h"
 #include "toolchain.h"
 
+#include "stamp_set.h"
+
 namespace py = pybind11;
 
 namespace kreg::python {
 
-// Stamps held on the C++ side: the in-process "nothing changed?" check is one
-// call and a few stat()s, with no per-file conversion.
-struct StampSet {
-  std::vector<FileStamp> stamps;
-};
 
 void init_build(py::module_& m) {
   py::class_<Digest>(m, "Digest").def("hex", &Digest::hex);
@@ -95,6 +92,13 @@ void init_build(py::module_& m) {
       .def("text", &CompilerIdentity::text);
   m.def("identify_compiler", &identify_compiler, py::arg("command"), py::arg("memo_file"),
         py::arg("ask") = nullptr);
+  // The key input's text in one call (what a `get` needs of the identity).
+  m.def("compiler_identity_text",
+        [](const std::string& command, const std::string& memo_file,
+           const std::function<std::string(const std::string&)>& ask) {
+          return identify_compiler(command, memo_file, ask).text();
+        },
+        py::arg("command"), py::arg("memo_file"), py::arg("ask") = nullptr);
   m.def("find_in_path", &find_in_path, py::arg("name"));
 
   m.attr("BINDING_TEMPLATE_VERSION") = kBindingTemplateVersion;

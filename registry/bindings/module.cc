@@ -12,6 +12,7 @@ void init_manifest(py::module_& m);
 void init_build(py::module_& m);
 void init_cache(py::module_& m);
 void init_aot(py::module_& m);
+void init_plan(py::module_& m);
 }  // namespace kreg::python
 
 PYBIND11_MODULE(_core, m) {
@@ -41,4 +42,5 @@ PYBIND11_MODULE(_core, m) {
   kreg::python::init_build(m);
   kreg::python::init_cache(m);
   kreg::python::init_aot(m);
+  kreg::python::init_plan(m);
 }

@@ -179,7 +179,7 @@ Entry entry_from_toml(const std::string& text) {
 CacheStore::CacheStore(std::string root) : root_(std::move(root)) {
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
   if (root_.empty()) throw std::invalid_argument("cache root is empty: give a folder path");
-  v1_ = root_ + "/v1";
+  v1_ = root_ + "/" + kCacheLayout;
   for (const char* sub : {"objects", "tmp", "locks", "memo", "deps"}) make_dirs(v1_ + "/" + sub);
 }
 
@@ -196,6 +196,24 @@ std::string CacheStore::lock_path(const std::string& key_hex) const {
 std::string CacheStore::memo_path(const std::string& name) const {
   check_component(name, "memo name");
   return v1_ + "/memo/" + name + ".toml";
+}
+
+std::string CacheStore::generated_path(const std::string& name) const {
+  check_component(name, "generated file name");
+  return v1_ + "/generated/" + name;
+}
+
+const std::vector<std::pair<std::string, std::string>>& cache_layout() {
+  static const std::vector<std::pair<std::string, std::string>> layout = [] {
+    const std::string v = kCacheLayout;
+    return std::vector<std::pair<std::string, std::string>>{
+        {"root", v},          {"objects", v + "/objects"},      {"tmp", v + "/tmp"},
+        {"locks", v + "/locks"}, {"memo", v + "/memo"},        {"deps", v + "/deps"},
+        {"generated", v + "/generated"}, {"toolchains", v + "/toolchains.toml"},
+        {"cuda_arch", v + "/cuda_arch.txt"}, {"inline", v + "/inline"},
+        {"ccache_bin", v + "/ccache-bin"}};
+  }();
+  return layout;
 }
 
 std::string CacheStore::deps_path(const std::string& base_key_hex) const {

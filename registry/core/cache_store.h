@@ -1,17 +1,27 @@
 // The on-disk cache: content-addressed build artifacts, published atomically.
 //
-// Layout under the cache root (format version 1):
+// Layout under the cache root, version 1 (everything under v1/; a layout
+// change that old readers would misread bumps kCacheLayout to "v2", so
+// both live side by side). cache_layout() is the one place these names are
+// spelled; Python reads them from _core.CACHE_LAYOUT.
 //
 //   v1/objects/<key>/          one published build, immutable once visible
 //       entry.toml             the index record (below); written last, before the rename
 //       <artifact>.so          the library or module the build produced
-//       build.log              the compiler's output, kept for `status`
+//       used                   its mtime is the last use; shared flock()s on it are pins
 //   v1/tmp/<pid>-<random>/     private staging folders; a build happens here
 //   v1/locks/<key>.lock        flock() files serializing builds of one key
-//   v1/memo/<name>.toml        the last build's file stamps per kernel (see memo)
+//   v1/locks/gc.lock           serializes gc() and clear() across processes
+//   v1/memo/<kernel>.<backend>.<8 hex of the manifest path>.toml
+//                              the last build's file stamps and keys (memo.h)
 //   v1/deps/<base key>.toml    what the compiler read beyond the include scan,
 //                              per base key (see dep_record.h)
-//   v1/locks/gc.lock           serializes gc() and clear() across processes
+//   v1/generated/              binding sources and launcher headers (plan.h),
+//                              named by content or signature
+//   v1/toolchains.toml         compiler identities, by the binary's stat (toolchain.h)
+//   v1/cuda_arch.txt           the GPU answer per machine identity (environment.py)
+//   v1/inline/<name>/          %%kernel cells written out as kernels (magics.py)
+//   v1/ccache-bin/<16 hex>/    the compiler wrapper ccache is reached through (ccache.py)
 //
 // Publishing: a build writes into a staging folder, the store writes
 // entry.toml there (with the artifact's size and XXH3-128), fsyncs, and
@@ -56,6 +66,12 @@
 namespace kreg {
 
 inline constexpr int kEntryFormat = 1;
+inline constexpr const char* kCacheLayout = "v1";
+
+// name -> path relative to the cache root, for each place in the layout above
+// ("objects", "tmp", "locks", "memo", "deps", "generated", "toolchains",
+// "cuda_arch", "inline", "ccache_bin"; "root" is the layout folder itself).
+const std::vector<std::pair<std::string, std::string>>& cache_layout();
 
 struct Entry {
   int format = kEntryFormat;
@@ -126,6 +142,9 @@ class CacheStore {
   std::string memo_path(const std::string& name) const;
   // The dependency record of a base key (dep_record.h).
   std::string deps_path(const std::string& base_key_hex) const;
+
+  // A file under v1/generated (the folder is created by whoever writes it).
+  std::string generated_path(const std::string& name) const;
 
   // A fresh private staging folder under v1/tmp.
   std::string make_staging_dir() const;

@@ -5,7 +5,8 @@
 // inputs of the previous key against the current ones.
 //
 // Input names used by the registry (values are literal text, or a content
-// digest for files):
+// digest for files); plan.h makes the kernel-lib and binding keys from them,
+// and says which go into which:
 //   key.format            kKeyFormat
 //   kernel                the kernel's name
 //   backend               cpu | cuda

@@ -8,15 +8,24 @@
 // one checkout's shortcut: losing it costs time, never correctness (the
 // cache's dependency records, dep_record.h, make keys from content alone).
 //
-// memo/<kernel>.<backend>.toml, format 1:
-//   format      = 1
-//   kernel      = "axpy"
-//   backend     = "cpu"
-//   env         = "<32 hex>"           # digest of toolchain + versions
-//   keys        = { lib = "<hex>", binding = "<hex>" }   # any named keys
-//   [[stamp]]
-//   path = "/abs"  size = 1  mtime_ns = 2  inode = 3  xxh3 = "<hex>"
-//   [inputs]                            # the key inputs of keys.lib, for diffs
+// v1/memo/<kernel>.<backend>.<8 hex of the manifest path>.toml, format 1
+// (written by plan.h's record_outcome; the name keeps two checkouts sharing
+// a cache apart):
+//   format  = 1
+//   kernel  = "axpy"
+//   backend = "cpu"
+//   env     = "<32 hex>"                  # digest of the env.* and toolchain.* key inputs
+//   keys    = { device = "<hex>", lib = "<hex>" }   # lib always; device for NVRTC code
+//   [[stamp]]                             # one table per file the keys depend on
+//   path     = "/abs"
+//   size     = 1
+//   mtime_ns = 2
+//   inode    = 3                          # as a signed 64-bit integer
+//   xxh3     = "<32 hex>"
+//   [inputs]                              # the key inputs of keys.lib, for diffs
+//   "file:axpy.cpp" = "<32 hex>"
+// Binding keys are not kept: a binding's key follows from the signature and
+// the environment, and is recomputed only when the binding is not loaded.
 #pragma once
 
 #include <map>

@@ -1,0 +1,149 @@
+// The plan of a `get` (plan.h), the claims its builds run under, the pins of
+// what a process loaded, and the cache layout's names.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "discovery.h"
+#include "manifest.h"
+#include "pin_set.h"
+#include "plan.h"
+#include "stamp_set.h"
+
+namespace py = pybind11;
+
+namespace kreg::python {
+
+namespace {
+
+PlanFacts facts_of(const std::string& backend, const std::map<std::string, std::string>& env,
+                   const std::string& registry_include, const std::string& direct_recipe,
+                   const std::vector<std::string>& loaded_namespaces, bool rebuild) {
+  PlanFacts facts;
+  facts.backend = backend;
+  facts.env = env;
+  facts.registry_include = registry_include;
+  facts.direct_recipe = direct_recipe;
+  facts.loaded_namespaces = loaded_namespaces;
+  facts.rebuild = rebuild;
+  return facts;
+}
+
+}  // namespace
+
+void init_plan(py::module_& m) {
+  py::dict layout;
+  for (const auto& [name, path] : cache_layout()) layout[py::str(name)] = path;
+  m.attr("CACHE_LAYOUT") = layout;
+
+  // The manifest of the kernel named `name` under `roots`, parsed; None when
+  // no folder has that name (the caller then says which names there are).
+  m.def("find_kernel", [](const std::string& name, const std::vector<std::string>& roots) -> std::optional<Manifest> {
+    for (const KernelLocation& loc : discover_kernels(roots)) {
+      if (loc.name == name) return parse_manifest(loc.manifest);
+    }
+    return std::nullopt;
+  }, py::arg("name"), py::arg("roots"));
+
+  py::class_<ArtifactPlan>(m, "ArtifactPlan")
+      .def_readonly("what", &ArtifactPlan::what)
+      .def_readonly("kind", &ArtifactPlan::kind)
+      .def_readonly("lock_key", &ArtifactPlan::lock_key)
+      .def_readonly("key", &ArtifactPlan::key)
+      .def_readonly("hit", &ArtifactPlan::hit)
+      .def_readonly("miss_reason", &ArtifactPlan::miss_reason)
+      .def_readonly("force", &ArtifactPlan::force)
+      .def_readonly("base", &ArtifactPlan::base)
+      .def_readonly("record_path", &ArtifactPlan::record_path)
+      .def_readonly("scanned", &ArtifactPlan::scanned)
+      .def_readonly("namespace", &ArtifactPlan::namespace_name)
+      .def_readonly("source", &ArtifactPlan::source)
+      .def_property_readonly("missing", &ArtifactPlan::missing)
+      .def("match_record", &ArtifactPlan::match_record, py::arg("path"));
+
+  py::class_<Plan>(m, "Plan")
+      .def_readonly("kernel", &Plan::kernel)
+      .def_readonly("backend", &Plan::backend)
+      .def_readonly("env_fingerprint", &Plan::env_fingerprint)
+      .def_readonly("memo_path", &Plan::memo_path)
+      .def_readonly("memo", &Plan::memo)
+      .def_readonly("memo_vouched", &Plan::memo_vouched)
+      .def_readonly("stamps", &Plan::stamps)
+      .def_property_readonly("stamp_set", [](const Plan& p) { return StampSet{p.stamps}; })
+      .def_readonly("unresolved", &Plan::unresolved)
+      .def_readonly("artifacts", &Plan::artifacts)
+      .def_readonly("namespaces", &Plan::namespaces)
+      .def_readonly("launchers", &Plan::launchers)
+      .def_readonly("schemas", &Plan::schemas)
+      .def_readonly("sources", &Plan::sources)
+      .def_readonly("include_dirs", &Plan::include_dirs)
+      .def_readonly("changes", &Plan::changes)
+      .def_readonly("launcher_header", &Plan::launcher_header)
+      .def_readonly("previous_build_seconds", &Plan::previous_build_seconds)
+      .def_readonly("memo_current", &Plan::memo_current);
+
+  m.def("make_plan", [](const Manifest& manifest, const CacheStore& store, const std::string& backend,
+                        const std::map<std::string, std::string>& env, const std::string& registry_include,
+                        const std::string& direct_recipe, const std::vector<std::string>& loaded_namespaces,
+                        bool rebuild) {
+    return make_plan(manifest, facts_of(backend, env, registry_include, direct_recipe, loaded_namespaces, rebuild),
+                     store);
+  }, py::arg("manifest"), py::arg("store"), py::arg("backend"), py::arg("env"), py::arg("registry_include"),
+        py::arg("direct_recipe") = "", py::arg("loaded_namespaces") = std::vector<std::string>{},
+        py::arg("rebuild") = false);
+
+  // The outcome of a get, recorded in one call: the memo, and after builds
+  // the cache's size cap. Returns (changes, why gc could not run or "").
+  m.def("record_outcome", [](Plan& plan, const CacheStore& store, std::optional<Key> lib_key,
+                             std::vector<FileStamp> lib_extra_stamps, std::string device_key,
+                             std::vector<FileStamp> device_stamps, bool compiled,
+                             std::optional<int64_t> gc_max_bytes, const std::vector<std::string>& keep) {
+    Outcome outcome{std::move(lib_key), std::move(lib_extra_stamps), std::move(device_key),
+                    std::move(device_stamps), compiled};
+    std::vector<std::string> changes = record_outcome(plan, outcome);
+    std::string gc_problem = gc_max_bytes ? collect_garbage(store, *gc_max_bytes, keep) : "";
+    return std::make_pair(changes, gc_problem);
+  }, py::arg("plan"), py::arg("store"), py::arg("lib_key") = std::nullopt,
+        py::arg("lib_extra_stamps") = std::vector<FileStamp>{}, py::arg("device_key") = "",
+        py::arg("device_stamps") = std::vector<FileStamp>{}, py::arg("compiled") = false,
+        py::arg("gc_max_bytes") = std::nullopt, py::arg("keep") = std::vector<std::string>{});
+
+  py::class_<Claim>(m, "Claim")
+      .def_property_readonly("busy", &Claim::busy)
+      .def_readonly("hit", &Claim::hit)
+      .def_readonly("key", &Claim::key)
+      .def_readonly("extra_stamps", &Claim::extra_stamps)
+      .def_readonly("staging", &Claim::staging)
+      .def("release", [](Claim& c) {
+        if (c.lock) c.lock->release();
+        c.lock.reset();
+      });
+  m.def("try_claim", &try_claim, py::arg("store"), py::arg("artifact"),
+        py::call_guard<py::gil_scoped_release>());
+
+  py::class_<Published>(m, "Published")
+      .def_readonly("entry", &Published::entry)
+      .def_readonly("key", &Published::key)
+      .def_readonly("extra_stamps", &Published::extra_stamps);
+  m.def("publish_claim", &publish_claim, py::arg("store"), py::arg("artifact"), py::arg("claim"),
+        py::arg("entry"), py::arg("reported"), py::arg("build_started_ns"),
+        py::call_guard<py::gil_scoped_release>());
+
+  py::class_<PinSet>(m, "PinSet")
+      .def(py::init<>())
+      .def("hold", &PinSet::hold, py::arg("store"), py::arg("keys"))
+      .def("held", &PinSet::held);
+
+  m.def("kernel_lib_key", [](const Manifest& manifest, const std::string& backend,
+                             const std::map<std::string, std::string>& env, const std::vector<std::string>& files,
+                             const std::string& registry_include, const std::string& direct_recipe) {
+    return kernel_lib_key(manifest, facts_of(backend, env, registry_include, direct_recipe, {}, false), files);
+  }, py::arg("manifest"), py::arg("backend"), py::arg("env"), py::arg("files"), py::arg("registry_include"),
+        py::arg("direct_recipe") = "");
+  m.def("binding_namespace", &binding_namespace, py::arg("signature"), py::arg("backend"));
+  m.def("binding_key", &binding_key, py::arg("signature"), py::arg("backend"), py::arg("env"),
+        py::arg("registry_include"));
+  m.def("include_dirs", &include_dirs, py::arg("manifest"), py::arg("registry_include"));
+  m.def("kernel_sources", &kernel_sources, py::arg("manifest"), py::arg("backend"), py::arg("registry_include"));
+}
+
+}  // namespace kreg::python

@@ -1,0 +1,388 @@
+#include "plan.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include "codegen.h"
+#include "hash.h"
+#include "include_scan.h"
+#include "launcher_header.h"
+#include "toml_util.h"
+
+namespace kreg {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a directly built library does not depend on: it includes no torch or Python header.
+const std::set<std::string> kNotDirectInputs = {
+    "env.torch", "env.torch_cxx11_abi", "env.python", "env.cuda", "toolchain.nvcc",
+    "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.cuda_arch"};
+
+std::string join(const std::string& dir, const std::string& relative) {
+  return (fs::path(dir) / relative).lexically_normal().string();
+}
+
+bool uses_nvrtc(const Manifest& m, const std::string& backend) {
+  return backend == "cuda" && m.cuda.compiler == "nvrtc";
+}
+
+bool built_directly(const Manifest& m, const std::string& backend) {
+  return m.binding != "pybind" && (backend == "cpu" || uses_nvrtc(m, backend));
+}
+
+const BackendSpec& backend_spec(const Manifest& m, const std::string& backend) {
+  return backend == "cuda" ? m.cuda : m.cpu;
+}
+
+std::string hash_fields(const std::vector<std::pair<std::string, std::string>>& fields) {
+  FieldHasher h;
+  for (const auto& [name, value] : fields) h.field(name, value);
+  return h.digest().hex();
+}
+
+std::string fingerprint(const std::map<std::string, std::string>& env) {
+  return hash_fields({env.begin(), env.end()});  // a std::map iterates sorted, as Python's sorted(items)
+}
+
+// A path relative to the first root holding it (lexically), else the path itself:
+// key inputs keep readable names when a checkout moves (content still decides).
+std::string label(const std::string& path, const std::vector<LabelRoot>& roots) {
+  for (const LabelRoot& root : roots) {
+    const std::string dir = fs::path(root.dir).lexically_normal().string();
+    if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/') {
+      return root.prefix + path.substr(dir.size() + 1);
+    }
+  }
+  return path;
+}
+
+std::vector<LabelRoot> label_roots(const Manifest& m, const std::string& registry_include) {
+  return {{"", m.dir}, {"registry/include/", registry_include}};
+}
+
+// The file holds exactly `text`, or is written (atomically) to hold it. Compared
+// as bytes: whatever a damaged file holds, anything else is written again.
+void write_generated(const std::string& path, const std::string& text) {
+  if (read_text_file(path) == text) return;
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  fs::permissions(fs::path(path).parent_path(), fs::perms::owner_all, ec);
+  write_file_atomic(path, text);
+}
+
+std::vector<FileStamp> stamp_all(const std::vector<std::string>& paths) {
+  std::vector<FileStamp> stamps;
+  for (const std::string& path : paths) {
+    std::optional<FileStamp> stamp = stamp_file(path);
+    if (!stamp) throw std::runtime_error("cannot read " + path + ": check that it exists and is readable");
+    stamps.push_back(std::move(*stamp));
+  }
+  return stamps;
+}
+
+bool same_stamps(const std::vector<FileStamp>& a, const std::vector<FileStamp>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].path != b[i].path || !(a[i].stat == b[i].stat) || a[i].content != b[i].content) return false;
+  }
+  return true;
+}
+
+void look_up(const CacheStore& store, ArtifactPlan& artifact) {
+  if (artifact.force || !artifact.key) return;
+  Lookup found = store.lookup(artifact.key->digest.hex());
+  artifact.hit = std::move(found.entry);
+  artifact.miss_reason = std::move(found.miss_reason);
+}
+
+// The kernel library: the memo's key when its environment and every stamp
+// still match (stat() calls only); else scan, hash, and ask the dependency record.
+ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStore& store, Plan& plan) {
+  ArtifactPlan lib;
+  lib.what = "lib";
+  lib.kind = m.binding == "pybind" ? "module" : "kernel-lib";
+  lib.force = facts.rebuild;
+  lib.label_roots = label_roots(m, facts.registry_include);
+  const Memo* memo = plan.memo ? &*plan.memo : nullptr;
+  if (memo != nullptr && !facts.rebuild && memo->env == plan.env_fingerprint && memo->keys.count("lib")) {
+    std::vector<FileStamp> stamps = memo->stamps;
+    if (check_stamps(stamps).changed.empty()) {
+      std::optional<Digest> digest = Digest::from_hex(memo->keys.at("lib"));
+      if (digest) {
+        lib.key = Key{*digest, memo->inputs};
+        lib.lock_key = memo->keys.at("lib");
+        plan.stamps = std::move(stamps);
+        plan.memo_vouched = true;
+        return lib;
+      }
+    }
+  }
+  std::vector<std::string> sources = kernel_sources(m, facts.backend, facts.registry_include);
+  for (const std::string& header : m.headers) sources.push_back(join(m.dir, header));
+  IncludeClosure closure = scan_include_closure(sources, include_dirs(m, facts.registry_include));
+  std::set<std::string> files(closure.files.begin(), closure.files.end());
+  files.insert(m.file);
+  lib.scanned.assign(files.begin(), files.end());
+  plan.unresolved = closure.unresolved;
+  plan.stamps = stamp_all(lib.scanned);  // before hashing: a save in between looks changed next time
+  lib.base = kernel_lib_key(m, facts, lib.scanned);
+  lib.lock_key = lib.base->digest.hex();
+  lib.record_path = store.deps_path(lib.lock_key);
+  if (!facts.rebuild) {
+    if (std::optional<DepMatch> found = lib.match_record(lib.record_path)) {
+      lib.key = std::move(found->key);
+      plan.stamps.insert(plan.stamps.end(), found->stamps.begin(), found->stamps.end());
+    }
+  }
+  return lib;
+}
+
+Memo memo_for(const Plan& plan, const Key& lib_key, const std::vector<FileStamp>& stamps,
+              const std::string& device_key) {
+  Memo memo;
+  memo.kernel = plan.kernel;
+  memo.backend = plan.backend;
+  memo.env = plan.env_fingerprint;
+  memo.keys["lib"] = lib_key.digest.hex();
+  if (!device_key.empty()) memo.keys["device"] = device_key;
+  memo.stamps = stamps;
+  memo.inputs = lib_key.inputs;
+  return memo;
+}
+
+bool same_memo(const std::optional<Memo>& before, const Memo& after) {
+  return before && before->env == after.env && before->keys == after.keys &&
+         same_stamps(before->stamps, after.stamps);
+}
+
+}  // namespace
+
+std::optional<DepMatch> ArtifactPlan::match_record(const std::string& path) const {
+  if (!base) return std::nullopt;
+  return match_dep_record(path, *base, DepLabels(label_roots));
+}
+
+std::vector<std::string> include_dirs(const Manifest& m, const std::string& registry_include) {
+  std::vector<std::string> dirs{m.dir};
+  for (const std::string& d : m.include_dirs) dirs.push_back(join(m.dir, d));
+  dirs.push_back(registry_include);
+  return dirs;
+}
+
+std::vector<std::string> kernel_sources(const Manifest& m, const std::string& backend,
+                                        const std::string& registry_include) {
+  std::vector<std::string> sources;
+  for (const std::string& s : backend_spec(m, backend).sources) sources.push_back(join(m.dir, s));
+  if (uses_nvrtc(m, backend)) sources.push_back(registry_include + "/kreg/launch_runtime.cc");
+  if (m.binding == "pybind") sources.push_back(join(m.dir, m.binding_source));
+  return sources;
+}
+
+Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<std::string>& files) {
+  const std::vector<LabelRoot> roots = label_roots(m, facts.registry_include);
+  const BackendSpec& spec = backend_spec(m, facts.backend);
+  KeyBuilder kb;
+  kb.add("kernel", m.name).add("backend", facts.backend).add("kind", m.binding == "pybind" ? "module" : "kernel-lib");
+  for (const std::string& path : files) kb.add_file(label(path, roots), path);
+  kb.add_list("flags.cflags", m.cflags);
+  kb.add_list("flags." + facts.backend, spec.cflags);
+  kb.add_list("flags.ldflags", m.ldflags);
+  kb.add_list("include_dirs", m.include_dirs);
+  if (uses_nvrtc(m, facts.backend)) kb.add("device_compiler", "nvrtc");  // host launchers only
+  const bool direct = built_directly(m, facts.backend);
+  if (direct) kb.add("builder", facts.direct_recipe);
+  for (const auto& [name, value] : facts.env) {
+    if (!(direct && kNotDirectInputs.count(name))) kb.add(name, value);
+  }
+  return kb.finish();
+}
+
+std::string binding_namespace(const Signature& signature, const std::string& backend) {
+  return "kreg_" + hash_fields({{"signature", signature.canonical()},
+                                {"backend", backend},
+                                {"template", std::to_string(kBindingTemplateVersion)}})
+                       .substr(0, 16);
+}
+
+Key binding_key(const Signature& signature, const std::string& backend,
+                const std::map<std::string, std::string>& env, const std::string& registry_include) {
+  KeyBuilder kb;
+  kb.add("kind", "binding").add("backend", backend).add("signature", signature.canonical());
+  kb.add("template", std::to_string(kBindingTemplateVersion));
+  kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
+  for (const auto& [name, value] : env) {
+    // Host code only, so no device code; and not a kernel library.
+    if (name != "env.cuda_arch" && name != "toolchain.kernel_lib") kb.add(name, value);
+  }
+  return kb.finish();
+}
+
+std::vector<std::string> key_changes(const std::optional<Memo>& memo, const Key& key, bool rebuild) {
+  if (rebuild) return {"forced rebuild (rebuild=True)"};
+  if (!memo) return {"no previous build recorded in this cache"};
+  auto lib = memo->keys.find("lib");
+  if (lib != memo->keys.end() && lib->second == key.digest.hex()) return {};
+  std::vector<std::string> lines = diff_key_inputs(memo->inputs, key.inputs);
+  if (lines.empty()) lines.push_back("key format changed");
+  return lines;
+}
+
+Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& store) {
+  Plan plan;
+  plan.kernel = m.name;
+  plan.backend = facts.backend;
+  plan.env_fingerprint = fingerprint(facts.env);
+  // Per manifest path: two checkouts sharing a cache keep separate memos.
+  plan.memo_path = store.memo_path(m.name + "." + facts.backend + "." +
+                                   hash_fields({{"manifest", m.file}}).substr(0, 8));
+  plan.memo = read_memo(plan.memo_path);
+
+  plan.sources = kernel_sources(m, facts.backend, facts.registry_include);
+  plan.include_dirs = include_dirs(m, facts.registry_include);
+  ArtifactPlan lib = plan_lib(m, facts, store, plan);
+  look_up(store, lib);
+  if (lib.key) plan.changes = key_changes(plan.memo, *lib.key, facts.rebuild);
+  const bool generated = m.binding != "pybind";
+  if (lib.missing()) {
+    if (plan.memo && plan.memo->keys.count("lib")) {
+      Lookup before = store.lookup(plan.memo->keys.at("lib"));
+      if (before.entry) plan.previous_build_seconds = before.entry->build_seconds;
+    }
+    if (generated) {
+      // Named by content (a function of the manifest, which the key covers).
+      const std::string text = generate_launcher_header(m.name, m.ops);
+      plan.launcher_header = store.generated_path("kreg_launchers_" + m.name + "_" +
+                                                  hash_fields({{"launchers", text}}).substr(0, 16) + ".h");
+      write_generated(plan.launcher_header, text);
+    }
+  }
+  plan.artifacts.push_back(std::move(lib));
+
+  for (const OpSpec& op : m.ops) {
+    plan.schemas[op.signature.name] = op.signature.canonical();
+    auto& symbols = plan.launchers[op.signature.name];
+    for (const std::string& dtype : op.dtypes) symbols.emplace_back(dtype, launcher_symbol(op, dtype));
+  }
+  if (!generated) {
+    plan.memo_current = plan.lib().key && same_memo(plan.memo, memo_for(plan, *plan.lib().key, plan.stamps, ""));
+    return plan;
+  }
+  const std::set<std::string> loaded(facts.loaded_namespaces.begin(), facts.loaded_namespaces.end());
+  std::optional<std::map<std::string, std::string>> binding_env;
+  for (const OpSpec& op : m.ops) {
+    const std::string ns = binding_namespace(op.signature, facts.backend);
+    plan.namespaces[op.signature.name] = ns;
+    // Registered in this process: loading another file with the same
+    // TORCH_LIBRARY namespace aborts the process, so it is never built again.
+    if (loaded.count(ns)) continue;
+    ArtifactPlan binding;
+    binding.what = op.signature.name;
+    binding.kind = "binding";
+    binding.namespace_name = ns;
+    binding.key = binding_key(op.signature, facts.backend, facts.env, facts.registry_include);
+    binding.lock_key = binding.key->digest.hex();
+    look_up(store, binding);
+    if (binding.missing()) {
+      // A stable path: the text depends only on the signature, so ccache and
+      // error messages see the same file every time.
+      binding.source = store.generated_path(ns + ".cpp");
+      write_generated(binding.source, generate_binding(op.signature, facts.backend, ns));
+    }
+    plan.artifacts.push_back(std::move(binding));
+  }
+  plan.memo_current = plan.lib().key && same_memo(plan.memo, memo_for(plan, *plan.lib().key, plan.stamps, ""));
+  return plan;
+}
+
+std::vector<std::string> record_outcome(Plan& plan, const Outcome& outcome) {
+  const ArtifactPlan& lib = plan.lib();
+  const Key* key = outcome.lib_key ? &*outcome.lib_key : lib.key ? &*lib.key : nullptr;
+  if (key == nullptr) throw std::logic_error("record_outcome: the kernel library's key is not known");
+  std::vector<FileStamp> stamps = plan.stamps;
+  if (outcome.lib_key) {
+    // Rebuilt: the scanned files' stamps (taken before the build), then what the compiler reported.
+    stamps.resize(lib.scanned.empty() ? stamps.size() : lib.scanned.size());
+    stamps.insert(stamps.end(), outcome.lib_extra_stamps.begin(), outcome.lib_extra_stamps.end());
+  }
+  std::set<std::string> known;
+  for (const FileStamp& s : stamps) known.insert(s.path);
+  for (const FileStamp& s : outcome.device_stamps) {
+    if (known.insert(s.path).second) stamps.push_back(s);
+  }
+  std::vector<std::string> changes = key_changes(plan.memo, *key, lib.force);
+  Memo memo = memo_for(plan, *key, stamps, outcome.device_key);
+  if (outcome.compiled || !same_memo(plan.memo, memo)) write_memo(plan.memo_path, memo);
+  plan.stamps = std::move(stamps);
+  plan.changes = changes;
+  return changes;
+}
+
+std::string collect_garbage(const CacheStore& store, int64_t max_bytes, const std::vector<std::string>& keep) {
+  try {
+    store.gc(max_bytes, keep);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+Claim try_claim(const CacheStore& store, const ArtifactPlan& artifact) {
+  Claim claim;
+  claim.lock = FileLock::try_acquire(store.lock_path(artifact.lock_key));
+  if (!claim.lock) return claim;
+  if (!artifact.force) {
+    // Another process may have built (and recorded) it while we waited.
+    std::optional<Key> key = artifact.key;
+    std::vector<FileStamp> extra;
+    if (artifact.base) {
+      std::optional<DepMatch> found = artifact.match_record(artifact.record_path);
+      key = found ? std::optional<Key>(found->key) : std::nullopt;
+      if (found) extra = std::move(found->stamps);
+    }
+    if (key) {
+      Lookup found = store.lookup(key->digest.hex());
+      if (found.entry) {
+        claim.lock->release();
+        claim.lock.reset();
+        claim.hit = std::move(found.entry);
+        claim.key = std::move(key);
+        claim.extra_stamps = std::move(extra);
+        return claim;
+      }
+    }
+  }
+  claim.staging = store.make_staging_dir();
+  return claim;
+}
+
+Published publish_claim(const CacheStore& store, ArtifactPlan& artifact, Claim& claim, Entry entry,
+                        const std::vector<std::string>& reported, int64_t build_started_ns) {
+  if (!claim.lock) throw std::logic_error("publish_claim: the build was not claimed");
+  Published out;
+  std::optional<DepEntry> record_entry;
+  if (artifact.base) {
+    BuildDeps deps = deps_from_build(*artifact.base, DepLabels(artifact.label_roots), reported,
+                                     artifact.scanned, build_started_ns);
+    out.key = std::move(deps.key);
+    out.extra_stamps = std::move(deps.stamps);
+    record_entry = std::move(deps.entry);
+  } else {
+    out.key = *artifact.key;
+  }
+  if (artifact.force) store.remove(out.key.digest.hex());
+  entry.key = out.key.digest.hex();
+  entry.inputs = out.key.inputs;
+  out.entry = store.publish(claim.staging, std::move(entry));
+  // After publishing: a record never names what is not there yet.
+  if (record_entry) add_dep_entry(artifact.record_path, *artifact.base, *record_entry);
+  artifact.key = out.key;
+  claim.lock->release();
+  claim.lock.reset();
+  return out;
+}
+
+}  // namespace kreg

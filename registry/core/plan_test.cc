@@ -1,0 +1,250 @@
+#include "plan.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "hash.h"
+
+namespace kreg {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    char path[] = "/tmp/kreg_plan_testXXXXXX";
+    if (mkdtemp(path) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = path;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void write_file(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// <tmp>/kernels/axpy (a CPU kernel with one header), <tmp>/include/kreg/abi.h
+// (the registry's headers) and <tmp>/cache.
+class PlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = tmp_.path();
+    dir_ = root_ + "/kernels/axpy";
+    write_file(dir_ + "/kernel.toml",
+               "format = 1\ninclude_dirs = [\"include\"]\n[cpu]\nsources = [\"axpy_cpu.cpp\"]\ncflags = [\"-O3\"]\n"
+               "[[op]]\nsignature = \"axpy(Tensor x, Tensor y, float alpha) -> Tensor\"\n"
+               "dtypes = [\"float32\", \"float16\"]\n");
+    write_file(dir_ + "/axpy_cpu.cpp", "#include \"axpy_math.h\"\n");
+    write_file(dir_ + "/include/axpy_math.h", "// math v1\n");
+    write_file(root_ + "/include/kreg/abi.h", "// abi\n");
+    facts_.backend = "cpu";
+    facts_.env = {{"env.torch", "2.14.1"}, {"toolchain.cxx", "/usr/bin/c++ 13"}, {"toolchain.kernel_lib", "r2"}};
+    facts_.registry_include = root_ + "/include";
+    facts_.direct_recipe = "direct-1";
+  }
+
+  Manifest manifest() const { return parse_manifest(dir_ + "/kernel.toml"); }
+  CacheStore store() const { return CacheStore(root_ + "/cache"); }
+
+  // Publishes a fake build of `artifact` as a build would, through a claim.
+  Published build(const CacheStore& s, ArtifactPlan& artifact, std::vector<std::string> reported = {}) {
+    Claim claim = try_claim(s, artifact);
+    EXPECT_FALSE(claim.busy());
+    EXPECT_FALSE(claim.hit.has_value());
+    write_file(claim.staging + "/lib.so", "binary of " + artifact.what);
+    Entry entry;
+    entry.kernel = "axpy";
+    entry.backend = "cpu";
+    entry.kind = artifact.kind;
+    entry.artifact = "lib.so";
+    return publish_claim(s, artifact, claim, entry, reported, 0);
+  }
+
+  // A cold get's acts: build every artifact the plan misses, then record.
+  void build_all(Plan& plan) {
+    CacheStore s = store();
+    std::optional<Key> lib_key;
+    std::vector<FileStamp> extra;
+    for (ArtifactPlan& a : plan.artifacts) {
+      if (!a.missing()) continue;
+      Published p = build(s, a);
+      if (a.what == "lib") lib_key = p.key, extra = p.extra_stamps;
+    }
+    record_outcome(plan, Outcome{lib_key, extra, "", {}, true});
+  }
+
+  TempDir tmp_;
+  std::string root_, dir_;
+  PlanFacts facts_;
+};
+
+TEST_F(PlanTest, ColdPlanMissesEverythingAndWritesWhatTheBuildsNeed) {
+  Plan plan = make_plan(manifest(), facts_, store());
+  ASSERT_EQ(plan.artifacts.size(), 2u);
+  const ArtifactPlan& lib = plan.artifacts[0];
+  const ArtifactPlan& binding = plan.artifacts[1];
+  EXPECT_EQ(lib.what, "lib");
+  EXPECT_EQ(lib.kind, "kernel-lib");
+  EXPECT_TRUE(lib.missing());
+  EXPECT_FALSE(lib.key.has_value());  // no dependency record yet: only the build can tell
+  ASSERT_TRUE(lib.base.has_value());
+  EXPECT_EQ(lib.lock_key, lib.base->digest.hex());
+  EXPECT_EQ(lib.scanned, (std::vector<std::string>{dir_ + "/axpy_cpu.cpp", dir_ + "/include/axpy_math.h",
+                                                   dir_ + "/kernel.toml"}));
+  EXPECT_EQ(plan.stamps.size(), 3u);
+  EXPECT_FALSE(plan.memo_vouched);
+  EXPECT_FALSE(plan.memo_current);
+  EXPECT_TRUE(plan.changes.empty());  // known once the key is
+  EXPECT_EQ(binding.what, "axpy");
+  EXPECT_EQ(binding.kind, "binding");
+  EXPECT_TRUE(binding.missing());
+  EXPECT_EQ(binding.namespace_name, plan.namespaces.at("axpy"));
+  EXPECT_EQ(binding.namespace_name.rfind("kreg_", 0), 0u);
+  EXPECT_TRUE(fs::is_regular_file(binding.source));
+  EXPECT_TRUE(fs::is_regular_file(plan.launcher_header));
+  EXPECT_EQ(plan.launchers.at("axpy"),
+            (std::vector<std::pair<std::string, std::string>>{{"float32", "axpy_f32"}, {"float16", "axpy_f16"}}));
+}
+
+TEST_F(PlanTest, AfterABuildTheNextPlanHitsThroughTheMemoWithoutChanges) {
+  Plan cold = make_plan(manifest(), facts_, store());
+  build_all(cold);
+  EXPECT_EQ(cold.changes, (std::vector<std::string>{"no previous build recorded in this cache"}));
+
+  Plan warm = make_plan(manifest(), facts_, store());
+  EXPECT_TRUE(warm.memo_vouched);
+  EXPECT_TRUE(warm.memo_current);
+  for (const ArtifactPlan& a : warm.artifacts) EXPECT_FALSE(a.missing()) << a.what;
+  EXPECT_TRUE(warm.changes.empty());
+  EXPECT_TRUE(warm.launcher_header.empty());  // nothing to build: nothing generated
+}
+
+TEST_F(PlanTest, ABindingLoadedInThisProcessIsNotPlanned) {
+  Plan cold = make_plan(manifest(), facts_, store());
+  facts_.loaded_namespaces = {cold.namespaces.at("axpy")};
+  Plan again = make_plan(manifest(), facts_, store());
+  ASSERT_EQ(again.artifacts.size(), 1u);
+  EXPECT_EQ(again.artifacts[0].what, "lib");
+  EXPECT_EQ(again.namespaces.at("axpy"), cold.namespaces.at("axpy"));  // still named, for loading
+}
+
+TEST_F(PlanTest, AnEditedHeaderMissesAndSaysWhy) {
+  Plan cold = make_plan(manifest(), facts_, store());
+  build_all(cold);
+  write_file(dir_ + "/include/axpy_math.h", "// math v2, longer\n");
+  Plan edited = make_plan(manifest(), facts_, store());
+  EXPECT_FALSE(edited.memo_vouched);
+  EXPECT_TRUE(edited.artifacts[0].missing());
+  EXPECT_FALSE(edited.artifacts[1].missing());  // the binding does not depend on kernel files
+  build_all(edited);
+  EXPECT_EQ(edited.changes, (std::vector<std::string>{"file:include/axpy_math.h changed"}));
+
+  // Back to the first content: found again through the dependency record, no build.
+  write_file(dir_ + "/include/axpy_math.h", "// math v1\n");
+  Plan back = make_plan(manifest(), facts_, store());
+  EXPECT_FALSE(back.artifacts[0].missing());
+  EXPECT_EQ(back.changes, (std::vector<std::string>{"file:include/axpy_math.h changed"}));
+  EXPECT_FALSE(back.memo_current);
+}
+
+TEST_F(PlanTest, AnEnvironmentChangeNamesTheInput) {
+  Plan cold = make_plan(manifest(), facts_, store());
+  build_all(cold);
+  facts_.env["toolchain.cxx"] = "/usr/bin/c++ 14";
+  Plan next = make_plan(manifest(), facts_, store());
+  EXPECT_TRUE(next.artifacts[0].missing());
+  EXPECT_TRUE(next.artifacts[1].missing());
+  build_all(next);
+  EXPECT_EQ(next.changes, (std::vector<std::string>{"toolchain.cxx: /usr/bin/c++ 13 -> /usr/bin/c++ 14"}));
+}
+
+TEST_F(PlanTest, ADirectBuildIgnoresTorchsVersionButABindingDoesNot) {
+  Plan cold = make_plan(manifest(), facts_, store());
+  build_all(cold);
+  facts_.env["env.torch"] = "2.15.0";
+  Plan next = make_plan(manifest(), facts_, store());
+  EXPECT_FALSE(next.artifacts[0].missing());
+  EXPECT_TRUE(next.artifacts[1].missing());
+}
+
+// A binding is generated from the signature alone, so rebuild=True compiles
+// the kernel's own code again, not the binding.
+TEST_F(PlanTest, RebuildForcesTheKernelLibraryAndSaysSo) {
+  Plan cold = make_plan(manifest(), facts_, store());
+  build_all(cold);
+  facts_.rebuild = true;
+  Plan forced = make_plan(manifest(), facts_, store());
+  EXPECT_TRUE(forced.artifacts[0].missing());
+  EXPECT_TRUE(forced.artifacts[0].force);
+  EXPECT_FALSE(forced.artifacts[1].missing());
+  EXPECT_EQ(forced.previous_build_seconds, 0.0);
+  build_all(forced);
+  EXPECT_EQ(forced.changes, (std::vector<std::string>{"forced rebuild (rebuild=True)"}));
+}
+
+TEST_F(PlanTest, ADamagedEntryIsAMissWithItsReason) {
+  Plan cold = make_plan(manifest(), facts_, store());
+  build_all(cold);
+  Plan warm = make_plan(manifest(), facts_, store());
+  write_file(warm.artifacts[1].hit->dir + "/lib.so", "cut");
+  Plan damaged = make_plan(manifest(), facts_, store());
+  EXPECT_TRUE(damaged.artifacts[1].missing());
+  EXPECT_FALSE(damaged.artifacts[1].miss_reason.empty());
+}
+
+TEST_F(PlanTest, AClaimFindsWhatAnotherProcessBuiltMeanwhile) {
+  Plan first = make_plan(manifest(), facts_, store());
+  Plan second = make_plan(manifest(), facts_, store());  // planned before the first one built
+  build_all(first);
+  Claim claim = try_claim(store(), second.artifacts[0]);
+  ASSERT_TRUE(claim.hit.has_value());
+  EXPECT_FALSE(claim.lock.has_value());  // released at once
+  EXPECT_EQ(claim.hit->key, first.artifacts[0].key->digest.hex());
+  ASSERT_TRUE(claim.key.has_value());  // for the memo: the key with its inputs
+  EXPECT_EQ(claim.key->digest.hex(), claim.hit->key);
+}
+
+TEST_F(PlanTest, AHeldLockIsBusy) {
+  Plan plan = make_plan(manifest(), facts_, store());
+  Claim held = try_claim(store(), plan.artifacts[1]);
+  ASSERT_TRUE(held.lock.has_value());
+  // flock() locks are per open file description: a second claim in this process is refused too.
+  EXPECT_TRUE(try_claim(store(), plan.artifacts[1]).busy());
+}
+
+TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
+  Manifest m = manifest();
+  std::vector<std::string> files = {dir_ + "/axpy_cpu.cpp", dir_ + "/include/axpy_math.h", dir_ + "/kernel.toml"};
+  Key key = kernel_lib_key(m, facts_, files);
+  std::vector<std::string> names;
+  for (const KeyInput& input : key.inputs) names.push_back(input.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"backend", "builder", "file:axpy_cpu.cpp", "file:include/axpy_math.h",
+                                             "file:kernel.toml", "flags.cflags", "flags.cpu", "flags.ldflags",
+                                             "include_dirs", "kernel", "key.format", "kind", "toolchain.cxx",
+                                             "toolchain.kernel_lib"}));
+  Key binding = binding_key(m.ops[0].signature, "cpu", facts_.env, facts_.registry_include);
+  names.clear();
+  for (const KeyInput& input : binding.inputs) names.push_back(input.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"backend", "env.torch", "file:registry/include/kreg/abi.h",
+                                             "key.format", "kind", "signature", "template", "toolchain.cxx"}));
+  EXPECT_EQ(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cpu"));
+  EXPECT_NE(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cuda"));
+}
+
+}  // namespace
+}  // namespace kreg

@@ -1,0 +1,88 @@
+"""Loading what a plan found or built, and swapping it into the op handles.
+
+dlopen the kernel library (RTLD_LOCAL, never unloaded), register each binding
+once per process, fill the launcher tables with the symbols the plan named,
+swap them into the Op handles (the same objects: a notebook's old handle runs
+the new code). Everything loaded is kept by the process state (state.py).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from registry import torch_ops
+from registry.launchers import build_table, open_library
+from registry.op import Op, link_backwards
+from registry.state import STATE
+
+
+def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op]:
+    """Exactly the manifest's ops. A handle the notebook holds for an op that
+    is still defined runs the new code; one whose op left the manifest (or was
+    renamed) is removed, so calling it says so instead of running old code."""
+    import torch
+
+    backend = plan.backend
+    lib = artifacts["lib"]
+    before = previous.ops if previous else {}
+    schemas = plan.schemas
+    ops = {}
+    if manifest.binding == "pybind":
+        module = STATE.modules.get(lib.entry.key) or (lib.built.loaded if lib.built else _import_module(lib))
+        STATE.modules[lib.entry.key] = module
+        for spec in manifest.ops:
+            op = before.get(spec.name) or Op.of(manifest.name, spec, schemas[spec.name])
+            op._swap(getattr(module, spec.name), None, backend, lib.entry.key, *_signature_of(spec, schemas))
+            op._set_spec(spec)
+            ops[spec.name] = op
+        _remove_dropped(manifest, before, ops)
+        return ops
+
+    handle = lib.built.loaded if lib.built else STATE.libraries.get(lib.entry.key) or open_library(lib.path)
+    STATE.libraries[lib.entry.key] = handle
+    if device is not None:
+        from registry import device_module
+
+        device_module.bind(handle, device.key, device.path)
+    namespaces, launchers = plan.namespaces, plan.launchers
+    for spec in manifest.ops:
+        namespace = namespaces[spec.name]
+        if namespace not in STATE.namespaces:
+            binding = artifacts[spec.name]
+            if binding.built is None:
+                torch.ops.load_library(binding.path)
+            STATE.namespaces[namespace] = binding.path
+        fn = getattr(torch.ops, namespace).call.default
+        table = build_table(handle, spec, manifest.name, launchers[spec.name])
+        torch_ops.register_binding_fake(namespace, spec, table, schemas[spec.name])
+        op = before.get(spec.name) or Op.of(manifest.name, spec, schemas[spec.name])
+        op._swap(fn, table, backend, lib.entry.key, *_signature_of(spec, schemas))
+        op._set_spec(spec)
+        ops[spec.name] = op
+        if manifest.binding == "torch-library":
+            torch_ops.expose(manifest.name, spec, backend, op)
+    link_backwards(ops, manifest)
+    _remove_dropped(manifest, before, ops)
+    return ops
+
+
+def _signature_of(spec, schemas) -> tuple[str, list[str]]:
+    return schemas[spec.name], [a.name for a in spec.signature.args]
+
+
+def _remove_dropped(manifest, before: dict[str, Op], ops: dict[str, Op]) -> None:
+    for name, op in before.items():
+        if name not in ops:
+            op._remove(
+                f"op {name!r} is no longer part of kernel {manifest.name!r}: {manifest.file} does not define it "
+                f"any more. The kernel's ops are now {', '.join(ops)}; use registry.get({manifest.name!r}) for them."
+            )
+
+
+def _import_module(artifact):
+    import importlib.util
+
+    name = Path(artifact.path).name.split(".")[0]
+    spec = importlib.util.spec_from_file_location(name, artifact.path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
