@@ -8,7 +8,9 @@ dtype, in one process on one GPU:
   n = 1      per call: host time of 2000 back-to-back calls, synchronized at
              the end, over the number of calls (median of 5): the Python
              handle, argument checks, output allocation, dispatch and launch,
-             for the op and for its baseline (`call_us`, `torch_call_us`).
+             for the op and for its baseline (`call_us`, `torch_call_us`);
+             `binding_us` is the generated binding called without the
+             Python handle (torch's dispatcher, checks, allocation, launch).
   largest    the sweep's largest shape (2^28 elements, 65536 x 4096): the op
              timed back to back between CUDA events (`loop_ms`, as a training
              loop runs it), and its kernels alone, replayed from a CUDA graph
@@ -90,6 +92,8 @@ def rows_for(kernel: str, copy_gbps: float) -> list[dict]:
             row = dict(op=spec.name, dtype=dtype)
             small = make_args(spec, 1, torch_dtype, "cuda", generator, {})
             row["call_us"] = per_call_us(lambda: op(*small))
+            # The generated binding alone (torch's dispatcher, checks, allocation, launch), without the handle.
+            row["binding_us"] = per_call_us(lambda: op._fn(*small, op._address))
             row["torch_call_us"] = per_call_us(lambda: baseline(*small))
             row["call_ratio"] = row["torch_call_us"] / row["call_us"]
             big = make_args(spec, LARGEST, torch_dtype, "cuda", generator, {})
@@ -131,7 +135,7 @@ def main() -> int:
         except Exception as error:
             rows.append(dict(op=kernel, note=f"error: {type(error).__name__}: {str(error).splitlines()[0][:200]}"))
         print(f"{kernel}: done", flush=True)
-    columns = ["op", "dtype", "call_us", "torch_call_us", "call_ratio", "shape", "single_ms", "loop_ms", "kernel_ms",
+    columns = ["op", "dtype", "call_us", "binding_us", "torch_call_us", "call_ratio", "shape", "single_ms", "loop_ms", "kernel_ms",
                "overhead", "torch_kernel_ms", "kernel_speedup", "kernel_fraction_of_copy", "note"]
     table = pd.DataFrame(rows, columns=columns)
     text = table.to_string(index=False, float_format=lambda v: f"{v:.4g}")

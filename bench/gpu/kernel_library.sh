@@ -8,7 +8,7 @@
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
-export REGISTRY_CACHE_DIR=$(mktemp -d)
+export REGISTRY_CACHE_DIR=${REGISTRY_CACHE_DIR:-$(mktemp -d)}  # set it to share builds with later steps
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt"
 KERNELS=${KERNELS:-softmax rmsnorm layernorm rowmax quantize scale matmul}
 for k in $KERNELS; do
