@@ -44,8 +44,9 @@ def main() -> int:
         lines += [f"## {kernel} ({result.caption()})", "", "```", table.to_string(index=False), "```", ""]
         print(f"{kernel}: passed={result.passed}", flush=True)
         print(table.to_string(index=False), flush=True)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "kernel_library.md").write_text("\n".join(lines) + "\n")
+        # Written after every kernel: a run stopped at its time limit keeps the kernels it finished.
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "kernel_library.md").write_text("\n".join(lines) + "\n")
     return 0 if ok else 1
 
 

@@ -18,9 +18,11 @@ dtype, in one process on one GPU:
              loop_ms / kernel_ms - 1. `single_ms` is one call between events
              on an idle GPU (what the sweep table reports), so it also holds
              the host time before the launch. The baseline's graph-replayed
-             time gives the kernel-to-kernel ratio (`kernel_speedup`), and
-             bytes (every input read, every output written) over kernel_ms
-             the bandwidth as a fraction of a device copy.
+             time gives the kernel-to-kernel ratio (`kernel_speedup`), its
+             back-to-back time (`torch_loop_ms`) what eager launches cost
+             torch's own op at that size, and bytes (every input read,
+             every output written) over kernel_ms the bandwidth as a
+             fraction of a device copy.
 
 Writes DIR/op_overhead.md and prints the table.
 """
@@ -107,6 +109,7 @@ def rows_for(kernel: str, copy_gbps: float) -> list[dict]:
             try:
                 row["kernel_ms"] = graph_ms(lambda: op(*big))
                 row["torch_kernel_ms"] = graph_ms(lambda: baseline(*big))
+                row["torch_loop_ms"] = cuda_median_ms(lambda: baseline(*big))
             except Exception as error:  # a capture that fails is reported, the table goes on
                 row["note"] = f"graph: {type(error).__name__}: {str(error).splitlines()[0][:120]}"
             else:
@@ -135,8 +138,8 @@ def main() -> int:
         except Exception as error:
             rows.append(dict(op=kernel, note=f"error: {type(error).__name__}: {str(error).splitlines()[0][:200]}"))
         print(f"{kernel}: done", flush=True)
-    columns = ["op", "dtype", "call_us", "binding_us", "torch_call_us", "call_ratio", "shape", "single_ms", "loop_ms", "kernel_ms",
-               "overhead", "torch_kernel_ms", "kernel_speedup", "kernel_fraction_of_copy", "note"]
+    columns = ["op", "dtype", "call_us", "binding_us", "torch_call_us", "call_ratio", "shape", "single_ms", "loop_ms",
+               "kernel_ms", "overhead", "torch_kernel_ms", "torch_loop_ms", "kernel_speedup", "kernel_fraction_of_copy", "note"]
     table = pd.DataFrame(rows, columns=columns)
     text = table.to_string(index=False, float_format=lambda v: f"{v:.4g}")
     lines = [f"# Wrapper overhead and per-call cost on {torch.cuda.get_device_name()}, "

@@ -41,7 +41,7 @@ def _args(op, rows: int, cols: int, dtype, generator) -> list:
     shapes = {name: (rows, cols) if len(dims) == 2 else (cols,) for name, dims in op.sweep}
     for arg in op.signature.args:
         if arg.type_name == "Tensor":
-            t = torch.randn(shapes[arg.name], generator=generator, dtype=torch.float32) * 3
+            t = torch.randn(shapes[arg.name], generator=generator, dtype=torch.float32)  # as the sweep draws them
             args.append(t.to(dtype).cuda())
         elif arg.has_default:
             args.append(_default_value(arg))

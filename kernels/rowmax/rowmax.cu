@@ -9,13 +9,11 @@
 //
 // Rows that fit in registers (kreg::plan_rows): every load of a thread is
 // issued before any compare, 4 packs a thread (a warp per short row, several
-// rows a block). Two passes over the registers, each an independent max or
-// min per element (instruction-level parallelism, not a compare-and-select
-// chain through the row): the row's largest value as an ordered int key
-// (NaN above everything), reduced across the row, then the smallest column
-// holding that key, reduced the same way. Longer rows loop (rowmax_long),
-// merging (value, index) pairs that prefer the larger value and, on ties,
-// the smaller index.
+// rows a block). Each thread scans its packs in column order, so a strict >
+// keeps the first index of a tie and the per-element test is one compare
+// (plus the NaN test); the threads' (value, index) bests are then merged by
+// warp shuffles and one shared-memory step, preferring the larger value and,
+// on ties, the smaller index. Longer rows loop (rowmax_long).
 #include <climits>
 
 #include "kreg/cuda.cuh"
@@ -64,27 +62,18 @@ __device__ __forceinline__ Best<I> row_best(Best<I> b, Best<I>* scratch) {
   return b;  // scratch is not reused: no trailing barrier
 }
 
-// The register path orders floats by an int key: larger float, larger key;
-// every NaN above +inf (torch.max treats a NaN as the largest). Max and
-// min of ints are one instruction and need no tie rule.
-__device__ __forceinline__ int order_key(float f) {
-  const int bits = f == 0.0f ? 0 : __float_as_int(f);  // -0 and +0 are equal (the first wins), as in torch
-  return isnan(f) ? INT_MAX : bits >= 0 ? bits : bits ^ 0x7fffffff;
+// One element in column order: a strict > keeps the first of equal values; a NaN replaces a number once.
+__device__ __forceinline__ void scan(float f, int index, Best<int>& b) {
+  if (f > b.value || (isnan(f) && !isnan(b.value))) b = Best<int>{f, index};
 }
-__device__ __forceinline__ float key_value(int key) {
-  return key == INT_MAX ? NAN : __int_as_float(key >= 0 ? key : key ^ 0x7fffffff);
-}
-struct MinOp {
-  __device__ __forceinline__ int operator()(int a, int b) const { return min(a, b); }
-};
 
 template <typename T, int N, int P>
 __global__ void __launch_bounds__(1024) rowmax_cached(const T* __restrict__ x, T* __restrict__ values,
                                                       int64_t* __restrict__ indices, int64_t rows, int64_t cols) {
   using V = kreg::Pack<T, N>;
-  __shared__ int scratch[32];
+  __shared__ Best<int> scratch[32];
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const bool live = row < rows;  // a dead row still takes part in the block's barriers
+  const bool live = row < rows;  // a dead row still takes part in the block's barrier
   const int packs = static_cast<int>(cols / N);
   const V* xr = reinterpret_cast<const V*>(x + (live ? row : 0) * cols);
   V v[P];
@@ -93,34 +82,20 @@ __global__ void __launch_bounds__(1024) rowmax_cached(const T* __restrict__ x, T
     const int p = threadIdx.x + i * blockDim.x;
     if (live && p < packs) v[i] = kreg::load_once(xr + p);
   }
-  // Pass 1: the row's largest key. Every element's key is independent work
-  // (no chain of compare-and-select through the row).
-  int best = INT_MIN;
+  Best<int> b{-INFINITY, INT_MAX};
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     const int p = threadIdx.x + i * blockDim.x;
     if (live && p < packs) {
 #pragma unroll
-      for (int l = 0; l < N; ++l) best = max(best, order_key(kreg::to_float(v[i].v[l])));
+      for (int l = 0; l < N; ++l) scan(kreg::to_float(v[i].v[l]), p * N + l, b);
     }
   }
-  best = kreg::row_reduce(best, scratch, kreg::MaxOp{});
-  // Pass 2: the first column holding it.
-  int first = INT_MAX;
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) {
-#pragma unroll
-      for (int l = 0; l < N; ++l) {
-        first = min(first, order_key(kreg::to_float(v[i].v[l])) == best ? p * N + l : INT_MAX);
-      }
-    }
-  }
-  first = kreg::row_reduce(first, scratch, MinOp{});
+  b = row_best(b, scratch);
   if (live && threadIdx.x == 0) {
-    values[row] = kreg::from_float<T>(key_value(best));  // to_float is exact, so this is x's value (NaN: a NaN)
-    indices[row] = first;
+    // A row of -inf only: index 0, as torch. to_float is exact, so from_float gives x's value back.
+    values[row] = b.index == INT_MAX ? kreg::from_float<T>(-INFINITY) : kreg::from_float<T>(b.value);
+    indices[row] = b.index == INT_MAX ? 0 : b.index;
   }
 }
 
