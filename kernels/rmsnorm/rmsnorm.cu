@@ -17,8 +17,9 @@
 // rows loop through L2 (rmsnorm_long). Backward: the same register-cached
 // row kernel gives grad_x and each row's rstd; grad_w is then a column sum
 // spread over the whole GPU: blocks of 32 column packs x a chunk of rows
-// write partial sums, and one small kernel adds the chunks per column in
-// double (tens of thousands of cancelling terms).
+// write partial sums, and one small kernel adds the chunks per column; both
+// sum in double (tens of thousands of cancelling terms). Fusing the partial
+// sums into the row kernel would save the second read of g and x (3n bytes).
 #include <algorithm>
 
 #include "kreg/cuda.cuh"
