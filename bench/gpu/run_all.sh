@@ -7,6 +7,7 @@
 #   STEPS="fresh anchor" bash bench/gpu/run_all.sh
 #   STEPS="nvrtc" bash bench/gpu/run_all.sh   (device code through NVRTC: bench/nvrtc_edit_loop.py)
 #   STEPS="remote" bash bench/gpu/run_all.sh  (a teammate's first get through Redis: bench/remote_get.py)
+#   STEPS="kernels" bash bench/gpu/run_all.sh (the kernel library: bench/gpu/kernel_library.sh)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -20,6 +21,7 @@ for step in $STEPS; do
              python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests 2>&1; } | tee "$OUT/gpu_tests.txt" | tail -60 ;;
     bandwidth) python3 bench/axpy_bandwidth.py --out "$OUT" 2>&1 | tail -12 ;;
     editloop) python3 bench/edit_loop.py --device cuda --reps "${REPS:-3}" --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tail -16 ;;
+    kernels) OUT="$OUT" REGISTRY_CACHE_DIR="$REGISTRY_CACHE_DIR" bash bench/gpu/kernel_library.sh 2>&1 | tail -60 ;;
     nvrtc) python3 bench/nvrtc_edit_loop.py --device cuda --reps "${REPS:-7}" --out "$OUT" 2>&1 | tail -16 ;;
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
     remote) python3 bench/remote_get.py --device cuda --reps "${REMOTE_REPS:-7}" --out "$OUT" 2>&1 | tail -3 ;;

@@ -2,79 +2,220 @@
 // y = x * rstd * w. Backward, with g = grad_y:
 //   grad_x = rstd * (g * w) - x * rstd^3 / cols * sum(g * w * x)
 //   grad_w = sum over rows of g * x * rstd
+// The float64 references are reference.py's; torch.nn.functional.rms_norm is
+// the forward's baseline.
 //
-// Napkin math (forward): x read once, y written once, w (one row) stays in
-// L2: 2 * n * sizeof(T) bytes, bandwidth-bound; at 65536 x 4096 f32 ~0.5 ms
-// on an H200. Target: >= 0.9x torch.nn.functional.rms_norm, >= 80 % of copy.
+// Napkin math. Forward: x read once, y written once, w (one row) stays in
+// L2: 2 * n * sizeof(T) bytes, bandwidth-bound; at 65536 x 4096 f32 ~0.51 ms
+// on an H200 (0.26 ms f16/bf16). Target: >= 0.9x torch's rms_norm and >= 80 %
+// of a device copy. Backward: g and x read twice (once for grad_x, once for
+// grad_w), grad_x written once: 5 * n * sizeof(T) bytes, ~1.3 ms at 2^28 f32.
 //
-// Forward: one block per row, 16-byte packs, a warp-shuffle + shared-memory
-// sum of squares, then the write pass (the row is still in L1/L2).
-// Backward: one block per row for grad_x (and each row's rstd into a
-// stream-ordered scratch buffer), then a column kernel that sums
-// g * x * rstd down the rows for grad_w.
+// Forward: rows that fit in registers (kreg::plan_rows) are loaded once, 4
+// packs a thread (a warp per short row, several rows a block), the sum of
+// squares reduced across the row, and y written from the registers; longer
+// rows loop through L2 (rmsnorm_long). Backward: the same register-cached
+// row kernel gives grad_x and each row's rstd; grad_w is then a column sum
+// spread over the whole GPU: blocks of 32 column packs x a chunk of rows
+// write partial sums, and one small kernel adds the chunks per column; both
+// sum in double (tens of thousands of cancelling terms). Fusing the partial
+// sums into the row kernel would save the second read of g and x (3n bytes).
+#include <algorithm>
+
 #include "kreg/cuda.cuh"
 
 namespace {
 
+template <typename T, int N, int P>
+__global__ void __launch_bounds__(1024) rmsnorm_cached(const T* __restrict__ x, const T* __restrict__ w,
+                                                       T* __restrict__ y, int64_t rows, int64_t cols, float eps) {
+  using A = kreg::acc_t<T>;
+  using V = kreg::Pack<T, N>;
+  __shared__ A scratch[32];
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const bool live = row < rows;  // a dead row still takes part in the block's barriers
+  const int64_t packs = cols / N;
+  const V* xr = reinterpret_cast<const V*>(x + (live ? row : 0) * cols);
+  const V* wr = reinterpret_cast<const V*>(w);
+  V* yr = reinterpret_cast<V*>(y + (live ? row : 0) * cols);
+  V v[P];
+  A ss = 0;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int64_t p = threadIdx.x + i * blockDim.x;
+    if (live && p < packs) {
+      v[i] = kreg::load_once(xr + p);
+#pragma unroll
+      for (int l = 0; l < N; ++l) ss += kreg::to_acc(v[i].v[l]) * kreg::to_acc(v[i].v[l]);
+    }
+  }
+  const A rstd = A(1) / sqrt(kreg::row_sum(ss, scratch) / A(cols) + A(eps));
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int64_t p = threadIdx.x + i * blockDim.x;
+    if (live && p < packs) {
+      const V wv = wr[p];
+      V out;
+#pragma unroll
+      for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(kreg::to_acc(v[i].v[l]) * rstd * kreg::to_acc(wv.v[l]));
+      kreg::store_once(yr + p, out);
+    }
+  }
+}
+
 template <typename T, int N>
-__global__ void rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t cols,
+__global__ void rmsnorm_long(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t cols,
                              float eps) {
   using A = kreg::acc_t<T>;
+  using V = kreg::Pack<T, N>;
   __shared__ A scratch[32];
-  const auto* xr = reinterpret_cast<const kreg::Pack<T, N>*>(x + blockIdx.x * cols);
-  const auto* wr = reinterpret_cast<const kreg::Pack<T, N>*>(w);
-  auto* yr = reinterpret_cast<kreg::Pack<T, N>*>(y + blockIdx.x * cols);
+  const V* xr = reinterpret_cast<const V*>(x + blockIdx.x * cols);
+  const V* wr = reinterpret_cast<const V*>(w);
+  V* yr = reinterpret_cast<V*>(y + blockIdx.x * cols);
   const int64_t packs = cols / N;
   A ss = 0;
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-    const kreg::Pack<T, N> v = xr[p];
+    const V v = xr[p];
 #pragma unroll
     for (int l = 0; l < N; ++l) ss += kreg::to_acc(v.v[l]) * kreg::to_acc(v.v[l]);
   }
   const A rstd = A(1) / sqrt(kreg::block_sum(ss, scratch) / A(cols) + A(eps));
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-    const kreg::Pack<T, N> v = xr[p], wv = wr[p];
-    kreg::Pack<T, N> out;
+    const V v = xr[p], wv = wr[p];
+    V out;
 #pragma unroll
     for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(kreg::to_acc(v.v[l]) * rstd * kreg::to_acc(wv.v[l]));
     yr[p] = out;
   }
 }
 
-template <typename T>
-__global__ void rmsnorm_backward_rows(const T* __restrict__ g, const T* __restrict__ x, const T* __restrict__ w,
-                                      T* __restrict__ gx, kreg::acc_t<T>* __restrict__ rstds, int64_t cols, float eps) {
+// grad_x and rstd per row; P == 0 loops over the row through L2 instead of
+// caching it (rows too long for registers).
+template <typename T, int N, int P>
+__global__ void __launch_bounds__(1024) rmsnorm_backward_rows(const T* __restrict__ g, const T* __restrict__ x,
+                                                              const T* __restrict__ w, T* __restrict__ gx,
+                                                              kreg::acc_t<T>* __restrict__ rstds, int64_t rows,
+                                                              int64_t cols, float eps) {
   using A = kreg::acc_t<T>;
+  using V = kreg::Pack<T, N>;
+  constexpr int kSlots = P > 0 ? P : 1;
   __shared__ A scratch[32];
-  const int64_t base = blockIdx.x * cols;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const bool live = row < rows;
+  const int64_t packs = cols / N, base = (live ? row : 0) * cols;
+  const V* gr = reinterpret_cast<const V*>(g + base);
+  const V* xr = reinterpret_cast<const V*>(x + base);
+  const V* wr = reinterpret_cast<const V*>(w);
+  V* gxr = reinterpret_cast<V*>(gx + base);
+  V gv[kSlots], xv[kSlots];
   A ss = 0, dot = 0;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    const A xv = kreg::to_acc(x[base + c]);
-    ss += xv * xv;
-    dot += kreg::to_acc(g[base + c]) * kreg::to_acc(w[c]) * xv;
+  const auto accumulate = [&](const V& gp, const V& xp, const V& wp) {
+#pragma unroll
+    for (int l = 0; l < N; ++l) {
+      const A xa = kreg::to_acc(xp.v[l]);
+      ss += xa * xa;
+      dot += kreg::to_acc(gp.v[l]) * kreg::to_acc(wp.v[l]) * xa;
+    }
+  };
+  const auto write = [&](int64_t p, const V& gp, const V& xp, A rstd, A k) {
+    const V wp = wr[p];
+    V out;
+#pragma unroll
+    for (int l = 0; l < N; ++l) {
+      out.v[l] = kreg::from_acc<T>(rstd * kreg::to_acc(gp.v[l]) * kreg::to_acc(wp.v[l]) - kreg::to_acc(xp.v[l]) * k);
+    }
+    kreg::store_once(gxr + p, out);
+  };
+  if constexpr (P > 0) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int64_t p = threadIdx.x + i * blockDim.x;
+      if (live && p < packs) {
+        gv[i] = gr[p];
+        xv[i] = xr[p];
+        accumulate(gv[i], xv[i], wr[p]);
+      }
+    }
+  } else {
+    for (int64_t p = threadIdx.x; live && p < packs; p += blockDim.x) accumulate(gr[p], xr[p], wr[p]);
   }
-  ss = kreg::block_sum(ss, scratch);
-  dot = kreg::block_sum(dot, scratch);
+  ss = kreg::row_sum(ss, scratch);
+  dot = kreg::row_sum(dot, scratch);
   const A rstd = A(1) / sqrt(ss / A(cols) + A(eps));
   const A k = rstd * rstd * rstd * dot / A(cols);
-  if (threadIdx.x == 0) rstds[blockIdx.x] = rstd;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    gx[base + c] = kreg::from_acc<T>(rstd * kreg::to_acc(g[base + c]) * kreg::to_acc(w[c]) - kreg::to_acc(x[base + c]) * k);
+  if (live && threadIdx.x == 0) rstds[row] = rstd;
+  if constexpr (P > 0) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int64_t p = threadIdx.x + i * blockDim.x;
+      if (live && p < packs) write(p, gv[i], xv[i], rstd, k);
+    }
+  } else {
+    for (int64_t p = threadIdx.x; live && p < packs; p += blockDim.x) write(p, gr[p], xr[p], rstd, k);
   }
 }
 
-// One thread per column, consecutive threads on consecutive columns (coalesced);
-// the sum down the rows runs in double (thousands of cancelling terms).
+// grad_w, step 1: block (32, kChunkThreads) covers 32 column packs; its
+// threads walk the rows of chunk blockIdx.y (threadIdx.y-strided, coalesced
+// along the row) summing g * x * rstd, then reduce over threadIdx.y into
+// partial[chunk, column]. Sums in double: a column adds one rounded term
+// per row, and the terms cancel.
+constexpr int kChunkThreads = 8;
+template <typename T, int N>
+__global__ void rmsnorm_grad_weight_partial(const T* __restrict__ g, const T* __restrict__ x,
+                                            const kreg::acc_t<T>* __restrict__ rstds, double* __restrict__ partial,
+                                            int64_t rows, int64_t cols, int64_t rows_per_chunk) {
+  using V = kreg::Pack<T, N>;
+  __shared__ double sums[kChunkThreads][32 * N];
+  const int64_t p = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x, packs = cols / N;
+  const int64_t first = blockIdx.y * rows_per_chunk;
+  const int64_t last = min(rows, first + rows_per_chunk);
+  double acc[N] = {};
+  if (p < packs) {
+    for (int64_t r = first + threadIdx.y; r < last; r += kChunkThreads) {
+      const V gv = reinterpret_cast<const V*>(g + r * cols)[p];
+      const V xv = reinterpret_cast<const V*>(x + r * cols)[p];
+      const double rs = rstds[r];
+#pragma unroll
+      for (int l = 0; l < N; ++l) acc[l] += double(kreg::to_acc(gv.v[l])) * double(kreg::to_acc(xv.v[l])) * rs;
+    }
+  }
+#pragma unroll
+  for (int l = 0; l < N; ++l) sums[threadIdx.y][threadIdx.x * N + l] = acc[l];
+  __syncthreads();
+  // Each of the block's 32 * kChunkThreads threads finishes columns of the 32 * N here.
+  for (int c = threadIdx.y * 32 + threadIdx.x; c < 32 * N; c += 32 * kChunkThreads) {
+    double s = 0;
+#pragma unroll
+    for (int t = 0; t < kChunkThreads; ++t) s += sums[t][c];
+    const int64_t column = static_cast<int64_t>(blockIdx.x) * 32 * N + c;
+    if (column < cols) partial[blockIdx.y * cols + column] = s;
+  }
+}
+
+// grad_w, step 2: one thread per column adds the chunks' partial sums.
 template <typename T>
-__global__ void rmsnorm_grad_weight(const T* __restrict__ g, const T* __restrict__ x,
-                                    const kreg::acc_t<T>* __restrict__ rstds, T* __restrict__ gw, int64_t rows,
-                                    int64_t cols) {
-  using A = kreg::acc_t<T>;
+__global__ void rmsnorm_grad_weight_total(const double* __restrict__ partial, T* __restrict__ gw,
+                                          int64_t chunks, int64_t cols) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   double sum = 0;
-  for (int64_t r = 0; r < rows; ++r) sum += kreg::to_acc(g[r * cols + c]) * kreg::to_acc(x[r * cols + c]) * rstds[r];
-  gw[c] = kreg::from_acc<T>(static_cast<A>(sum));
+  for (int64_t k = 0; k < chunks; ++k) sum += partial[k * cols + c];
+  gw[c] = kreg::from_acc<T>(static_cast<kreg::acc_t<T>>(sum));
+}
+
+template <typename T, int N>
+void forward_rows(const T* x, const T* w, T* y, int64_t rows, int64_t cols, float eps, cudaStream_t s) {
+  const kreg::RowPlan plan = kreg::plan_rows(cols / N);
+  const dim3 block(plan.threads, plan.rows_per_block);
+  const auto grid = static_cast<unsigned>(plan.rows_per_block ? (rows + plan.rows_per_block - 1) / plan.rows_per_block : 0);
+  switch (plan.packs_per_thread) {
+    case 1: rmsnorm_cached<T, N, 1><<<grid, block, 0, s>>>(x, w, y, rows, cols, eps); break;
+    case 2: rmsnorm_cached<T, N, 2><<<grid, block, 0, s>>>(x, w, y, rows, cols, eps); break;
+    case 4: rmsnorm_cached<T, N, 4><<<grid, block, 0, s>>>(x, w, y, rows, cols, eps); break;
+    case 8: rmsnorm_cached<T, N, 8><<<grid, block, 0, s>>>(x, w, y, rows, cols, eps); break;
+    default: rmsnorm_long<T, N><<<static_cast<unsigned>(rows), kreg::row_threads(cols / N), 0, s>>>(x, w, y, cols, eps);
+  }
 }
 
 template <typename T>
@@ -89,33 +230,70 @@ const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor w, float eps, void
   const T* ws = static_cast<const T*>(w.data);
   T* ys = static_cast<T*>(y.data);
   if (kreg::packs_fit(xs, cols, kWidth) && kreg::packs_fit(ys, cols, kWidth) && kreg::packs_fit(ws, cols, kWidth)) {
-    rmsnorm_rows<T, kWidth><<<static_cast<unsigned>(rows), kreg::row_threads(cols / kWidth), 0, s>>>(xs, ws, ys, cols, eps);
+    forward_rows<T, kWidth>(xs, ws, ys, rows, cols, eps, s);
   } else {
-    rmsnorm_rows<T, 1><<<static_cast<unsigned>(rows), kreg::row_threads(cols), 0, s>>>(xs, ws, ys, cols, eps);
+    forward_rows<T, 1>(xs, ws, ys, rows, cols, eps, s);
   }
   return kreg::last_launch_error();
+}
+
+template <typename T, int N>
+void backward_rows(const T* g, const T* x, const T* w, T* gx, T* gw, double* scratch, int64_t rows,
+                   int64_t cols, int64_t chunks, float eps, cudaStream_t s) {
+  // rstd per row (in acc_t<T>, at most a double's size) in the first `rows` doubles, then the partials.
+  auto* rstds = reinterpret_cast<kreg::acc_t<T>*>(scratch);
+  double* partial = scratch + rows;
+  kreg::RowPlan plan = kreg::plan_rows(cols / N);
+  if (plan.packs_per_thread == 0) plan = {0, kreg::row_threads(cols / N), 1};
+  const dim3 block(plan.threads, plan.rows_per_block);
+  const auto grid = static_cast<unsigned>((rows + plan.rows_per_block - 1) / plan.rows_per_block);
+  switch (plan.packs_per_thread) {
+    case 1: rmsnorm_backward_rows<T, N, 1><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps); break;
+    case 2: rmsnorm_backward_rows<T, N, 2><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps); break;
+    case 4: rmsnorm_backward_rows<T, N, 4><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps); break;
+    case 8: rmsnorm_backward_rows<T, N, 8><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps); break;
+    default: rmsnorm_backward_rows<T, N, 0><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps);
+  }
+  const int64_t column_blocks = (cols / N + 31) / 32;
+  const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  rmsnorm_grad_weight_partial<T, N><<<dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks)),
+                                      dim3(32, kChunkThreads), 0, s>>>(g, x, rstds, partial, rows, cols, rows_per_chunk);
+  rmsnorm_grad_weight_total<T><<<static_cast<unsigned>((cols + 255) / 256), 256, 0, s>>>(partial, gw, chunks, cols);
 }
 
 template <typename T>
 const char* backward(kreg_tensor gx, kreg_tensor gw, kreg_tensor g, kreg_tensor x, kreg_tensor w, float eps,
                      void* stream) {
-  using A = kreg::acc_t<T>;
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (w.numel != cols) return "rmsnorm_backward: weight must have as many elements as x's last dim";
   if (cols == 0) return nullptr;
   if (rows > 0x7fffffff) return "rmsnorm_backward: more than 2^31 - 1 rows";
   auto s = static_cast<cudaStream_t>(stream);
   if (rows == 0) return cudaMemsetAsync(gw.data, 0, cols * sizeof(T), s) == cudaSuccess ? nullptr : "rmsnorm_backward: memset failed";
-  A* rstds = nullptr;
-  if (cudaMallocAsync(reinterpret_cast<void**>(&rstds), rows * sizeof(A), s) != cudaSuccess) {
+  constexpr int kWidth = kreg::pack_width<T>();
+  const T* gs = static_cast<const T*>(g.data);
+  const T* xs = static_cast<const T*>(x.data);
+  const T* ws = static_cast<const T*>(w.data);
+  T* gxs = static_cast<T*>(gx.data);
+  T* gws = static_cast<T*>(gw.data);
+  const bool packs = kreg::packs_fit(gs, cols, kWidth) && kreg::packs_fit(xs, cols, kWidth) &&
+                     kreg::packs_fit(ws, cols, kWidth) && kreg::packs_fit(gxs, cols, kWidth);
+  const int width = packs ? kWidth : 1;
+  // Enough row chunks that the partial-sum grid fills the GPU twice over, and
+  // at least kChunkThreads rows in a chunk.
+  const int64_t column_blocks = (cols / width + 31) / 32;
+  const int64_t fill = (2 * kreg::resident_blocks(32 * kChunkThreads) + column_blocks - 1) / column_blocks;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(fill, (rows + kChunkThreads - 1) / kChunkThreads));
+  double* scratch = nullptr;  // rstd per row, then the chunks' partial grad_w
+  if (cudaMallocAsync(reinterpret_cast<void**>(&scratch), (rows + chunks * cols) * sizeof(double), s) != cudaSuccess) {
     return "rmsnorm_backward: could not allocate the per-row scratch";
   }
-  rmsnorm_backward_rows<T><<<static_cast<unsigned>(rows), kreg::row_threads(cols), 0, s>>>(
-      static_cast<const T*>(g.data), static_cast<const T*>(x.data), static_cast<const T*>(w.data),
-      static_cast<T*>(gx.data), rstds, cols, eps);
-  rmsnorm_grad_weight<T><<<static_cast<unsigned>((cols + 255) / 256), 256, 0, s>>>(
-      static_cast<const T*>(g.data), static_cast<const T*>(x.data), rstds, static_cast<T*>(gw.data), rows, cols);
-  cudaFreeAsync(rstds, s);
+  if (packs) {
+    backward_rows<T, kWidth>(gs, xs, ws, gxs, gws, scratch, rows, cols, chunks, eps, s);
+  } else {
+    backward_rows<T, 1>(gs, xs, ws, gxs, gws, scratch, rows, cols, chunks, eps, s);
+  }
+  cudaFreeAsync(scratch, s);
   return kreg::last_launch_error();
 }
 

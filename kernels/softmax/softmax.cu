@@ -1,52 +1,120 @@
 // softmax on CUDA: y[r, :] = exp(z - max z) / sum exp(z - max z), z = x[r, :] / temperature.
+// The float64 reference is reference.py's softmax; torch.softmax is the baseline.
 //
 // Napkin math: each element is read once from DRAM and written once: 2 * n *
 // sizeof(T) bytes, a few flops per element, so it is bandwidth-bound. At
-// 65536 x 4096 f32 (1 GiB in, 1 GiB out) the H200's ~4.3 TB/s copy rate puts
-// the floor near 0.5 ms; the target is >= 0.9x torch.softmax and >= 80 % of
-// a device copy.
+// 65536 x 4096 f32 (1 GiB in, 1 GiB out) the H200's ~4.2 TB/s copy rate puts
+// the floor near 0.51 ms (0.26 ms in f16/bf16); the target is >= 0.9x
+// torch.softmax and >= 80 % of a device copy (<= 0.64 ms f32, 0.32 ms f16).
 //
-// One block per row: the max pass, the sum pass and the write pass each walk
-// the row with 16-byte packs (4 floats, 8 halves); the row (16 KiB at 4096
-// f32) stays in L1/L2 between passes, so DRAM sees one read. Reductions are
-// warp shuffles, then one shared-memory step across warps. Rows whose start
-// or length do not fit 16-byte packs take the same kernel one element at a
-// time.
+// Rows that fit in registers (kreg::plan_rows: up to 8192 16-byte packs)
+// are read once into registers, 4 packs a thread, one warp per short row and
+// several rows a block; the max, the sum and the write then work on the
+// registers, so DRAM sees one read and one write per element however many
+// passes the math makes. exp is exp2 of a fused multiply-add (one MUFU op).
+// Longer rows take softmax_long: one block a row, three passes re-reading
+// the row through L2. Rows whose start or length do not fit 16-byte packs
+// take the same kernels one element at a time.
 #include "kreg/cuda.cuh"
 
 namespace {
 
-template <typename T, int N>
-__global__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t cols, float temperature) {
-  using A = kreg::acc_t<T>;
-  __shared__ A scratch[32];
-  const auto* xr = reinterpret_cast<const kreg::Pack<T, N>*>(x + blockIdx.x * cols);
-  auto* yr = reinterpret_cast<kreg::Pack<T, N>*>(y + blockIdx.x * cols);
-  const int64_t packs = cols / N;
-  const A inv_t = A(1) / A(temperature);
+// exp(a * scale - b) as exp2: scale and b come pre-multiplied by log2(e).
+__device__ __forceinline__ float exp2_fma(float a, float scale, float b) { return exp2f(fmaf(a, scale, -b)); }
+__device__ __forceinline__ double exp2_fma(double a, double scale, double b) { return exp2(fma(a, scale, -b)); }
 
+template <typename T, int N, int P>
+__global__ void __launch_bounds__(1024) softmax_cached(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+                                                       int64_t cols, float temperature) {
+  using A = kreg::acc_t<T>;
+  using V = kreg::Pack<T, N>;
+  __shared__ A scratch[32];
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
+  const bool live = row < rows;  // a dead row still takes part in the block's barriers
+  const int64_t packs = cols / N;
+  const V* xr = reinterpret_cast<const V*>(x + (live ? row : 0) * cols);
+  V* yr = reinterpret_cast<V*>(y + (live ? row : 0) * cols);
+  const A scale = A(1.4426950408889634) / A(temperature);  // log2(e) / temperature
+
+  V v[P];
+  A m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int64_t p = threadIdx.x + i * blockDim.x;
+    if (live && p < packs) {
+      v[i] = kreg::load_once(xr + p);
+#pragma unroll
+      for (int l = 0; l < N; ++l) m = max(m, kreg::to_acc(v[i].v[l]));
+    }
+  }
+  // max(x) * scale is max(x * scale) for scale > 0.
+  const A ms = kreg::row_max(m, scratch) * scale;
+  A sum = 0;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int64_t p = threadIdx.x + i * blockDim.x;
+    if (live && p < packs) {
+#pragma unroll
+      for (int l = 0; l < N; ++l) sum += exp2_fma(kreg::to_acc(v[i].v[l]), scale, ms);
+    }
+  }
+  const A inv_sum = A(1) / kreg::row_sum(sum, scratch);
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int64_t p = threadIdx.x + i * blockDim.x;
+    if (live && p < packs) {
+      V out;
+#pragma unroll
+      for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(exp2_fma(kreg::to_acc(v[i].v[l]), scale, ms) * inv_sum);
+      kreg::store_once(yr + p, out);
+    }
+  }
+}
+
+template <typename T, int N>
+__global__ void softmax_long(const T* __restrict__ x, T* __restrict__ y, int64_t cols, float temperature) {
+  using A = kreg::acc_t<T>;
+  using V = kreg::Pack<T, N>;
+  __shared__ A scratch[32];
+  const V* xr = reinterpret_cast<const V*>(x + blockIdx.x * cols);
+  V* yr = reinterpret_cast<V*>(y + blockIdx.x * cols);
+  const int64_t packs = cols / N;
+  const A scale = A(1.4426950408889634) / A(temperature);
   A m = -INFINITY;
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-    const kreg::Pack<T, N> v = xr[p];
+    const V v = xr[p];
 #pragma unroll
-    for (int l = 0; l < N; ++l) m = max(m, kreg::to_acc(v.v[l]) * inv_t);
+    for (int l = 0; l < N; ++l) m = max(m, kreg::to_acc(v.v[l]));
   }
-  m = kreg::block_max(m, scratch);
-
+  const A ms = kreg::block_max(m, scratch) * scale;
   A sum = 0;
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-    const kreg::Pack<T, N> v = xr[p];
+    const V v = xr[p];
 #pragma unroll
-    for (int l = 0; l < N; ++l) sum += exp(kreg::to_acc(v.v[l]) * inv_t - m);
+    for (int l = 0; l < N; ++l) sum += exp2_fma(kreg::to_acc(v.v[l]), scale, ms);
   }
   const A inv_sum = A(1) / kreg::block_sum(sum, scratch);
-
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-    const kreg::Pack<T, N> v = xr[p];
-    kreg::Pack<T, N> out;
+    const V v = xr[p];
+    V out;
 #pragma unroll
-    for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(exp(kreg::to_acc(v.v[l]) * inv_t - m) * inv_sum);
+    for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(exp2_fma(kreg::to_acc(v.v[l]), scale, ms) * inv_sum);
     yr[p] = out;
+  }
+}
+
+template <typename T, int N>
+void launch_rows(const T* x, T* y, int64_t rows, int64_t cols, float temperature, cudaStream_t s) {
+  const kreg::RowPlan plan = kreg::plan_rows(cols / N);
+  const dim3 block(plan.threads, plan.rows_per_block);
+  const auto grid = static_cast<unsigned>((rows + plan.rows_per_block - 1) / (plan.rows_per_block ? plan.rows_per_block : 1));
+  switch (plan.packs_per_thread) {
+    case 1: softmax_cached<T, N, 1><<<grid, block, 0, s>>>(x, y, rows, cols, temperature); break;
+    case 2: softmax_cached<T, N, 2><<<grid, block, 0, s>>>(x, y, rows, cols, temperature); break;
+    case 4: softmax_cached<T, N, 4><<<grid, block, 0, s>>>(x, y, rows, cols, temperature); break;
+    case 8: softmax_cached<T, N, 8><<<grid, block, 0, s>>>(x, y, rows, cols, temperature); break;
+    default:
+      softmax_long<T, N><<<static_cast<unsigned>(rows), kreg::row_threads(cols / N), 0, s>>>(x, y, cols, temperature);
   }
 }
 
@@ -61,9 +129,9 @@ const char* launch(kreg_tensor y, kreg_tensor x, float temperature, void* stream
   const T* xs = static_cast<const T*>(x.data);
   T* ys = static_cast<T*>(y.data);
   if (kreg::packs_fit(xs, cols, kWidth) && kreg::packs_fit(ys, cols, kWidth)) {
-    softmax_rows<T, kWidth><<<static_cast<unsigned>(rows), kreg::row_threads(cols / kWidth), 0, s>>>(xs, ys, cols, temperature);
+    launch_rows<T, kWidth>(xs, ys, rows, cols, temperature, s);
   } else {
-    softmax_rows<T, 1><<<static_cast<unsigned>(rows), kreg::row_threads(cols), 0, s>>>(xs, ys, cols, temperature);
+    launch_rows<T, 1>(xs, ys, rows, cols, temperature, s);
   }
   return kreg::last_launch_error();
 }

@@ -103,6 +103,105 @@ inline int row_threads(int64_t packs) {
   return threads;
 }
 
+// How a row kernel lays rows onto threads when a whole row fits in
+// registers (each row read from DRAM once, however many passes the math
+// makes): `threads` threads hold a row, `packs_per_thread` 16-byte packs each
+// (thread t owns packs t, t + threads, ...; the same columns on every row);
+// short rows (one warp) share a block, `rows_per_block` of them, so a block
+// has at least 128 threads. packs_per_thread == 0: the row is too long for
+// registers (over 8192 packs, 128 KiB) and the kernel's looping path runs.
+// Four packs a thread keeps 64 bytes of loads in flight per thread and, at
+// <= 256 threads a row, several blocks per SM to hide each other's reductions.
+struct RowPlan {
+  int packs_per_thread;
+  int threads;
+  int rows_per_block;
+};
+inline RowPlan plan_rows(int64_t packs) {
+  const auto warps_for = [](int64_t n) { return static_cast<int>((n + 31) / 32); };
+  if (packs <= 32 * 4) {
+    const int per = packs <= 32 ? 1 : packs <= 64 ? 2 : 4;
+    return {per, 32, 4};
+  }
+  for (int per : {4, 8}) {
+    const int64_t warps = warps_for((packs + per - 1) / per);
+    if (warps <= 32) {
+      const int threads = static_cast<int>(warps) * 32;
+      return {per, threads, threads < 128 ? 128 / threads : 1};
+    }
+  }
+  return {0, 0, 0};
+}
+
+// Reduction of one value per thread across a row's threads (blockDim.x of
+// them, a multiple of 32; blockDim.y rows per block, at most 32 warps in
+// all); every thread of the row gets the result, combined in one fixed order.
+// A one-warp row needs no shared memory and no barrier; otherwise every
+// thread of the block must call it (rows past the end too).
+struct SumOp {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
+};
+struct MaxOp {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return max(a, b); }
+};
+template <typename A, typename Op>
+__device__ __forceinline__ A row_reduce(A v, A* scratch, Op op) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int warps = blockDim.x >> 5;
+  if (warps == 1) return v;
+  A* row = scratch + threadIdx.y * warps;
+  if ((threadIdx.x & 31) == 0) row[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = row[0];
+  for (int w = 1; w < warps; ++w) v = op(v, row[w]);
+  __syncthreads();  // scratch is reused by the next reduction
+  return v;
+}
+template <typename A>
+__device__ __forceinline__ A row_sum(A v, A* scratch) { return row_reduce(v, scratch, SumOp{}); }
+template <typename A>
+__device__ __forceinline__ A row_max(A v, A* scratch) { return row_reduce(v, scratch, MaxOp{}); }
+
+// Loads and stores of data touched once: evict-first in L2, so a row kernel's
+// stream does not push out what is reused (weights, the next rows).
+template <typename T, int N>
+__device__ __forceinline__ Pack<T, N> load_once(const Pack<T, N>* p) {
+  static_assert(sizeof(Pack<T, N>) == 16 || sizeof(Pack<T, N>) <= 8, "packs are 16 bytes or a scalar");
+  Pack<T, N> out;
+  if constexpr (sizeof(Pack<T, N>) == 16) {
+    const int4 raw = __ldcs(reinterpret_cast<const int4*>(p));
+    memcpy(&out, &raw, 16);
+  } else {
+    out = *p;
+  }
+  return out;
+}
+template <typename T, int N>
+__device__ __forceinline__ void store_once(Pack<T, N>* p, const Pack<T, N>& v) {
+  if constexpr (sizeof(Pack<T, N>) == 16) {
+    int4 raw;
+    memcpy(&raw, &v, 16);
+    __stcs(reinterpret_cast<int4*>(p), raw);
+  } else {
+    *p = v;
+  }
+}
+
+// Blocks that fit on the current device at once for `threads`-thread blocks
+// (2048 threads an SM on sm_80+): enough to fill it, used by grid-stride kernels.
+inline int resident_blocks(int threads) {
+  static int sms = [] {
+    int device = 0, count = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return count > 0 ? count : 1;
+  }();
+  return sms * (2048 / threads);
+}
+
 // A kreg_tensor seen as rows of its last dimension.
 inline int64_t row_length(kreg_tensor t) { return t.ndim > 0 ? t.sizes[t.ndim - 1] : 1; }
 inline int64_t row_count(kreg_tensor t) {
