@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from registry import _core, knobs, pins
+from registry import _core, cache_cap, knobs
 from registry.builder import BuildPlan, BuildResult, run_build
 from registry.errors import LockTimeoutError
 
@@ -95,7 +95,7 @@ def _build(store, key, plan: BuildPlan, remote, reason: str, force: bool) -> Art
     if remote is not None:
         remote.store(published)  # only warns on failure
         key.share_record(remote)
-    pins.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
+    cache_cap.collect_garbage(store, keep=[published.key])  # the size cap; only warns on failure
     return Artifact(published, _artifact_path(published), result, reason, "compiled")
 
 

@@ -1,4 +1,4 @@
-"""This process's claim on the cache entries it has loaded, and the size cap.
+"""This process's claim on the cache entries it has loaded.
 
 A loaded library stays mapped from its file in the cache, and a later `get`
 in a new process expects the entry it was given to still be there; so `cache
@@ -10,9 +10,6 @@ exits, however it exits, so a crashed notebook never keeps an entry forever.
 from __future__ import annotations
 
 import threading
-import warnings
-
-from registry import knobs
 
 _held: dict[str, object] = {}  # key -> _core.Pin; never released while we live
 _lock = threading.Lock()
@@ -32,16 +29,3 @@ def held() -> list[str]:
     """The keys this process has pinned."""
     with _lock:
         return sorted(_held)
-
-
-def collect_garbage(store, keep=()):
-    """Brings the cache back under REGISTRY_CACHE_MAX_BYTES after a publish,
-    least recently used first, never touching pinned entries or `keep` (the
-    entry just published, not pinned yet). Returns the _core.GcReport, or None
-    when it could not run: then it warns instead of failing the build that
-    just succeeded, since a cache a little over its cap harms nobody."""
-    try:
-        return store.gc(knobs.cache_max_bytes(), list(keep))
-    except (OSError, RuntimeError, ValueError) as error:
-        warnings.warn(f"cache size cap not applied: {error}", RuntimeWarning, stacklevel=2)
-        return None
