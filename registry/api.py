@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from registry import _core, knobs
+from registry import _core, backend_choice, knobs
+from registry.errors import NotLoadedError
 from registry.op import Op, OpGroup
 from registry.state import STATE  # the loaded kernels, by (name, backend), and what each request resolved to
 
@@ -25,7 +26,7 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
     available and the kernel has a [cuda] section.
     """
     start = time.perf_counter()
-    requested = device or knobs.device()
+    requested = backend_choice.requested(device)
     state = STATE.find(name, requested)
     if state is not None and not rebuild and state.stamps.unchanged():
         # status() now describes this get, not the build or load before it.
@@ -50,10 +51,10 @@ def _handle(state) -> Op | OpGroup:
 def status(name: str, *, device: str | None = None):
     """What the last `get` of `name` in this process did: key, hit or build,
     paths, build time, and what changed since the previous build."""
-    requested = device or knobs.device()
+    requested = backend_choice.requested(device)
     state = STATE.find(name, requested)
     if state is None:
-        raise LookupError(f"kernel {name!r} has not been loaded in this process; call registry.get({name!r}) first")
+        raise NotLoadedError(f"kernel {name!r} has not been loaded in this process; call registry.get({name!r}) first")
     return state.status
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from registry.errors import OpCallError
+
 
 class _OpFunction(torch.autograd.Function):
     @staticmethod
@@ -56,7 +58,7 @@ class _OpFunction(torch.autograd.Function):
         op = ctx.op
         backward = op._backward
         if backward is None:
-            raise RuntimeError(
+            raise OpCallError(
                 f"{op.kernel}.{op.name} has no backward, but an input requires grad. Add "
                 f"backward = \"{op.name}_backward\" to its [[op]] in kernel.toml (an op of the kernel taking "
                 f"grad_<output> and the tensors it needs, returning grad_<argument>), or call it under "
@@ -80,6 +82,6 @@ class _OpFunction(torch.autograd.Function):
 
 def call_with_autograd(op, args: tuple):
     if any(a.mutated for a in op._spec.signature.args):
-        raise RuntimeError(f"{op.kernel}.{op.name} writes its Tensor(a!) argument in place and has no "
+        raise OpCallError(f"{op.kernel}.{op.name} writes its Tensor(a!) argument in place and has no "
                            f"gradient; call it under torch.no_grad() or on tensors that do not require grad")
     return _OpFunction.apply(op, *args)

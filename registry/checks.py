@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from registry.errors import UsageError
+
 # (rtol, atol) per dtype. The kernels compute in float and round once on store,
 # so half an ulp of the output: fp16 eps 9.8e-4, bf16 eps 7.8e-3; float32's
 # atol covers the rounding of alpha * x before the add when the sum cancels.
@@ -80,7 +82,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float) -> C
 
 def load_reference(manifest):
     if not manifest.reference:
-        raise ValueError(f"kernel {manifest.name!r} names no reference module; add reference = \"reference.py\" "
+        raise UsageError(f"kernel {manifest.name!r} names no reference module; add reference = \"reference.py\" "
                          f"to {manifest.file} with a float64 function per op")
     path = Path(manifest.dir) / manifest.reference
     module_spec = importlib.util.spec_from_file_location(f"kreg_reference_{manifest.name}", path)
@@ -129,9 +131,8 @@ def make_args(spec, n: int, dtype, device: str, generator, overrides: dict) -> l
     signature's default, else DEFAULT_SCALARS."""
     import torch
 
-    from registry import _core
+    from registry import dtypes
 
-    dtype_names = [d[0] for d in _core.DTYPES]
     by_name = shapes(spec, n)
     values = []
     for i, arg in enumerate(spec.signature.args):
@@ -143,7 +144,7 @@ def make_args(spec, n: int, dtype, device: str, generator, overrides: dict) -> l
                 values.append(None)
                 continue
             fixed = spec.arg_dtypes[i] if i < len(spec.arg_dtypes) else -1
-            t_dtype = getattr(torch, dtype_names[fixed]) if fixed >= 0 else dtype
+            t_dtype = dtypes.torch_dtype(dtypes.NAMES[fixed]) if fixed >= 0 else dtype
             if t_dtype.is_floating_point:
                 t = torch.randn(shape, generator=generator, device=device, dtype=torch.float32).to(t_dtype)
             else:

@@ -36,7 +36,7 @@ def _layout_exists(root) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # exits with 2 on a usage error
-    from registry.errors import KernelNotFoundError, ManifestError, RegistryError
+    from registry.errors import KernelNotFoundError, RegistryError
 
     try:
         return args.run(args)
@@ -47,9 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         # /dev/null so the interpreter's final flush does not complain either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
-    # ManifestError (from the C++ core) is a ValueError; RuntimeError and
-    # OSError carry the core's cache errors, which say what to do next.
-    except (RegistryError, ManifestError, RuntimeError, OSError, ValueError) as error:
+    # Every error of the registry, the core's included, is a RegistryError and
+    # says what to do next. OSError is the machine's (a folder that cannot be
+    # written, a full disk) and names its path: also a message, not a traceback.
+    except (RegistryError, OSError) as error:
         return _fail(error, EXIT_FAILED)
 
 

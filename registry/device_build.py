@@ -270,7 +270,7 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-    from registry import pins
+    from registry import cache_cap
 
-    pins.collect_garbage(store, keep=[published.key])
+    cache_cap.collect_garbage(store, keep=[published.key])
     return DeviceArtifact(published, built, nv, reason, snapshot.stamps)

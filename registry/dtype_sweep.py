@@ -47,6 +47,8 @@ from pathlib import Path
 
 import torch
 
+from registry import dtypes as dtype_table
+from registry.errors import UsageError
 from registry.checks import DEFAULT_SCALARS, TOLERANCES, compare, load_reference, make_args  # noqa: F401
 from registry.timing import median_seconds
 
@@ -88,7 +90,7 @@ class SweepResult:
 
         column = {"gbps": "gbps", "ms": "median_ms"}.get(metric)
         if column is None:
-            raise ValueError(f"metric must be 'gbps' or 'ms', not {metric!r}")
+            raise UsageError(f"metric must be 'gbps' or 'ms', not {metric!r}")
         fig, ax = plt.subplots(figsize=(6.5, 4))
         ran = self.table[self.table["median_ms"].notna()]
         several_ops = ran["op"].nunique() > 1
@@ -121,17 +123,19 @@ def sweep(name, dtypes: list[str] | None = None, sizes: list[int] | None = None,
     import pandas as pd
 
     import registry
-    from registry import _core, knobs
+    from registry import _core
     from registry.kernel import locate
     from registry.op import Op
 
     handle = name if isinstance(name, Op) else None
     kernel = handle.kernel if handle is not None else name
     manifest = _core.parse_manifest(locate(kernel))
-    device = device or (handle.backend if handle is not None else None) or knobs.device() or \
-        ("cuda" if torch.cuda.is_available() and manifest.cuda.present else "cpu")
     if handle is None:
+        # With no device given, get's own rule (REGISTRY_DEVICE, else CUDA when
+        # available and the kernel has it) picks it; the sweep runs where the op does.
         handle = registry.get(kernel, device=device)
+    any_op = handle if isinstance(handle, Op) else next(iter(handle.ops.values()))
+    device = device or any_op.backend
     module = load_reference(manifest) if manifest.reference else None
     budget = memory_budget if memory_budget is not None else _default_budget(device)
     sizes = list(sizes) if sizes is not None else (CUDA_SIZES if device == "cuda" else CPU_SIZES)
@@ -151,8 +155,8 @@ def sweep(name, dtypes: list[str] | None = None, sizes: list[int] | None = None,
                                  f"reference=<a float64 function> to sweep")
         baseline = getattr(module, spec.baseline, None) if spec.baseline and module is not None else None
         for dtype in dtypes or list(spec.dtypes):
-            if dtype not in TOLERANCES:
-                raise ValueError(f"unknown dtype {dtype!r}; choose from {', '.join(TOLERANCES)}")
+            if dtype not in dtype_table.NAMES:
+                raise UsageError(f"unknown dtype {dtype!r}; choose from {', '.join(dtype_table.NAMES)}")
             for n in sizes:
                 if dtype not in spec.dtypes:  # the op would refuse it: say so in the table
                     rows.append(dict(op=spec.name, dtype=dtype, n=n, passed=None,
@@ -192,7 +196,7 @@ def _run_case(op, reference, baseline, module, spec, dtype: str, n: int, device:
     from registry.checks import check_call, results, shapes, tolerance
 
     rtol, atol = tolerance(dtype, module, spec.name)
-    torch_dtype = getattr(torch, dtype)
+    torch_dtype = dtype_table.torch_dtype(dtype)
     element = torch.empty((), dtype=torch_dtype).element_size()
     shape_of = shapes(spec, n)
     elements = sum(int(torch.Size(s).numel()) for s in shape_of.values())

@@ -17,6 +17,7 @@ import sysconfig
 from pathlib import Path
 
 from registry import _core, cache_layout, ccache
+from registry.errors import BuildEnvironmentError
 
 
 # Asking torch about the GPU starts the CUDA driver (hundreds of ms), which a
@@ -83,7 +84,7 @@ def cuda_arch_list(cache_root: Path) -> str:
         return configured
     answer = _device_answer(cache_root)
     if answer == "none":
-        raise RuntimeError("no CUDA device is visible; build for the CPU (device='cpu') "
+        raise BuildEnvironmentError("no CUDA device is visible; build for the CPU (device='cpu') "
                            "or set TORCH_CUDA_ARCH_LIST to build for a GPU elsewhere")
     return answer
 
@@ -102,7 +103,7 @@ def _ask_version(invoked: str) -> str:
     done = subprocess.run([invoked, "--version"], capture_output=True, text=True,
                           env={**os.environ, "LC_ALL": "C"}, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"'{invoked} --version' failed: {(done.stderr or done.stdout).strip()[:200]}")
+        raise BuildEnvironmentError(f"'{invoked} --version' failed: {(done.stderr or done.stdout).strip()[:200]}")
     return done.stdout + done.stderr
 
 

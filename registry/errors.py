@@ -1,13 +1,23 @@
-"""The registry's exceptions: each says what went wrong and what to do next."""
+"""The registry's exceptions: each says what went wrong and what to do next.
+
+Every error the package raises derives from RegistryError, so a tool catches
+one type, and also from the builtin it stands for (ValueError, RuntimeError,
+...), so code catching that keeps working. The C++ core's errors are mapped
+in one place, registry/bindings/module.cc, which defines the base classes
+below that both sides share:
+
+  RegistryError    the base
+  ManifestError    a kernel.toml problem (ValueError); .file and .field say where
+  SignatureError   an op signature that does not parse (ValueError)
+  UsageError       a function got an argument it cannot use (ValueError)
+  CoreError        the core could not do what was asked, e.g. a cache file it
+                   cannot read or write (RuntimeError)
+"""
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from registry._core import ManifestError  # noqa: F401  (raised by the C++ core; has .file and .field)
-
-
-class RegistryError(Exception):
-    """Base class of the registry's own errors."""
+from registry._core import CoreError, ManifestError, RegistryError, SignatureError, UsageError  # noqa: F401
 
 
 class KernelNotFoundError(RegistryError, LookupError):
@@ -28,8 +38,27 @@ class OpArgumentError(RegistryError, TypeError):
     argument and the op's signature (not the generated binding it runs)."""
 
 
-class MagicUsageError(RegistryError, ValueError):
+class MagicUsageError(UsageError):
     """A notebook magic got arguments it cannot use; says what to write."""
+
+
+class SettingError(RegistryError, ValueError):
+    """A REGISTRY_* environment variable holds a value the registry cannot use;
+    names the variable and the values it takes."""
+
+
+class NotLoadedError(RegistryError, LookupError):
+    """Asked about a kernel this process has not loaded; says to call get() first."""
+
+
+class OpCallError(RegistryError, RuntimeError):
+    """An op cannot run as called (no backward for a gradient, no build for that
+    device in this process); says what to change."""
+
+
+class BuildEnvironmentError(RegistryError, RuntimeError):
+    """This machine cannot build what was asked (no GPU to target, a compiler
+    that does not run); says what to set or install."""
 
 
 class Diagnostic(NamedTuple):

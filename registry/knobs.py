@@ -33,6 +33,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from registry.errors import SettingError
+
 CHECKOUT = Path(__file__).resolve().parent.parent
 # A checkout (or an editable install of one) has kernels/ beside the package;
 # a wheel installed into site-packages does not, and must not write there.
@@ -67,7 +69,7 @@ def kernel_roots() -> list[Path]:
 def device() -> str | None:
     value = os.environ.get("REGISTRY_DEVICE", "").strip().lower()
     if value and value not in ("cpu", "cuda"):
-        raise ValueError(f"REGISTRY_DEVICE must be 'cpu' or 'cuda', not {value!r}")
+        raise SettingError(f"REGISTRY_DEVICE must be 'cpu' or 'cuda', not {value!r}")
     return value or None
 
 
@@ -100,9 +102,9 @@ def parse_size(text: str, what: str) -> int:
     try:
         size = int(float(number) * _SIZE_SUFFIXES[suffix])
     except (ValueError, OverflowError):
-        raise ValueError(f"{what} must be a size such as 20G, 500M or 1048576, not {text!r}") from None
+        raise SettingError(f"{what} must be a size such as 20G, 500M or 1048576, not {text!r}") from None
     if size < 0:
-        raise ValueError(f"{what} must not be negative, got {text!r}")
+        raise SettingError(f"{what} must not be negative, got {text!r}")
     return size
 
 
@@ -115,7 +117,7 @@ def remote_cache() -> str | None:
 def remote_mode() -> str:
     value = os.environ.get("REGISTRY_REMOTE_CACHE_MODE", "").strip().lower() or "read-write"
     if value not in ("read-write", "read-only"):
-        raise ValueError(f"REGISTRY_REMOTE_CACHE_MODE must be 'read-write' or 'read-only', not {value!r}")
+        raise SettingError(f"REGISTRY_REMOTE_CACHE_MODE must be 'read-write' or 'read-only', not {value!r}")
     return value
 
 
@@ -126,5 +128,5 @@ def remote_timeout() -> float:
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise ValueError(f"REGISTRY_REMOTE_TIMEOUT must be a positive number of seconds, not {text!r}")
+        raise SettingError(f"REGISTRY_REMOTE_TIMEOUT must be a positive number of seconds, not {text!r}")
     return value

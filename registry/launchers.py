@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ctypes
 
-from registry import _core
+from registry import _core, dtypes
 from registry.errors import RegistryError
 
 TABLE_MAGIC = 0x6B72656754424C32  # "kregTBL2", checked by the binding
-DTYPE_SLOTS = tuple(name for name, _, _ in _core.DTYPES)  # the dtype table (core/dtype.h), by code
+DTYPE_SLOTS = dtypes.NAMES  # the dtype table (core/dtype.h), by code
 
 
 class DimTerm(ctypes.Structure):
@@ -78,14 +78,14 @@ def build_table(library: ctypes.CDLL, op_spec, kernel: str, symbols=None) -> Lau
             decl.dims[j] = DimTerm(term.kind, term.arg, term.a, term.b)
     missing = []
     if symbols is None:
-        symbols = [(dtype, f"{op_spec.launcher}_{_core.dtype_suffix(dtype)}") for dtype in op_spec.dtypes]
+        symbols = [(dtype, f"{op_spec.launcher}_{dtypes.SUFFIXES[dtype]}") for dtype in op_spec.dtypes]
     for dtype, symbol in symbols:
         try:
             table.launchers[DTYPE_SLOTS.index(dtype)] = ctypes.cast(getattr(library, symbol), ctypes.c_void_p).value
         except AttributeError:
             missing.append(symbol)
     if missing:
-        exported = [f"{op_spec.launcher}_{_core.dtype_suffix(d)}" for d in op_spec.dtypes
-                    if f"{op_spec.launcher}_{_core.dtype_suffix(d)}" not in missing]
+        exported = [f"{op_spec.launcher}_{dtypes.SUFFIXES[d]}" for d in op_spec.dtypes
+                    if f"{op_spec.launcher}_{dtypes.SUFFIXES[d]}" not in missing]
         raise RegistryError("; ".join(_core.missing_launchers(kernel, [op_spec], exported)))
     return table

@@ -32,9 +32,8 @@ from pathlib import Path
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from registry.dtypes import SUFFIXES as DTYPE_SUFFIXES
 from registry.errors import MagicUsageError
-
-DTYPE_SUFFIXES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64"}
 
 
 def inline_root() -> Path:
@@ -162,18 +161,18 @@ class RegistryMagics(Magics):
     @argument("name", help="kernel name, and the notebook variable the op is bound to")
     @argument("--signature", "-s", help='the op, e.g. "scale(Tensor x, float alpha) -> Tensor"')
     @argument("--dtypes", "-d", default="float32", help="comma-separated: float32,float16,bfloat16,float64")
-    @argument("--cuda", action="store_true", help="the cell is CUDA (default when a GPU is available)")
+    @argument("--cuda", action="store_true", help="the cell is CUDA (default: REGISTRY_DEVICE, else CUDA when a GPU is available)")
     @argument("--cpu", action="store_true", help="the cell is C++ for the CPU")
     @cell_magic("kernel")
     def kernel_magic(self, line: str, cell: str):
         """Build the cell as kernel NAME and bind its op to NAME (see the module doc)."""
         import registry
-        from registry import knobs
+        from registry import backend_choice, knobs
 
         args = parse_argstring(self.kernel_magic, line)
         if args.cuda and args.cpu:
             raise MagicUsageError("%%kernel: pass --cuda or --cpu, not both")
-        backend = "cuda" if args.cuda else "cpu" if args.cpu else _default_backend()
+        backend = "cuda" if args.cuda else "cpu" if args.cpu else backend_choice.backend_for(None)
         dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
         unknown = [d for d in dtypes if d not in DTYPE_SUFFIXES]
         if unknown:
@@ -224,24 +223,16 @@ def _not_loaded(name: str) -> str:
     return f"kernel {name!r} is not loaded in this kernel yet; run registry.get({name!r}) or its %%kernel cell"
 
 
-def _default_backend() -> str:
-    from registry import environment, knobs
-
-    # The device answer is memoized in the cache (see environment.py), so a
-    # CPU machine does not start the CUDA driver to learn it has none.
-    return "cuda" if environment.cuda_available(knobs.cache_dir()) else "cpu"
-
-
 _saved: dict = {}
 
 
 def load_ipython_extension(ipython) -> None:
-    from registry.errors import ManifestError, RegistryError
+    from registry.errors import RegistryError
 
     ipython.register_magics(RegistryMagics)
     if "custom" not in _saved:
         _saved["custom"] = (ipython.custom_exceptions, ipython.CustomTB)
-    ipython.set_custom_exc((RegistryError, ManifestError), show_registry_error)
+    ipython.set_custom_exc((RegistryError,), show_registry_error)
 
 
 def unload_ipython_extension(ipython) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import re
 
+from registry.errors import OpArgumentError, UsageError
 from registry.state import STATE
 
 # Launcher tables an Op has moved away from. A compiled graph (torch.compile,
@@ -45,7 +46,7 @@ def _default_value(arg):
         return float(text)
     if arg.type_name == "int[]":
         return [int(v) for v in text.strip("[]").split(",") if v.strip()]
-    raise ValueError(f"no default for {arg.type_text} {arg.name}")
+    raise UsageError(f"no default for {arg.type_text} {arg.name}")
 
 
 class Op:
@@ -129,7 +130,6 @@ class Op:
         found = _SCHEMA_MISMATCH.search(str(error))
         if found is None:
             return None
-        from registry.errors import OpArgumentError
 
         expected, argument, got = found.groups()
         return OpArgumentError(
@@ -143,15 +143,15 @@ class Op:
 
     def _bind_arguments(self, args: tuple, kwargs: dict) -> tuple:
         if len(args) > self._positional:
-            raise TypeError(f"{self.signature} takes {self._positional} positional arguments, got {len(args)}"
+            raise OpArgumentError(f"{self.signature} takes {self._positional} positional arguments, got {len(args)}"
                             + ("; pass the ones after '*' by keyword" if self._positional < len(self._arg_names) else ""))
         values = list(args) + [_MISSING] * (len(self._arg_names) - len(args))
         for name, value in kwargs.items():
             if name not in self._arg_names:
-                raise TypeError(f"{self.signature} has no argument {name!r}")
+                raise OpArgumentError(f"{self.signature} has no argument {name!r}")
             index = self._arg_names.index(name)
             if index < len(args):
-                raise TypeError(f"{self.signature} got argument {name!r} twice")
+                raise OpArgumentError(f"{self.signature} got argument {name!r} twice")
             values[index] = value
         for i, v in enumerate(values):
             if v is _MISSING:
@@ -159,7 +159,7 @@ class Op:
         missing = [n for n, v in zip(self._arg_names, values) if v is _MISSING]
         if missing:
             required = sum(1 for d in self._defaults if d is _MISSING)
-            raise TypeError(f"{self.signature} takes {required} arguments, got {len(args) + len(kwargs)}: "
+            raise OpArgumentError(f"{self.signature} takes {required} arguments, got {len(args) + len(kwargs)}: "
                             f"missing {', '.join(missing)}")
         return tuple(values)
 

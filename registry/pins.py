@@ -1,4 +1,4 @@
-"""This process's claim on the cache entries it has loaded, and the size cap.
+"""This process's claim on the cache entries it has loaded.
 
 A loaded library stays mapped from its file in the cache, and a later `get`
 in a new process expects the entry it was given to still be there; so `cache
@@ -9,9 +9,6 @@ exits, however it exits, so a crashed notebook never keeps an entry forever.
 """
 from __future__ import annotations
 
-import warnings
-
-from registry import knobs
 from registry.state import STATE
 
 
@@ -27,16 +24,3 @@ def hold(store, key_hex: str) -> None:
 def held() -> list[str]:
     """The keys this process has pinned."""
     return STATE.pins.held()
-
-
-def collect_garbage(store, keep=()):
-    """Brings the cache back under REGISTRY_CACHE_MAX_BYTES after a publish,
-    least recently used first, never touching pinned entries or `keep` (the
-    entry just published, not pinned yet). Returns the _core.GcReport, or None
-    when it could not run: then it warns instead of failing the build that
-    just succeeded, since a cache a little over its cap harms nobody."""
-    try:
-        return store.gc(knobs.cache_max_bytes(), list(keep))
-    except (OSError, RuntimeError, ValueError) as error:
-        warnings.warn(f"cache size cap not applied: {error}", RuntimeWarning, stacklevel=2)
-        return None

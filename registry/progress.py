@@ -10,25 +10,20 @@ shows the elapsed time against the estimate, usually how long the previous
 build of that artifact took: in a notebook an output of the cell replaced in
 place, in a terminal a tqdm line (progress_display.py says why they differ).
 
-Interrupts: load() runs ninja through subprocess.run, which on
-KeyboardInterrupt SIGKILLs ninja only. Ninja starts each compiler in its own
-process group, so when the SIGINT went to the Python process alone (`kill
--INT`, some notebook front-ends) the compilers outlive it, orphaned, still
-writing into the staging folder. With `build_dir` given, leaving the block
-by an exception kills every process of this user whose working directory is
-inside that folder (ninja runs its jobs there): nothing else has a reason to
-be in a private staging folder.
+Interrupts: with `build_dir` given, leaving the block by an exception stops
+the compilers still running in that folder (build_processes.py says why they
+can outlive the interrupt and how they are found).
 """
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
+from registry.build_processes import kill_build_processes
+from registry.build_processes import stop_builds_of_this_process  # noqa: F401  (kernel.py imports it from here)
 from registry.progress_display import in_notebook, open_bar
 
 SHOW_AFTER_S = 0.5   # builds faster than this show nothing
@@ -113,59 +108,3 @@ def build_progress(kernel: str, what: str, estimate_s: float | None = None, *, b
         raise
     else:
         ticker.finish("done")
-
-
-def _cwd_inside(pid: int, folder: str) -> bool:
-    try:
-        cwd = os.readlink(f"/proc/{pid}/cwd")
-    except OSError:  # gone, or not ours to inspect
-        return False
-    return cwd == folder or cwd.startswith(folder + "/")
-
-
-def processes_in(build_dir: str | os.PathLike) -> list[int]:
-    """Pids (other than this process) whose working directory is in build_dir."""
-    folder = str(Path(build_dir).resolve())
-    me = os.getpid()
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:  # no /proc (not Linux): nothing we can find
-        return []
-    return [pid for pid in pids if pid != me and _cwd_inside(pid, folder)]
-
-
-def kill_build_processes(build_dir: str | os.PathLike, grace_s: float = 2.0) -> list[int]:
-    """SIGTERM, then SIGKILL after grace_s, every process working in build_dir.
-    Returns the pids found. Safe to call when there are none."""
-    folder = str(Path(build_dir).resolve())
-    found = processes_in(folder)
-    alive = found
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = [pid for pid in alive if _signal(pid, sig)]
-        deadline = time.monotonic() + grace_s
-        while alive and time.monotonic() < deadline:
-            time.sleep(0.05)
-            alive = [pid for pid in alive if _cwd_inside(pid, folder)]
-        if not alive:
-            break
-    return found
-
-
-def stop_builds_of_this_process(cache_root: str | os.PathLike) -> list[int]:
-    """Kill the compilers of every build this process runs, wherever it runs
-    them: the staging folders <cache>/v1/tmp/<pid>-* (cache_store.h). For the
-    main thread on Ctrl-C while worker threads build: the interrupt reaches
-    only the main thread, and killing the workers' compilers makes their
-    load() fail at once instead of finishing (and publishing) the builds."""
-    found = []
-    for folder in (Path(cache_root) / "v1" / "tmp").glob(f"{os.getpid()}-*"):
-        found += kill_build_processes(folder)
-    return found
-
-
-def _signal(pid: int, sig: int) -> bool:
-    try:
-        os.kill(pid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False

@@ -32,10 +32,11 @@ def run(kernel_dir: Path) -> None:
 
     import registry
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    print(f"torch {torch.__version__}, device {device}, cache {os.environ.get('REGISTRY_CACHE_DIR') or 'cache/'}")
+    print(f"torch {torch.__version__}, cache {os.environ.get('REGISTRY_CACHE_DIR') or 'cache/'}")
 
     axpy = timed("registry.get('axpy')", lambda: registry.get("axpy"))
+    device = axpy.backend  # the registry's rule chose it: REGISTRY_DEVICE, else CUDA when available
+    print(f"  device {device}")
     print(f"  -> {axpy}  ({registry.status('axpy').outcome})")
     x = torch.randn(1 << 20, device=device)
     y = torch.randn(1 << 20, device=device)

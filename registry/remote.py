@@ -26,6 +26,7 @@ import warnings
 from pathlib import Path
 
 from registry import _core, knobs
+from registry.errors import SettingError
 
 RETRY_AFTER_S = 30.0
 # A build claim expires this long after its builder last renewed it (every
@@ -45,7 +46,7 @@ class RemoteURL:
     def __init__(self, url: str):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "redis" or not parts.hostname:
-            raise ValueError(f"REGISTRY_REMOTE_CACHE must look like redis://[user:password@]host[:port][/db], "
+            raise SettingError(f"REGISTRY_REMOTE_CACHE must look like redis://[user:password@]host[:port][/db], "
                              f"not {_masked(url)!r}")
         try:
             self.port = parts.port or 6379

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 
 from registry import _core
+from registry.errors import OpCallError
 from registry.state import STATE
 
 _libraries = STATE.torch_libraries   # namespace -> torch.library.Library (kept alive)
@@ -86,10 +87,6 @@ def register_binding_fake(namespace: str, spec, table, schema: str | None = None
     _faked.add(namespace)
 
 
-def schema(signature) -> str:
-    return signature.canonical()
-
-
 def expose(namespace: str, op_spec, backend: str, handle) -> None:
     """Defines torch.ops.<namespace>.<op> once per process; its CPU and CUDA
     kernels call the Op handle loaded for that backend."""
@@ -104,7 +101,7 @@ def expose(namespace: str, op_spec, backend: str, handle) -> None:
     library = _libraries.get(namespace)
     if library is None:
         library = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
-    library.define(schema(op_spec.signature))
+    library.define(handle.signature)  # the canonical text (Signature.canonical), derived once per Op
     for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
         library.impl(name, _kernel(namespace, name, wanted, handles), key)
     torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec))
@@ -114,7 +111,7 @@ def _kernel(namespace: str, name: str, backend: str, handles: dict):
     def run(*args, **kwargs):
         handle = handles.get(backend)
         if handle is None:
-            raise RuntimeError(f"torch.ops.{namespace}.{name} has no {backend} build loaded in this process; "
+            raise OpCallError(f"torch.ops.{namespace}.{name} has no {backend} build loaded in this process; "
                                f"call registry.get({namespace!r}, device={backend!r}) first")
         # The dispatcher may leave defaulted arguments out or pass keyword-only ones by name.
         return handle._call_raw(handle._bind_arguments(args, kwargs))

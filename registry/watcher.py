@@ -22,6 +22,8 @@ import threading
 import time
 from pathlib import Path
 
+from registry.errors import UsageError
+
 
 class Watcher:
     """A running watch: `.stop()`, `.last_error` (None after a good build),
@@ -114,5 +116,5 @@ def watch(name: str, interval: float = 0.5, *, device: str | None = None, out=No
     """Start watching kernel `name`; returns the Watcher (call .stop() to end).
     `out` receives each report line (default: print)."""
     if interval <= 0:
-        raise ValueError(f"interval must be positive seconds, not {interval!r}")
+        raise UsageError(f"interval must be positive seconds, not {interval!r}")
     return Watcher(name, interval, device, out)

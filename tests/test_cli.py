@@ -106,6 +106,21 @@ def test_failures_exit_1_and_unknown_kernels_exit_3(env, private_kernels):
     assert "axpy_cpu.cpp:" in build.stderr and "error:" in build.stderr, build.stderr
 
 
+def test_a_bad_manifest_or_setting_is_one_tidy_line_not_a_traceback(env, private_kernels):
+    """The CLI catches RegistryError, which every error of the package (the
+    core's ManifestError included) derives from."""
+    bad = KernelCopy(private_kernels, "axpy", "axpy_unparsable")
+    bad.edit("kernel.toml", 'sources = ["axpy_cpu.cpp"]', 'sources = ["axpy_cpu.cpp"')
+    done = cli(env, "build", bad.name)
+    assert done.returncode == 1, done
+    assert done.stderr.startswith("error: ") and str(bad.path("kernel.toml")) in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+    setting = cli({**env, "REGISTRY_DEVICE": "gpu"}, "build", "axpy")
+    assert setting.returncode == 1, setting
+    assert setting.stderr == "error: REGISTRY_DEVICE must be 'cpu' or 'cuda', not 'gpu'\n"
+
+
 def test_cache_commands_do_not_create_a_cache(env, tmp_path):
     env = {**env, "REGISTRY_CACHE_DIR": str(tmp_path / "none")}
     for args in (["cache", "ls"], ["cache", "info"], ["cache", "gc"], ["cache", "clear", "--yes"]):

@@ -84,3 +84,59 @@ def test_a_kernel_has_one_name_its_folders(axpy_copy):
         assert f'Rename the folder "{axpy_copy.name}" to "renamed_axpy"' in str(info.value)
     axpy_copy.edit("kernel.toml", 'name = "renamed_axpy"', f'name = "{axpy_copy.name}"')
     assert registry.get(axpy_copy.name).kernel == axpy_copy.name  # repeating the folder's name is fine
+
+
+def _exception_classes(module) -> list[type]:
+    return [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, BaseException)]
+
+
+def test_every_error_of_the_package_is_a_registry_error():
+    """A tool catches one type: the core's errors (mapped in bindings/module.cc)
+    and the Python package's all derive from RegistryError."""
+    from registry import _core, errors
+
+    classes = _exception_classes(errors) + _exception_classes(_core)
+    assert {"ManifestError", "SignatureError", "UsageError", "CoreError"} <= {c.__name__ for c in classes}
+    for error in classes:
+        assert issubclass(error, errors.RegistryError), error
+    assert issubclass(registry.ManifestError, registry.RegistryError)
+    assert registry.ManifestError is _core.ManifestError is errors.ManifestError
+
+
+def test_a_manifest_error_is_caught_as_a_registry_error(axpy_copy):
+    axpy_copy.edit("kernel.toml", 'sources = ["axpy_cpu.cpp"]', 'sources = ["missing.cpp"]')
+    with pytest.raises(registry.RegistryError) as info:
+        registry.get(axpy_copy.name, device="cpu")
+    assert isinstance(info.value, registry.ManifestError) and isinstance(info.value, ValueError)
+    assert info.value.field == "cpu.sources[0]"
+
+
+def test_core_errors_keep_their_builtin_base_and_are_registry_errors(tmp_path):
+    from registry import _core
+    from registry.errors import CoreError, SignatureError, UsageError
+
+    with pytest.raises(UsageError, match="cache root is empty") as info:  # std::invalid_argument
+        _core.CacheStore("")
+    assert isinstance(info.value, ValueError) and isinstance(info.value, registry.RegistryError)
+    with pytest.raises(CoreError) as info:  # std::runtime_error
+        _core.write_file_atomic(str(tmp_path / "no such folder" / "file"), "text")
+    assert isinstance(info.value, RuntimeError) and isinstance(info.value, registry.RegistryError)
+    with pytest.raises(SignatureError):
+        _core.parse_signature("axpy(Tensor x")
+    with pytest.raises(TypeError):  # pybind11's own errors stay theirs
+        _core.CacheStore(42)
+
+
+def test_a_bad_setting_is_a_registry_error(monkeypatch):
+    from registry.errors import SettingError
+
+    monkeypatch.setenv("REGISTRY_DEVICE", "gpu")
+    with pytest.raises(SettingError, match="REGISTRY_DEVICE must be 'cpu' or 'cuda'") as info:
+        registry.get("axpy")
+    assert isinstance(info.value, ValueError) and isinstance(info.value, registry.RegistryError)
+
+
+def test_status_of_a_kernel_not_loaded_is_a_registry_error():
+    with pytest.raises(registry.RegistryError, match="has not been loaded in this process") as info:
+        registry.status("never_loaded_here")
+    assert isinstance(info.value, LookupError)

@@ -82,24 +82,24 @@ def test_gc_keeps_what_a_live_process_loaded_and_evicts_the_rest(private_cache, 
 
 
 def test_collect_garbage_applies_the_cap_but_keeps_the_new_entry(private_cache, monkeypatch):
-    from registry import _core, pins
+    from registry import _core, cache_cap
 
     store = _core.CacheStore(str(private_cache))
     keys = [e.key for e in store.list()]
     assert keys, "the private cache holds the seeded binding"
     monkeypatch.setenv("REGISTRY_CACHE_MAX_BYTES", "1")
-    report = pins.collect_garbage(store, keep=keys)
+    report = cache_cap.collect_garbage(store, keep=keys)
     assert report.removed == [] and store.lookup(keys[0]).entry is not None
-    report = pins.collect_garbage(store)
+    report = cache_cap.collect_garbage(store)
     assert report.removed == keys
 
 
 def test_collect_garbage_warns_instead_of_failing_on_a_bad_cap(private_cache, monkeypatch):
-    from registry import _core, pins
+    from registry import _core, cache_cap
 
     monkeypatch.setenv("REGISTRY_CACHE_MAX_BYTES", "twenty gigs")
     with pytest.warns(RuntimeWarning, match="REGISTRY_CACHE_MAX_BYTES must be a size such as 20G"):
-        assert pins.collect_garbage(_core.CacheStore(str(private_cache))) is None
+        assert cache_cap.collect_garbage(_core.CacheStore(str(private_cache))) is None
 
 
 def test_pin_of_an_evicted_entry_says_what_to_do(private_cache):

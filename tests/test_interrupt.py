@@ -257,7 +257,7 @@ def test_progress_closes_on_keyboard_interrupt(shown, capsys, tmp_path):
 
 
 def test_kill_build_processes_stops_what_runs_in_the_folder(tmp_path):
-    from registry.progress import kill_build_processes, processes_in
+    from registry.build_processes import kill_build_processes, processes_in
 
     sleeper = subprocess.Popen(["sleep", "60"], cwd=tmp_path)
     bystander = subprocess.Popen(["sleep", "60"])

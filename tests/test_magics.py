@@ -128,8 +128,7 @@ def test_bad_arguments_say_what_to_write(shell):
 
 
 def test_unload_restores_the_exception_display(shell):
-    assert registry.RegistryError in shell.custom_exceptions  # BuildError and the others
-    assert registry.ManifestError in shell.custom_exceptions
+    assert shell.custom_exceptions == (registry.RegistryError,)  # BuildError, ManifestError and the others
     shell.run_line_magic("unload_ext", "registry.magics")
     assert registry.RegistryError not in shell.custom_exceptions
     assert "kernel" not in shell.magics_manager.magics["cell"]
@@ -178,6 +177,17 @@ def test_kernel_cell_without_a_backend_flag_uses_the_default(shell, name, capsys
     assert f"[{expected}]" in capsys.readouterr().out
     if expected == "cpu":
         assert _offset(op) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_kernel_cell_without_a_backend_flag_follows_registry_device(shell, name, monkeypatch):
+    """The cell's default backend is get's rule: REGISTRY_DEVICE first, even on a GPU machine."""
+    from registry import environment
+
+    monkeypatch.setattr(environment, "cuda_available", lambda cache_root: True)  # as on a GPU machine
+    monkeypatch.setenv("REGISTRY_DEVICE", "cpu")
+    shell.run_cell_magic("kernel", f"{name} {SIGNATURE}", cell())
+    assert shell.user_ns[name].backend == "cpu"
+    assert "[cpu]" in (magics.inline_root() / name / "kernel.toml").read_text()
 
 
 RENAMED = '--signature "axpy_again(Tensor x, Tensor y, float alpha) -> Tensor"'

@@ -113,3 +113,14 @@ def test_a_dtype_the_op_does_not_list_is_skipped_and_an_unknown_one_refused(axpy
     assert result.passed
     with pytest.raises(ValueError, match="unknown dtype 'float8'"):
         registry.sweep(axpy_copy.name, sizes=[17], dtypes=["float8"], device="cpu")
+
+
+def test_any_dtype_of_the_table_is_known_to_the_sweep(axpy_copy):
+    """The sweep knows dtypes from the one table (core/dtype.h), not from its
+    tolerances: an integer dtype the op does not list is a skipped row."""
+    result = registry.sweep(axpy_copy.name, sizes=[17], dtypes=["float32", "int32"], device="cpu", repeats=1)
+    row = result.table[result.table["dtype"] == "int32"].iloc[0]
+    assert row["passed"] is None and "lists only float32, float16, bfloat16" in row["note"]
+    with pytest.raises(registry.RegistryError, match="unknown dtype 'int'; choose from float32, float16, bfloat16, "
+                                                     "float64, int8"):
+        registry.sweep(axpy_copy.name, sizes=[17], dtypes=["int"], device="cpu")

@@ -9,7 +9,6 @@ namespace py = pybind11;
 namespace kreg::python {
 
 void init_aot(py::module_& m) {
-  m.attr("AOT_TEMPLATE_VERSION") = kAotTemplateVersion;
   m.def("generate_aot_def", &generate_aot_def, py::arg("namespace"), py::arg("ops"),
         py::arg("module_name"));
   m.def("generate_aot_impl", &generate_aot_impl, py::arg("namespace"), py::arg("ops"),

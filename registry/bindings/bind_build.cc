@@ -20,13 +20,8 @@ namespace kreg::python {
 
 void init_build(py::module_& m) {
   py::class_<Digest>(m, "Digest").def("hex", &Digest::hex);
-  m.def("hash_file_hex", [](const std::string& path) -> std::optional<std::string> {
-    auto d = hash_file(path);
-    if (!d) return std::nullopt;
-    return d->hex();
-  });
-  // The digest hash_file_hex gives for a file with these bytes: a key can then
-  // cover exactly the bytes a compiler was handed (the NVRTC path snapshots).
+  // The digest of a file with these bytes (hash_file's): a key can then cover
+  // exactly the bytes a compiler was handed (the NVRTC path snapshots).
   m.def("hash_bytes_hex", [](const py::bytes& bytes) {
     return hash_bytes(std::string_view(bytes)).hex();
   });
@@ -59,7 +54,6 @@ void init_build(py::module_& m) {
   py::class_<FileStamp>(m, "FileStamp")
       .def_readonly("path", &FileStamp::path)
       .def_property_readonly("content", [](const FileStamp& s) { return s.content.hex(); });
-  m.def("stamp_file", &stamp_file, py::arg("path"));
 
   py::class_<StampCheck>(m, "StampCheck")
       .def_readonly("changed", &StampCheck::changed)

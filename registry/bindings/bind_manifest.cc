@@ -114,7 +114,6 @@ void init_manifest(py::module_& m) {
       .def_readonly("ops", &Manifest::ops);
   m.def("parse_manifest", &parse_manifest, py::arg("path"));
   m.def("is_valid_kernel_name", &is_valid_kernel_name, py::arg("name"));
-  m.def("dtype_suffix", &dtype_suffix, py::arg("dtype"));
 
   py::class_<KernelLocation>(m, "KernelLocation")
       .def_readonly("name", &KernelLocation::name)

@@ -2,10 +2,31 @@
 // one area; this file only assembles them and maps C++ errors to Python ones.
 #include <pybind11/pybind11.h>
 
+#include <exception>
+#include <initializer_list>
+#include <new>
+#include <stdexcept>
+#include <string>
+
 #include "manifest.h"
 #include "signature.h"
 
 namespace py = pybind11;
+
+namespace {
+
+// A new exception class registry.errors.<name> with these bases.
+PyObject* new_error(const char* name, const char* doc, std::initializer_list<PyObject*> bases) {
+  py::tuple base_tuple(bases.size());
+  size_t i = 0;
+  for (PyObject* base : bases) base_tuple[i++] = py::handle(base);
+  const std::string qualified = std::string("registry.errors.") + name;
+  PyObject* error = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, base_tuple.ptr(), nullptr);
+  if (error == nullptr) throw py::error_already_set();
+  return error;
+}
+
+}  // namespace
 
 namespace kreg::python {
 void init_manifest(py::module_& m);
@@ -18,23 +39,49 @@ void init_plan(py::module_& m);
 PYBIND11_MODULE(_core, m) {
   m.doc() = "The kernel registry's C++ core: manifests, include scanning, keys, the cache.";
 
+  // The one place C++ exceptions become Python ones. Every class derives from
+  // RegistryError (registry.errors re-exports them all, and its own errors
+  // derive from the same class), so a tool catches one type; each also keeps
+  // the builtin base it replaces, so `except ValueError` around a call still
+  // holds. The class objects are leaked on purpose: they must outlive every
+  // translation. Named "registry.errors.*": where users import them from.
+  static PyObject* registry_error = new_error("RegistryError",
+      "Base class of every error the kernel registry raises.", {PyExc_Exception});
   // ManifestError keeps file and field as attributes so tools can point at them.
-  // The class object is leaked on purpose: it must outlive every translation.
-  static PyObject* manifest_error =
-      PyErr_NewExceptionWithDoc("registry._core.ManifestError",
-                                "A kernel.toml problem; .file and .field say where.",
-                                PyExc_ValueError, nullptr);
-  m.attr("ManifestError") = py::handle(manifest_error);
+  static PyObject* manifest_error = new_error("ManifestError",
+      "A kernel.toml problem; .file and .field say where.", {registry_error, PyExc_ValueError});
+  static PyObject* signature_error = new_error("SignatureError",
+      "An op signature the registry cannot read; the message says which part.",
+      {registry_error, PyExc_ValueError});
+  static PyObject* usage_error = new_error("UsageError",
+      "A registry function got an argument it cannot use; the message says what it takes.",
+      {registry_error, PyExc_ValueError});
+  static PyObject* core_error = new_error("CoreError",
+      "The core could not do what was asked (a cache file it cannot read or write, ...); "
+      "the message says what to do next.", {registry_error, PyExc_RuntimeError});
+  for (PyObject* error : {registry_error, manifest_error, signature_error, usage_error, core_error}) {
+    m.attr(py::handle(error).attr("__name__")) = py::handle(error);
+  }
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const py::error_already_set&) {
+      throw;  // a Python error (KeyboardInterrupt from a polled signal, ...): stays itself
+    } catch (const py::builtin_exception&) {
+      throw;  // pybind11's own (a failed cast, ...): its translator maps them
     } catch (const kreg::ManifestError& e) {
       py::object err = py::handle(manifest_error)(e.what());
       err.attr("file") = e.file();
       err.attr("field") = e.field();
       PyErr_SetObject(manifest_error, err.ptr());
     } catch (const kreg::SignatureError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetString(signature_error, e.what());
+    } catch (const std::invalid_argument& e) {
+      PyErr_SetString(usage_error, e.what());
+    } catch (const std::bad_alloc&) {
+      throw;  // MemoryError, as pybind11 maps it
+    } catch (const std::exception& e) {
+      PyErr_SetString(core_error, e.what());
     }
   });
 

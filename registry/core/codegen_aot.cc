@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "binding_text.h"
 #include "codegen.h"
 #include "dtype.h"
 

@@ -48,19 +48,21 @@ const std::map<std::string, std::string>& key_aliases() {
   return kAliases;
 }
 
-// torch-style dtype names, so the error can say what to write instead.
+// Other spellings of the table's dtypes (torch's, launcher suffixes), so the
+// error can say what to write instead. Derived from the table where it can be.
 const std::map<std::string, std::string>& dtype_aliases() {
-  static const std::map<std::string, std::string> kAliases = {
-      {"float", "float32"},          {"half", "float16"},
-      {"double", "float64"},         {"f32", "float32"},
-      {"f16", "float16"},            {"bf16", "bfloat16"},
-      {"f64", "float64"},            {"fp32", "float32"},
-      {"fp16", "float16"},           {"fp64", "float64"},
-      {"torch.float32", "float32"},  {"torch.float16", "float16"},
-      {"torch.bfloat16", "bfloat16"}, {"torch.float64", "float64"},
-      {"torch.half", "float16"},     {"torch.float", "float32"},
-      {"torch.double", "float64"},
-  };
+  static const std::map<std::string, std::string> kAliases = [] {
+    std::map<std::string, std::string> aliases = {
+        {"float", "float32"},      {"half", "float16"},        {"double", "float64"},
+        {"fp32", "float32"},       {"fp16", "float16"},        {"fp64", "float64"},
+        {"torch.half", "float16"}, {"torch.float", "float32"}, {"torch.double", "float64"},
+    };
+    for (const DtypeInfo& d : dtype_table()) {
+      aliases[d.suffix] = d.name;                        // "f32", "i64", ...
+      aliases[std::string("torch.") + d.name] = d.name;  // "torch.float32", ...
+    }
+    return aliases;
+  }();
   return kAliases;
 }
 

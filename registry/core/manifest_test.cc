@@ -392,6 +392,22 @@ TEST_F(ManifestTest, BadManifestsNameTheField) {
   }
 }
 
+TEST_F(ManifestTest, AnUnknownDtypeSaysWhichTableNameToWrite) {
+  // Launcher suffixes and torch.<name> of every dtype in the table, and torch's short names.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"i32", "int32"}, {"b8", "bool"}, {"torch.int64", "int64"}, {"f8e5m2", "float8_e5m2"},
+      {"half", "float16"}, {"bf16", "bfloat16"}};
+  for (const auto& [written, meant] : cases) {
+    SCOPED_TRACE(written);
+    try {
+      parse(std::string("format = 1\n") + kCuda + kOp + "dtypes = [\"" + written + "\"]\n", dir_);
+      ADD_FAILURE() << "accepted dtype " << written;
+    } catch (const ManifestError& e) {
+      EXPECT_NE(std::string(e.what()).find("(write \"" + meant + "\")"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ManifestKernelNameTest, Validity) {
   for (const char* good : {"a", "_", "axpy", "axpy_v2", "_private", "a0123456789"}) {
     EXPECT_TRUE(is_valid_kernel_name(good)) << good;

@@ -1,0 +1,377 @@
+#include "binding_text.h"
+
+#include <sstream>
+#include <stdexcept>
+
+#include "codegen.h"  // the launcher table's limits (kMaxArgs, ...)
+#include "dtype.h"
+
+namespace kreg {
+namespace {
+
+// The fixed part of every binding. The launcher table is filled in by the
+// Python driver (registry/launchers.py mirrors this struct) and passed to the
+// op as an integer, so one compiled binding serves any number of kernels and
+// kernel versions that share a signature. (Three pieces: the AOT units of
+// codegen_aot.cc use the head and the checks, with constant tables.)
+constexpr const char* kPrologueHead = R"CPP(#include <ATen/ops/empty.h>
+#include <torch/library.h>
+@BACKEND_INCLUDES@
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "kreg/abi.h"
+
+namespace {
+
+constexpr int kDtypeCount = @DTYPE_COUNT@;
+constexpr int kMaxArgs = @MAX_ARGS@;
+constexpr int kMaxOutputs = @MAX_OUTPUTS@;
+constexpr int kMaxOutputDims = @MAX_DIMS@;
+
+// One term of an output's shape (core/output_spec.h): a constant, one dim of
+// an argument, or a Python slice of an argument's dims.
+struct DimTerm {
+  int32_t kind;  // 0 constant a, 1 args[arg].size(a), 2 args[arg].shape[a:b]
+  int32_t arg;
+  int64_t a;
+  int64_t b;     // INT64_MAX: to the end
+};
+
+struct OutputDecl {
+  int32_t dtype_code;  // a fixed dtype, or -1
+  int32_t dtype_arg;   // else the dtype of this argument
+  int32_t ndims;
+  int32_t unused;
+  DimTerm dims[kMaxOutputDims];
+};
+
+struct LauncherTable {
+  uint64_t magic;
+  const char* op_name;
+  const char* dtypes;             // what the manifest lists, for error messages
+  uint64_t same_shape_mask;       // bit i: argument i must have the shape of the lowest such argument
+  int32_t arg_dtypes[kMaxArgs];   // per argument: a fixed dtype code, or -1 (the dispatch dtype)
+  OutputDecl outputs[kMaxOutputs];
+  void* launchers[kDtypeCount];   // by dtype code; null if not listed
+};
+constexpr uint64_t kTableMagic = 0x6b72656754424c32ULL;  // "kregTBL2"
+
+// The dtype table (core/dtype.h), by code.
+constexpr c10::ScalarType kCodeTypes[kDtypeCount] = {@CODE_TYPES@};
+
+int dtype_slot(c10::ScalarType t) {
+  for (int i = 0; i < kDtypeCount; ++i) {
+    if (kCodeTypes[i] == t) return i;
+  }
+  return -1;
+}
+
+kreg_tensor view_of(const at::Tensor& t) {
+  return kreg_tensor{t.data_ptr(), t.numel(), t.dim(), t.sizes().data(), t.strides().data()};
+}
+
+// A Tensor? argument: None is data NULL, ndim -1.
+kreg_tensor view_of(const std::optional<at::Tensor>& t) {
+  if (!t.has_value() || !t->defined()) return kreg_tensor{nullptr, 0, -1, nullptr, nullptr};
+  return view_of(*t);
+}
+
+kreg_int_list list_of(c10::IntArrayRef values) {
+  return kreg_int_list{values.data(), static_cast<int64_t>(values.size())};
+}
+
+int32_t code_of(const LauncherTable& table, const std::optional<c10::ScalarType>& t, const char* arg) {
+  if (!t.has_value()) return -1;
+  const int code = dtype_slot(*t);
+  TORCH_CHECK(code >= 0, table.op_name, ": argument '", arg, "' is ", *t,
+              ", which kernels cannot be told about (see registry/core/dtype.h)");
+  return code;
+}
+
+const at::Tensor* tensor_ptr(const at::Tensor& t) { return &t; }
+const at::Tensor* tensor_ptr(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? &*t : nullptr;
+}
+)CPP";
+
+// JIT only: the table arrives as an integer argument of the op. (An AOT unit
+// holds its tables as constants instead; see codegen_aot.cc.)
+constexpr const char* kTableLookup = R"CPP(
+const LauncherTable& table_at(int64_t address) {
+  const auto* table = reinterpret_cast<const LauncherTable*>(address);
+  TORCH_CHECK(table != nullptr && table->magic == kTableMagic,
+              "kernel registry: this op was called with a bad launcher table; "
+              "call it through the handle registry.get() returns");
+  return *table;
+}
+)CPP";
+
+constexpr const char* kChecks = R"CPP(
+// Checks every Tensor argument (args[i] is null for other arguments and for a
+// Tensor? given None), names it, says what to do, and never copies. Returns
+// the launcher for the dispatch dtype: that of the first Tensor whose dtype the
+// manifest does not fix.
+void* check_tensors(const LauncherTable& table, const at::Tensor* const* args, const char* const* names,
+                    int count, int first_index) {
+  const at::Tensor& first = *args[first_index];
+  const char* first_arg = names[first_index];
+  const at::Tensor* dispatch = nullptr;
+  const char* dispatch_arg = nullptr;
+  const at::Tensor* shape_ref = nullptr;
+  const char* shape_arg = nullptr;
+  for (int i = 0; i < count; ++i) {
+    const at::Tensor* p = args[i];
+    if (p == nullptr) continue;
+    const at::Tensor& t = *p;
+    const char* arg = names[i];
+    TORCH_CHECK(t.defined(), table.op_name, ": argument '", arg, "' is an undefined tensor");
+    TORCH_CHECK(@DEVICE_TEST@, table.op_name, ": argument '", arg, "' is on ", t.device(),
+                " but this build of the op runs on @DEVICE_WORD@; move it with @MOVE_HINT@ "
+                "(the op never copies implicitly)");
+    TORCH_CHECK(t.device() == first.device(), table.op_name, ": argument '", arg, "' is on ",
+                t.device(), " but '", first_arg, "' is on ", first.device(),
+                "; put all tensors on one device");
+    const int32_t fixed = table.arg_dtypes[i];
+    if (fixed >= 0) {
+      TORCH_CHECK(t.scalar_type() == kCodeTypes[fixed], table.op_name, ": argument '", arg, "' is ",
+                  t.scalar_type(), " but the op takes ", kCodeTypes[fixed],
+                  "; convert it with .to(dtype) (the op never converts implicitly)");
+    } else if (dispatch == nullptr) {
+      dispatch = &t;
+      dispatch_arg = arg;
+    } else {
+      TORCH_CHECK(t.scalar_type() == dispatch->scalar_type(), table.op_name, ": argument '", arg,
+                  "' is ", t.scalar_type(), " but '", dispatch_arg, "' is ", dispatch->scalar_type(),
+                  "; convert one of them with .to(dtype) (the op never converts implicitly)");
+    }
+    TORCH_CHECK(t.is_contiguous(), table.op_name, ": argument '", arg,
+                "' is not contiguous (sizes ", t.sizes(), ", strides ", t.strides(),
+                "); pass .contiguous() (the op never copies implicitly)");
+    if ((table.same_shape_mask >> i) & 1u) {
+      if (shape_ref == nullptr) {
+        shape_ref = &t;
+        shape_arg = arg;
+      } else {
+        TORCH_CHECK(t.sizes() == shape_ref->sizes(), table.op_name, ": argument '", arg, "' has shape ",
+                    t.sizes(), " but '", shape_arg, "' has shape ", shape_ref->sizes());
+      }
+    }
+  }
+  if (dispatch == nullptr) {  // every Tensor has a fixed dtype: the one listed launcher
+    for (void* launcher : table.launchers) {
+      if (launcher != nullptr) return launcher;
+    }
+    TORCH_CHECK(false, table.op_name, ": no launcher in the table");
+  }
+  const int slot = dtype_slot(dispatch->scalar_type());
+  void* launcher = slot < 0 ? nullptr : table.launchers[slot];
+  TORCH_CHECK(launcher != nullptr, table.op_name, ": dtype ", dispatch->scalar_type(),
+              " is not supported; the manifest lists ", table.dtypes, " (for '", dispatch_arg, "')");
+  return launcher;
+}
+
+// Output k, allocated from its declaration on the device of `first`.
+at::Tensor allocate(const LauncherTable& table, int k, const at::Tensor* const* args, const at::Tensor& first) {
+  const OutputDecl& decl = table.outputs[k];
+  std::vector<int64_t> shape;
+  for (int j = 0; j < decl.ndims; ++j) {
+    const DimTerm& term = decl.dims[j];
+    if (term.kind == 0) {
+      shape.push_back(term.a);
+      continue;
+    }
+    const at::IntArrayRef sizes = args[term.arg]->sizes();
+    const int64_t n = static_cast<int64_t>(sizes.size());
+    if (term.kind == 1) {
+      const int64_t d = term.a < 0 ? term.a + n : term.a;
+      TORCH_CHECK(d >= 0 && d < n, table.op_name, ": output ", k, " takes dim ", term.a,
+                  " of an argument with ", n, " dims (shape ", sizes, ")");
+      shape.push_back(sizes[d]);
+    } else {
+      auto clamp = [n](int64_t v) { return v < 0 ? std::max<int64_t>(0, v + n) : std::min(v, n); };
+      const int64_t start = clamp(term.a), stop = term.b == INT64_MAX ? n : clamp(term.b);
+      for (int64_t d = start; d < stop; ++d) shape.push_back(sizes[d]);
+    }
+  }
+  const c10::ScalarType dtype =
+      decl.dtype_code >= 0 ? kCodeTypes[decl.dtype_code] : args[decl.dtype_arg]->scalar_type();
+  return at::empty(shape, first.options().dtype(dtype));
+}
+
+}  // namespace
+)CPP";
+
+const char* device_test(const std::string& backend) {
+  return backend == "cuda" ? "t.is_cuda()" : "t.is_cpu()";
+}
+
+std::string c_type(const Arg& arg) {
+  switch (arg.type) {
+    case ArgType::kTensor: return arg.optional ? "const std::optional<at::Tensor>&" : "const at::Tensor&";
+    case ArgType::kFloat: return "double";
+    case ArgType::kInt: return "int64_t";
+    case ArgType::kBool: return "bool";
+    case ArgType::kIntList: return "c10::IntArrayRef";
+    case ArgType::kScalarType: return "std::optional<c10::ScalarType>";
+  }
+  return "";
+}
+
+std::string launcher_arg(const Arg& arg) {
+  switch (arg.type) {
+    case ArgType::kTensor: return "view_of(" + arg.name + ")";
+    // Python floats arrive as double; the launcher contract is float, narrowed here, once.
+    case ArgType::kFloat: return "static_cast<float>(" + arg.name + ")";
+    case ArgType::kIntList: return "list_of(" + arg.name + ")";
+    case ArgType::kScalarType: return "code_of(table, " + arg.name + ", \"" + arg.name + "\")";
+    default: return arg.name;
+  }
+}
+
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
+
+}  // namespace
+
+// The pieces both generators emit: the JIT binding (codegen.cc) and the AOT
+// registration units (codegen_aot.cc) check, allocate and launch with the same
+// text, so they cannot drift apart.
+namespace binding_text {
+
+std::string prologue(const std::string& backend, bool with_table_lookup) {
+  const bool cuda = backend == "cuda";
+  std::string text = std::string(kPrologueHead) + (with_table_lookup ? kTableLookup : "") + kChecks;
+  std::string code_types;
+  for (const DtypeInfo& d : dtype_table()) {
+    code_types += (code_types.empty() ? "" : ", ") + std::string("c10::ScalarType::") + d.scalar_type;
+  }
+  replace_all(text, "@DTYPE_COUNT@", std::to_string(dtype_table().size()));
+  replace_all(text, "@CODE_TYPES@", code_types);
+  replace_all(text, "@MAX_ARGS@", std::to_string(kMaxArgs));
+  replace_all(text, "@MAX_OUTPUTS@", std::to_string(kMaxOutputs));
+  replace_all(text, "@MAX_DIMS@", std::to_string(kMaxOutputDims));
+  replace_all(text, "@BACKEND_INCLUDES@",
+              cuda ? "#include <c10/cuda/CUDAGuard.h>\n#include <c10/cuda/CUDAStream.h>" : "");
+  replace_all(text, "@DEVICE_TEST@", device_test(backend));
+  replace_all(text, "@DEVICE_WORD@", cuda ? "CUDA" : "the CPU");
+  replace_all(text, "@MOVE_HINT@", cuda ? ".cuda()" : ".cpu()");
+  return text;
+}
+
+const Arg& first_tensor(const Signature& signature, const std::string& caller) {
+  const int first = signature.first_tensor();
+  if (first < 0) throw std::invalid_argument(caller + ": signature has no Tensor argument that is not optional");
+  return signature.args[first];
+}
+
+std::string cpp_params(const Signature& signature) {
+  std::string text;
+  for (const Arg& arg : signature.args) {
+    text += (text.empty() ? "" : ", ") + c_type(arg) + " " + arg.name;
+  }
+  return text;
+}
+
+std::string schema_params(const Signature& signature) {
+  // Positional and without defaults: the JIT op's caller (registry/op.py)
+  // passes every argument. (torch.library ops use canonical() instead.)
+  std::string text;
+  for (const Arg& arg : signature.args) {
+    text += (text.empty() ? "" : ", ") + arg.type_text() + " " + arg.name;
+  }
+  return text;
+}
+
+std::string schema_returns(const Signature& signature) {
+  if (signature.returns.size() == 1) return "Tensor";
+  std::string text;
+  for (size_t i = 0; i < signature.returns.size(); ++i) text += i ? ", Tensor" : "Tensor";
+  return "(" + text + ")";
+}
+
+std::string cpp_return_type(const Signature& signature) {
+  const size_t n = signature.returns.size();
+  if (n == 0) return "void";
+  if (n == 1) return "at::Tensor";
+  std::string text = "std::tuple<";
+  for (size_t i = 0; i < n; ++i) text += i ? ", at::Tensor" : "at::Tensor";
+  return text + ">";
+}
+
+std::string launcher_params(const Signature& signature) {
+  // Each return, every argument in order, then the stream (core/launcher_header.h).
+  std::string text;
+  for (size_t i = 0; i < signature.returns.size(); ++i) text += "kreg_tensor, ";
+  for (const Arg& arg : signature.args) {
+    switch (arg.type) {
+      case ArgType::kTensor: text += "kreg_tensor, "; break;
+      case ArgType::kFloat: text += "float, "; break;
+      case ArgType::kInt: text += "int64_t, "; break;
+      case ArgType::kBool: text += "bool, "; break;
+      case ArgType::kIntList: text += "kreg_int_list, "; break;
+      case ArgType::kScalarType: text += "int32_t, "; break;
+    }
+  }
+  return text + "void*";
+}
+
+std::string checks_and_call(const Signature& signature, const std::string& backend,
+                            const std::string& launcher_type) {
+  const bool cuda = backend == "cuda";
+  const Arg& first = first_tensor(signature, "checks_and_call");
+  const size_t n = signature.args.size();
+  std::ostringstream out;
+  out << "  const at::Tensor* kreg_args[" << n << "] = {";
+  for (size_t i = 0; i < n; ++i) {
+    const Arg& arg = signature.args[i];
+    out << (i ? ", " : "") << (arg.is_tensor() ? "tensor_ptr(" + arg.name + ")" : std::string("nullptr"));
+  }
+  out << "};\n  const char* const kreg_names[" << n << "] = {";
+  for (size_t i = 0; i < n; ++i) out << (i ? ", " : "") << "\"" << signature.args[i].name << "\"";
+  out << "};\n"
+      << "  void* launcher = check_tensors(table, kreg_args, kreg_names, " << n << ", "
+      << signature.first_tensor() << ");\n";
+  if (cuda) out << "  const c10::cuda::CUDAGuard device_guard(" << first.name << ".device());\n";
+  std::string written;  // the tensors the launcher writes: nothing to do when all are empty
+  for (size_t k = 0; k < signature.returns.size(); ++k) {
+    out << "  at::Tensor kreg_out" << k << " = allocate(table, " << k << ", kreg_args, " << first.name << ");\n";
+    written += (written.empty() ? "" : " && ") + std::string("kreg_out") + std::to_string(k) + ".numel() == 0";
+  }
+  for (const Arg& arg : signature.args) {
+    if (arg.mutated) written += (written.empty() ? "" : " && ") + arg.name + ".numel() == 0";
+  }
+  std::string result;
+  if (signature.returns.size() == 1) {
+    result = "kreg_out0";
+  } else if (signature.returns.size() > 1) {
+    result = "{";
+    for (size_t k = 0; k < signature.returns.size(); ++k) result += (k ? ", kreg_out" : "kreg_out") + std::to_string(k);
+    result += "}";
+  }
+  const std::string ret = result.empty() ? "return;" : "return " + result + ";";
+  if (!written.empty()) out << "  if (" << written << ") " << ret << "\n";
+  if (cuda) {
+    out << "  void* stream = c10::cuda::getCurrentCUDAStream(" << first.name
+        << ".device().index()).stream();\n";
+  } else {
+    out << "  void* stream = nullptr;\n";
+  }
+  out << "  const char* error = reinterpret_cast<" << launcher_type << ">(launcher)(";
+  for (size_t k = 0; k < signature.returns.size(); ++k) out << "view_of(kreg_out" << k << "), ";
+  for (const Arg& arg : signature.args) out << launcher_arg(arg) << ", ";
+  out << "stream);\n"
+      << "  TORCH_CHECK(error == nullptr, table.op_name, \": the launcher failed: \", error);\n"
+      << "  " << ret << "\n}\n";
+  return out.str();
+}
+
+}  // namespace binding_text
+
+}  // namespace kreg

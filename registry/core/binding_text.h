@@ -1,0 +1,49 @@
+// The text pieces of a generated op unit that both generators emit: the JIT
+// binding (codegen.h, one module per signature, launchers from a table filled
+// at run time) and the AOT registration units (codegen_aot.h, launchers linked
+// in). Sharing the text means their input checks, dtype dispatch, output
+// allocation and launch cannot drift apart. Each function returns C++ (or
+// schema) text; none knows which generator calls it.
+#pragma once
+
+#include <string>
+
+#include "signature.h"
+
+namespace kreg {
+namespace binding_text {
+
+// Includes and helpers every unit starts with: LauncherTable, dtype_slot,
+// view_of, check_tensor. with_table_lookup adds table_at, for the JIT binding
+// whose table arrives as an op argument.
+std::string prologue(const std::string& backend, bool with_table_lookup);
+
+// The first Tensor argument (the output is allocated like it); throws
+// std::invalid_argument naming `caller` when there is none.
+const Arg& first_tensor(const Signature& signature, const std::string& caller);
+
+// "const at::Tensor& x, const at::Tensor& y, double alpha"
+std::string cpp_params(const Signature& signature);
+
+// "Tensor x, Tensor y, float alpha": positional, no defaults (the JIT op's schema)
+std::string schema_params(const Signature& signature);
+
+// "Tensor", "(Tensor, Tensor)" or "()"
+std::string schema_returns(const Signature& signature);
+
+// "at::Tensor", "std::tuple<at::Tensor, at::Tensor>" or "void"
+std::string cpp_return_type(const Signature& signature);
+
+// A launcher's parameter types: "kreg_tensor, kreg_tensor, kreg_tensor, float, void*"
+// (each return, each argument, the stream)
+std::string launcher_params(const Signature& signature);
+
+// An op function's body after `const LauncherTable& table = ...;`: the input
+// checks, dtype dispatch, allocation of each output from its declaration,
+// stream, the launcher call through `launcher_type` (a function pointer type)
+// and the closing brace.
+std::string checks_and_call(const Signature& signature, const std::string& backend,
+                            const std::string& launcher_type);
+
+}  // namespace binding_text
+}  // namespace kreg
