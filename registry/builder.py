@@ -63,6 +63,15 @@ class BuildPlan:
     def artifact(self) -> str:
         return f"{self.module_name}.so"
 
+    def through_ccache(self, team=None) -> bool:
+        """Whether building this runs a compiler through ccache (when ccache
+        is on): not a direct build's one compile-and-link step."""
+        if self.direct:
+            from registry import direct_build
+
+            return not direct_build.one_step(self, team)
+        return True
+
     def describe(self) -> str:
         return {"kernel-lib": "the kernel library", "binding": "the op binding", "module": "the module"}[self.kind]
 

@@ -362,7 +362,7 @@ def _artifacts(store, plans, cache_root: Path, cuda_arch: str | None, manifest_d
 
     from registry.artifacts import ensure
     missing = {what: (key, make_plan(), force, team) for what, (key, make_plan, force) in missing.items()}
-    counting = ccache.ccache_executable() is not None
+    counting = ccache.ccache_executable() is not None and any(p.through_ccache(t) for _, p, _, t in missing.values())
     before = ccache.stats() if counting else None
     forced = any(force for _, _, force, _ in missing.values())
     with ccache.compiler_environment(cache_root, cuda_arch, recache=forced, team=team, source_dir=manifest_dir):
