@@ -10,6 +10,7 @@ compiler the user had (not whatever PATH finds first).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import subprocess
@@ -19,6 +20,9 @@ from pathlib import Path
 from registry import _core, cache_layout, knobs
 
 _env_lock = threading.Lock()
+# Wrapper script -> the compiler it runs: a build that must not go through
+# ccache (direct_build's one compile-and-link step) calls the compiler itself.
+_wrapped: dict[str, str] = {}
 
 
 def ccache_executable() -> str | None:
@@ -55,7 +59,56 @@ def _cxx_wrapper(cache_root: Path, ccache: str, real_cxx: str) -> Path:
         tmp.write_bytes(text)
         tmp.chmod(0o700)
         os.replace(tmp, wrapper)
+    _wrapped[str(wrapper)] = real_cxx
     return wrapper
+
+
+def unwrapped(compiler: str) -> str:
+    """The compiler a wrapper script of _cxx_wrapper runs; any other name as given."""
+    return _wrapped.get(compiler, compiler)
+
+
+def remote_storage_configured(team=None) -> bool:
+    """Whether a compile through ccache could be served from, or shared with,
+    remote storage: CCACHE_REMOTE_STORAGE set, the team's remote available
+    (compiler_environment then sets it), or ccache's own configuration naming
+    one. Without any, ccache is a local cache only, which the registry's own
+    content-keyed cache already covers for a library built in one step."""
+    if os.environ.get("CCACHE_REMOTE_STORAGE") or (team is not None and team.available()):
+        return True
+    ccache = ccache_executable()
+    return ccache is not None and _configured_remote_storage(ccache, _config_state())
+
+
+def _config_state() -> tuple:
+    """What ccache's configuration depends on: the variables that locate its
+    files, and each candidate file's size and mtime (asked again when any changes)."""
+    names = ("CCACHE_CONFIGPATH", "CCACHE_DIR", "XDG_CONFIG_HOME", "HOME")
+    env = tuple(os.environ.get(n) for n in names)
+    home = os.path.expanduser("~")
+    candidates = [os.environ.get("CCACHE_CONFIGPATH"), "/etc/ccache.conf", "/usr/local/etc/ccache.conf",
+                  os.path.join(os.environ.get("CCACHE_DIR") or "", "ccache.conf"),
+                  os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "ccache", "ccache.conf"),
+                  os.path.join(home, ".ccache", "ccache.conf")]
+    files = []
+    for path in candidates:
+        try:
+            st = os.stat(path) if path else None
+        except OSError:
+            st = None
+        files.append((path, st.st_size, st.st_mtime_ns) if st else (path, None))
+    return env + tuple(files)
+
+
+@functools.lru_cache(maxsize=8)
+def _configured_remote_storage(ccache: str, _state: tuple) -> bool:
+    # `ccache -k` reads the configuration exactly as a compile would (3-10 ms,
+    # so once per configuration state). ccache before 4.4 calls it secondary_storage.
+    for name in ("remote_storage", "secondary_storage"):
+        done = subprocess.run([ccache, "-k", name], capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            return bool(done.stdout.strip())
+    return False
 
 
 def _holds(path: Path, content: bytes) -> bool:

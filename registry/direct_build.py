@@ -5,24 +5,32 @@ needs none of what cpp_extension.load() brings (torch's include paths, a
 ninja file, libtorch on the link line, a Python import). Used for CPU kernel
 libraries and for the host launchers of NVRTC-built device code:
 
-  one source     c++ <flags> -MMD src.cpp -shared -o lib.so   (one step)
-  several        c++ -c each (through ccache, side by side), then one link
+  one source     c++ <flags> -MMD src.cpp -shared -o lib.so   (one step, no ccache)
+  several, or    c++ -c each (through ccache, side by side), then one link
+  remote storage
 
 CXX is the ccache wrapper when ccache is on (ccache.compiler_environment
-sets it for every build). Diagnostics read as load()'s do: file:line with
+sets it for every build). ccache cannot cache a step that links, and
+without remote storage it is a local cache only, which the registry's own
+content-keyed cache covers for a one-source library (a revert, a second
+cache folder aside): so one source is compiled and linked in one step by the
+compiler itself, unless a remote could serve or share the compile.
+Diagnostics read as load()'s do: file:line with
 the offending line marked. The key of such a library leaves out torch's and
 Python's versions (keys.kernel_lib_key), so upgrading torch rebuilds only the
 bindings.
 """
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from registry import builder
+from registry import builder, ccache
 from registry.environment import DIRECT_RECIPE  # noqa: F401  (beside the other recipes: get reads it without this module)
 _COMPILE = ["-std=c++20", "-fPIC"]
 
@@ -33,22 +41,20 @@ def build(plan, staging: Path):
 
     builder.builds_run.append((plan.kernel, plan.kind))
     cxx = os.environ.get("CXX") or "c++"
+    real_cxx = ccache.unwrapped(cxx)  # what links: ccache caches no step that links
     flags = [*_COMPILE, *plan.cflags, *(f"-I{p}" for p in plan.include_paths)]
-    link = ["-shared", *plan.ldflags, "-Wl,--no-undefined", *builder._libstdcxx_flags()]
     out = staging / plan.artifact
     start = time.perf_counter()
     with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
-        # One compile-and-link step is the fastest edit, but ccache cannot
-        # cache a step that links: through ccache (a team's remote storage
-        # included), every source is compiled on its own and then linked.
-        if len(plan.sources) == 1 and not _through_ccache():
-            _run([cxx, *flags, "-MMD", "-MF", "0.d", plan.sources[0], *link, "-o", str(out)], plan, staging)
+        if one_step(plan):
+            _run([real_cxx, *flags, "-MMD", "-MF", "0.d", plan.sources[0], *_link_flags(plan, real_cxx),
+                  "-o", str(out)], plan, staging)
         else:
             objects = [f"{i}.o" for i in range(len(plan.sources))]
             with ThreadPoolExecutor(max_workers=min(len(plan.sources), os.cpu_count() or 1)) as pool:
                 list(pool.map(lambda i: _run([cxx, *flags, "-MMD", "-MF", f"{i}.d", "-c", plan.sources[i],
                                               "-o", objects[i]], plan, staging), range(len(objects))))
-            _run([cxx, *objects, *link, "-o", str(out)], plan, staging)
+            _run([real_cxx, *objects, *_link_flags(plan, real_cxx), "-o", str(out)], plan, staging)
     seconds = time.perf_counter() - start
     deps = _depfile_deps(staging, plan.project_dirs)
     for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:
@@ -58,10 +64,47 @@ def build(plan, staging: Path):
     return builder.BuildResult(staging, plan.artifact, deps, seconds, library)
 
 
-def _through_ccache() -> bool:
-    from registry import ccache
+def one_step(plan, team=None) -> bool:
+    """One compile-and-link step (the fastest edit): one source, and no
+    remote storage that a compile through ccache could be served from or
+    shared with. `team`: the remote cache, asked before compiler_environment
+    has set CCACHE_REMOTE_STORAGE from it."""
+    return len(plan.sources) == 1 and not ccache.remote_storage_configured(team)
 
-    return ccache.ccache_executable() is not None
+
+def _link_flags(plan, cxx: str) -> list[str]:
+    return ["-shared", *plan.ldflags, "-Wl,--no-undefined", *_libstdcxx_flags(cxx)]
+
+
+def _libstdcxx_flags(cxx: str) -> list[str]:
+    """torch's libstdc++ by path (builder._libstdcxx_flags), unless it is the
+    very file the compiler links for -lstdc++ anyway: naming it twice makes
+    GNU ld read it twice, ~10 ms of a ~0.1 s edit. Either way the library
+    needs the same libstdc++.so.6, so the key does not change."""
+    torch_lib = builder._libstdcxx_flags()
+    if torch_lib and _compiler_libstdcxx(*_stat_of(cxx)) == os.path.realpath(torch_lib[0]):
+        return []
+    return torch_lib
+
+
+def _stat_of(cxx: str) -> tuple:
+    path = cxx if "/" in cxx else (shutil.which(cxx) or cxx)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path, None
+    return path, (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler_libstdcxx(cxx: str, _stat) -> str | None:
+    """The real path of the libstdc++.so `cxx` links for -lstdc++, or None
+    where it names none (asked once per compiler binary: ~5 ms)."""
+    done = subprocess.run([cxx, "-print-file-name=libstdc++.so"], capture_output=True, text=True, check=False)
+    name = done.stdout.strip()
+    if done.returncode != 0 or not os.path.isabs(name) or not os.path.exists(name):
+        return None  # a bare name back: the compiler has no such file
+    return os.path.realpath(name)
 
 
 def _run(command: list[str], plan, staging: Path) -> None:

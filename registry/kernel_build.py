@@ -110,7 +110,8 @@ def build_missing(store, plan, manifest, targets: dict, estimate_s, cache_root: 
     if targets:
         builds = {what: (target, _build_plan(plan, manifest, target, estimate_s, cache_root))
                   for what, target in targets.items()}
-        counting = ccache.ccache_executable() is not None
+        counting = ccache.ccache_executable() is not None and any(
+            plan.through_ccache(team) for _, plan in builds.values())
         before = ccache.stats() if counting else None
         forced = any(target.artifact.force for target in targets.values())
         with ccache.compiler_environment(cache_root, cuda_arch, recache=forced, team=team,

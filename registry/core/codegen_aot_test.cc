@@ -82,9 +82,9 @@ TEST(CodegenAot, TableHoldsLaunchersInDtypeSlotOrderAndTheSameShapeMask) {
 
 TEST(CodegenAot, CudaImplUsesTheCurrentStreamOfTheInputsDevice) {
   const std::string text = generate_aot_impl("axpy", {kAxpy}, "cuda", "_C_cuda");
-  EXPECT_TRUE(contains(text, "#include <c10/cuda/CUDAStream.h>"));
-  EXPECT_TRUE(contains(text, "c10::cuda::CUDAGuard device_guard(x.device())"));
-  EXPECT_TRUE(contains(text, "c10::cuda::getCurrentCUDAStream(x.device().index()).stream()"));
+  EXPECT_FALSE(contains(text, "c10/cuda"));  // no CUDA header: builds from the wheels alone
+  EXPECT_TRUE(contains(text, "c10::DeviceGuard device_guard(x.device())"));
+  EXPECT_TRUE(contains(text, "c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(x.device()).native_handle()"));
   EXPECT_TRUE(contains(text, "t.is_cuda()"));
   EXPECT_TRUE(contains(text, "TORCH_LIBRARY_IMPL(axpy, CUDA, m) {\n  m.impl(\"axpy\", &axpy_cuda);\n}"));
   EXPECT_TRUE(contains(text, "PyMODINIT_FUNC PyInit__C_cuda(void)"));
