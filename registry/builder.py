@@ -14,7 +14,6 @@ and ccache can serve unchanged units.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import subprocess
@@ -23,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from registry import ccache, environment, knobs
+from registry import environment, knobs
 from registry.diagnostics import parse_diagnostics
 from registry.errors import BuildError
 from registry.launchers import open_library
@@ -98,11 +97,6 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
         from registry import direct_build
 
         return direct_build.build(plan, staging)
-    if plan.kind == "binding" and plan.with_cuda and not os.path.isfile(ccache.nvcc_command()):
-        # No CUDA toolkit: a binding includes no CUDA header (core/codegen.cc)
-        # and calls CUDA through c10, so it is host C++ that load() builds
-        # without CUDA. Its key has no toolchain.nvcc, so it is not one built with a toolkit.
-        plan = dataclasses.replace(plan, cuda_toolkit=False)
     cpp_extension = _import_cpp_extension(quiet_about_cuda=not plan.with_cuda)
 
     builds_run.append((plan.kernel, plan.kind))

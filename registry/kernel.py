@@ -76,6 +76,23 @@ def find(name: str):
     return manifest
 
 
+def _in_background(work):
+    """work() on a thread of its own; .result() joins it and re-raises its error."""
+    from concurrent.futures import Future
+    import threading
+
+    future: Future = Future()
+
+    def run():
+        try:
+            future.set_result(work())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="kreg-device-build", daemon=True).start()
+    return future
+
+
 def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of) -> KernelState:
     """previous_of(backend): the kernel's state loaded in this process for that
     backend, or None. Asked after the backend is chosen, so a request that
@@ -90,17 +107,25 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     env = environment.build_environment(backend, cache_root, nvcc_optional=nvrtc)
     plan = _core.make_plan(manifest, store, backend, env, str(keys.REGISTRY_INCLUDE),
                            keys.direct_recipe(manifest, backend), list(STATE.namespaces), rebuild)
-    device = None
+    planned = plan.artifacts
+    device = device_job = None
     if nvrtc:
-        # The cubin first: NVRTC takes ~0.1-0.2 s, and a device-only edit leaves the host key alone.
         from registry import device_build
 
-        device = device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
-                                     trust_memo=plan.memo_vouched, force=rebuild)
+        def ensure_device():
+            return device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
+                                       trust_memo=plan.memo_vouched, force=rebuild)
+
+        if any(a.missing for a in planned):
+            # NVRTC (in-process, through ctypes, GIL released) and the host
+            # compiler (a subprocess) overlap: a header both sides include
+            # costs the slower of the two compiles, not their sum.
+            device_job = _in_background(ensure_device)
+        else:
+            device = ensure_device()
 
     team = _team()
     team_before = dict(team.counts) if team is not None else None
-    planned = plan.artifacts
     artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
     if team is not None:
         team.share([a.entry for a in artifacts.values()])  # built before the remote was set up
@@ -116,6 +141,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         for what, artifact in built.items():
             artifact.miss_reason = artifact.miss_reason or _miss_reason(planned, what)
         artifacts.update(built)
+    if device_job is not None:
+        device = device_job.result()
 
     # Pinned (and marked used) before loading: a `cache gc` elsewhere cannot
     # remove what this process is about to load or has loaded.

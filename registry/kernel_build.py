@@ -75,6 +75,10 @@ def binding_plan(manifest, op, backend: str, cache_root: Path, artifact=None) ->
     return BuildPlan(
         kernel=manifest.name, backend=backend, kind="binding", module_name=namespace,
         sources=[source], cflags=["-O2"], include_paths=[str(keys.REGISTRY_INCLUDE)], project_dirs=[],
+        # No CUDA header in a binding (core/codegen.cc): it reaches streams and
+        # guards through c10, so load() builds it as host C++, with or without
+        # a toolkit: no nvcc probe, no CUDA runtime linked (core/plan.cc's binding_key).
+        cuda_toolkit=False,
     )
 
 

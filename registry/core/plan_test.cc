@@ -246,5 +246,20 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   EXPECT_NE(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cuda"));
 }
 
+TEST_F(PlanTest, ABindingIsHostCxxWhoseKeyNoCudaCompilerReaches) {
+  // A CUDA binding includes no CUDA header: nvcc's identity (or whether there
+  // is one at all) must not rebuild it; torch's must.
+  Manifest m = manifest();
+  std::map<std::string, std::string> env = facts_.env;
+  const std::string plain = binding_key(m.ops[0].signature, "cuda", env, facts_.registry_include).digest.hex();
+  env["toolchain.nvcc"] = "Cuda compilation tools, release 13.0";
+  env["toolchain.pytorch_nvcc"] = "/usr/local/cuda/bin/nvcc";
+  env["toolchain.nvcc_host_cc"] = "gcc";
+  env["env.cuda_arch"] = "9.0";
+  EXPECT_EQ(binding_key(m.ops[0].signature, "cuda", env, facts_.registry_include).digest.hex(), plain);
+  env["env.torch"] = "another torch";
+  EXPECT_NE(binding_key(m.ops[0].signature, "cuda", env, facts_.registry_include).digest.hex(), plain);
+}
+
 }  // namespace
 }  // namespace kreg
