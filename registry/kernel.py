@@ -54,10 +54,11 @@ def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
     if requested is None:
         requested = "cuda" if manifest.cuda.present and environment.cuda_available(cache_root) else "cpu"
     spec = manifest.cuda if requested == "cuda" else manifest.cpu
-    if requested == "cuda" and spec.compiler == "nvrtc" and manifest.binding == "pybind":
+    if requested == "cuda" and spec.compiler in ("nvrtc", "nvcc-cubin") and manifest.binding == "pybind":
         raise RegistryError(
-            f"kernel {manifest.name!r}: compiler = \"nvrtc\" needs the generated binding (its launchers "
-            f"are bound to the NVRTC module); remove binding = \"pybind\" from {manifest.file}, or use nvcc"
+            f"kernel {manifest.name!r}: compiler = \"{spec.compiler}\" needs the generated binding (its "
+            f"launchers are bound to the cubin's module); remove binding = \"pybind\" from {manifest.file}, "
+            f"or use compiler = \"nvcc\""
         )
     if not spec.present:
         raise RegistryError(
@@ -86,13 +87,14 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     backend = choose_backend(manifest, requested_backend, cache_root)
     previous = previous_of(backend)
     store = _core.CacheStore(str(cache_root))
-    nvrtc = keys.uses_nvrtc(manifest, backend)
-    env = environment.build_environment(backend, cache_root, nvcc_optional=nvrtc)
+    device_module = keys.uses_device_module(manifest, backend)
+    env = environment.build_environment(backend, cache_root, nvcc_optional=keys.uses_nvrtc(manifest, backend))
     plan = _core.make_plan(manifest, store, backend, env, str(keys.REGISTRY_INCLUDE),
                            keys.direct_recipe(manifest, backend), list(STATE.namespaces), rebuild)
     device = None
-    if nvrtc:
-        # The cubin first: NVRTC takes ~0.1-0.2 s, and a device-only edit leaves the host key alone.
+    if device_module:
+        # The cubin first: NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a
+        # device-only edit leaves the host key alone.
         from registry import device_build
 
         device = device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
@@ -165,7 +167,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
         sources={what: a.source for what, a in artifacts.items()},
         remote=_remote_summary(team, team_before),
-        device=f"{device.nvrtc.identity()}, cubin key {device.key}" if device else None,
+        device=f"{device.compiler.identity()}, cubin key {device.key}" if device else None,
     )
     if device is not None:
         status.artifacts["device code (cubin)"] = device.path
