@@ -56,7 +56,6 @@ class NvrtcDevice:
 
     name = "NVRTC"
     recipe = DEVICE_RECIPE
-    identity_input = "toolchain.nvrtc"
     extra_scan_dirs = [str(SHIM_DIR)]
 
     def __init__(self, nv):
@@ -315,7 +314,7 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     if trust_memo and not force and memo is not None and "device" in memo.keys:
         hit = store.lookup(memo.keys["device"])
         # The same compiler too: the memo's verdict covers only the files.
-        if hit.entry is not None and _entry_input(hit.entry, nv.identity_input) == nv.identity():
+        if hit.entry is not None and all(_entry_input(hit.entry, n) == v for n, v in nv.key_inputs()):
             return DeviceArtifact(hit.entry, None, nv)
     arch = target_arch(cuda_arch)
     snapshot = Snapshot(manifest)

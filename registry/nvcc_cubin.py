@@ -49,7 +49,6 @@ class NvccCubin:
 
     name = "nvcc -cubin"
     recipe = RECIPE
-    identity_input = "toolchain.nvcc"
     extra_scan_dirs: list[str] = []  # nvcc has the real <cstdint>: the NVRTC shims stay out
     system_include_dir = None
 
@@ -69,7 +68,8 @@ class NvccCubin:
             ) from None
 
     def identity(self) -> str:
-        return self._identity
+        """What status() shows: "nvcc -cubin <resolved nvcc> | <version line>"."""
+        return f"nvcc -cubin {self._identity}"
 
     def key_inputs(self) -> list[tuple[str, str]]:
         return [("toolchain.nvcc", self._identity), ("toolchain.nvcc_host", self._host_identity)]

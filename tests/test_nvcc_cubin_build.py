@@ -74,7 +74,7 @@ def test_compiles_axpy_cubin_with_nvcc_and_keys_what_it_read(kernel, store):
     # nvcc has the real <cstdint>: NVRTC's shim is no input, nor is the host launcher.
     assert not [k for k in keyed if "kreg/nvrtc/" in k], keyed
     assert "axpy_launch.cpp" not in keyed
-    assert "nvcc" in str(artifact.compiler.identity())
+    assert artifact.compiler.identity() == "nvcc -cubin " + names["toolchain.nvcc"]
 
 
 def test_an_unchanged_kernel_is_a_cache_hit(kernel, store):
@@ -197,6 +197,10 @@ def test_a_get_builds_cubin_launchers_and_binding(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "TORCH_CUDA_ARCH_LIST": "9.0",
            "REGISTRY_KERNELS_PATH": str(tmp_path / "kernels"), "REGISTRY_CACHE_DIR": str(tmp_path / "cache"),
            "CCACHE_DIR": str(tmp_path / "ccache")}
+    if "CUDA_HOME" not in env and Path("/usr/local/cuda/bin/nvcc").is_file():
+        # The binding links the CUDA runtime from CUDA_HOME: where nvcc on PATH is a
+        # wrapper script (/usr/local/bin/nvcc), torch would guess /usr/local.
+        env["CUDA_HOME"] = "/usr/local/cuda"
     done = subprocess.run([sys.executable, "-c", GET_SCRIPT, "axpy_cubin"], env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -206,7 +210,7 @@ def test_a_get_builds_cubin_launchers_and_binding(tmp_path):
     nvcc_runs = [argv for argv in result["popen"] if argv and Path(argv[0]).name == "nvcc"
                  and "--version" not in argv]
     assert len(nvcc_runs) == 1 and "-cubin" in nvcc_runs[0], nvcc_runs
-    assert result["device"].startswith("nvcc"), result["device"]
+    assert result["device"].startswith("nvcc -cubin "), result["device"]
     store = _core.CacheStore(str(tmp_path / "cache"))
     lib_inputs = {i.name: i.value for i in store.lookup(result["key"]).entry.inputs}
     assert lib_inputs["device_compiler"] == "nvcc-cubin"
