@@ -16,7 +16,7 @@ under a key of its content, so going back to earlier code finds its cubin.
 What the key covers besides the mirrored project files: nvcc's identity (the
 resolved binary and its version line) and the host compiler nvcc preprocesses
 with (passed as -ccbin, identified the same way): the CUDA toolkit's and the
-system's headers come with those two. nvcc's dependency output (-MD) is read
+system's headers come with those two. nvcc's dependency output is read
 after each compile: a project file nvcc read around the mirror (an absolute
 #include) is added to the snapshot, so its content is keyed too.
 """
@@ -82,7 +82,10 @@ class NvccCubin:
         unit_path = Path(unit_name)
         unit_path.write_bytes(unit)
         cubin, deps = unit_path.with_suffix(".cubin"), unit_path.with_suffix(".d")
-        done = subprocess.run([self.nvcc, *options, "-MD", "-MF", str(deps), str(unit_path), "-o", str(cubin)],
+        # The dependency list from the host preprocessor's own pass (-Xcompiler):
+        # nvcc's -MD would run a second preprocessing pass (~15 % of the compile).
+        depend = [f"-Xcompiler=-MD,-MF,{deps}"] if "," not in str(deps) else ["-MD", "-MF", str(deps)]
+        done = subprocess.run([self.nvcc, *options, *depend, str(unit_path), "-o", str(cubin)],
                               capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}, check=False)
         log = done.stdout + done.stderr
         if done.returncode != 0 or not cubin.is_file():

@@ -143,15 +143,19 @@ def test_header_behind_a_macro_include_is_keyed(kernel, store):
 
 
 def test_a_header_read_around_the_mirror_is_keyed(kernel, store):
-    """An absolute #include reaches the real file, not the snapshot: nvcc's
-    dependency output (-MD) names it, and the key covers its content."""
+    """An absolute #include spelled through a macro: the scanner cannot see it,
+    and nvcc opens the real file (no "cannot open" to learn from), not the
+    snapshot. nvcc's dependency output names it, and the key covers it."""
     kernel.path("abs.h").write_text("#define ABS_VALUE 1.0f\n")
     kernel.path("abs.cu").write_text(
-        f'#include "axpy_device.cu"\n#include "{kernel.path("abs.h")}"\n'
+        f'#include "axpy_device.cu"\n#define ABS_HEADER "{kernel.path("abs.h")}"\n#include ABS_HEADER\n'
         'extern "C" __global__ void absolute(float* out) { out[0] = ABS_VALUE; }\n')
     kernel.edit("kernel.toml", 'device_sources = ["axpy_device.cu"]', 'device_sources = ["abs.cu"]')
     first = build(kernel, store)
     assert "file:abs.h" in inputs(first)
+    kernel.path("abs.h").write_text("#define ABS_VALUE 2.0f\n")
+    second = build(kernel, store, first)  # recorded in the entry's deps: found by the next lookup
+    assert second.built is not None and second.key != first.key
 
 
 def test_compile_error_points_at_the_real_file_and_line(kernel, store):
