@@ -91,14 +91,23 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     env = environment.build_environment(backend, cache_root, nvcc_optional=keys.uses_nvrtc(manifest, backend))
     plan = _core.make_plan(manifest, store, backend, env, str(keys.REGISTRY_INCLUDE),
                            keys.direct_recipe(manifest, backend), list(STATE.namespaces), rebuild)
-    device = None
+    device, device_job = None, None
     if device_module:
-        # The cubin first: NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a
-        # device-only edit leaves the host key alone.
+        # NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a device-only edit
+        # leaves the host key alone. When the host side has misses too (a new
+        # or renamed kernel, a launcher edit), the cubin compiles beside them.
         from registry import device_build
 
-        device = device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
-                                     trust_memo=plan.memo_vouched, force=rebuild)
+        compiler = device_build.device_compiler(manifest)  # here: the host build sets CXX etc. for its run
+
+        def cubin():
+            return device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
+                                       trust_memo=plan.memo_vouched, force=rebuild, compiler=compiler)
+
+        if any(a.missing for a in plan.artifacts):
+            device_job = _Beside(cubin)
+        else:
+            device = cubin()
 
     team = _team()
     team_before = dict(team.counts) if team is not None else None
@@ -113,11 +122,18 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
         targets = {a.what: Target(a) for a in planned if a.missing}
         estimate = previous.status.last_build_seconds if previous is not None else plan.previous_build_seconds
-        built, ccache_delta = build_missing(store, plan, manifest, dict(targets), estimate, cache_root,
-                                            env.get("env.cuda_arch"))
+        try:
+            built, ccache_delta = build_missing(store, plan, manifest, dict(targets), estimate, cache_root,
+                                                env.get("env.cuda_arch"))
+        except Exception:
+            if device_job is not None:
+                device_job.result()  # a device compile error is the one to read first, as before
+            raise
         for what, artifact in built.items():
             artifact.miss_reason = artifact.miss_reason or _miss_reason(planned, what)
         artifacts.update(built)
+    if device_job is not None:
+        device = device_job.result()
 
     # Pinned (and marked used) before loading: a `cache gc` elsewhere cannot
     # remove what this process is about to load or has loaded.
@@ -173,6 +189,31 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
+
+
+class _Beside:
+    """A call run on a thread beside the caller's work; result() joins it and
+    returns its value or raises its exception. NVRTC runs through ctypes,
+    which releases the GIL, and nvcc in a subprocess: both really overlap."""
+
+    def __init__(self, fn):
+        import threading
+
+        self._value, self._error = None, None
+        self._thread = threading.Thread(target=self._run, args=(fn,), name="kreg-device-build", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn) -> None:
+        try:
+            self._value = fn()
+        except BaseException as error:  # handed to the caller by result()
+            self._error = error
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _team():

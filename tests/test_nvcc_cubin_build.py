@@ -178,7 +178,7 @@ def test_missing_header_is_a_compile_error_naming_it(kernel, store):
 
 
 GET_SCRIPT = r"""
-import json, sys
+import json, sys, time
 popen = []
 sys.addaudithook(lambda event, args: popen.append([str(a) for a in (args[1] or [])])
                  if event == "subprocess.Popen" else None)
@@ -186,17 +186,31 @@ import registry
 from registry import device_module
 bound = []
 device_module.bind = lambda library, key, path: bound.append((key, path))  # no GPU: no driver
+from registry import device_build, direct_build
+spans = {}  # when the cubin and the host launcher library were built
+def timed(module, name, label):
+    fn = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spans[label] = (start, time.perf_counter())
+    setattr(module, name, wrapper)
+timed(device_build, "compile_device", "device")
+timed(direct_build, "build", "lib")
 registry.get(sys.argv[1], device="cuda")
 status = registry.status(sys.argv[1], device="cuda")
 print(json.dumps({"compiled": status.compiled, "device": status.device, "key": status.key,
-                  "bound": bound, "popen": popen}))
+                  "bound": bound, "popen": popen, "spans": spans}))
 """
 
 
 def test_a_get_builds_cubin_launchers_and_binding(tmp_path):
     """The whole CUDA `get` of an nvcc-cubin kernel without a GPU (the cubin is
     bound to a stand-in): nvcc runs once, with -cubin; the host launchers are
-    built directly (no nvcc); the launcher library's key names the device compiler."""
+    built directly (no nvcc), at the same time as the cubin; the launcher
+    library's key names the device compiler."""
     KernelCopy(tmp_path / "kernels", "axpy_cubin", "axpy_cubin")
     env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "TORCH_CUDA_ARCH_LIST": "9.0",
            "REGISTRY_KERNELS_PATH": str(tmp_path / "kernels"), "REGISTRY_CACHE_DIR": str(tmp_path / "cache"),
@@ -210,6 +224,8 @@ def test_a_get_builds_cubin_launchers_and_binding(tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert sorted(result["compiled"]) == ["axpy", "device", "lib"], result
+    (device_start, device_end), (lib_start, lib_end) = result["spans"]["device"], result["spans"]["lib"]
+    assert device_start < lib_end and lib_start < device_end, "the cubin and the host side compile side by side"
     assert len(result["bound"]) == 1 and Path(result["bound"][0][1]).read_bytes()[:4] == b"\x7fELF"
     nvcc_runs = [argv for argv in result["popen"] if argv and Path(argv[0]).name == "nvcc"
                  and "--version" not in argv]
