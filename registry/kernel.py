@@ -106,6 +106,9 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
         if any(a.missing for a in plan.artifacts):
             device_job = _Beside(cubin)
+            from registry import device_module as loader
+
+            loader.warm_up_context()
         else:
             device = cubin()
 
