@@ -12,7 +12,8 @@ cached cubin (the device half of `get`: scan, snapshot, key, compile, publish):
   cubin_device_edit, cubin_header_edit
                   the same through nvcc -cubin (kernels/axpy_cubin), when nvcc is installed
   floors          NVRTC alone on the same unit; `nvcc -cubin` and `nvcc -c` of
-                  kernels/axpy/axpy.cu when nvcc is installed
+                  kernels/axpy/axpy.cu, and `nvcc -cubin` of kernels/axpy_cubin's
+                  device code, when nvcc is installed
 --device cuda: each step is timed from the edit to a checked result of the op:
   device_edit, header_edit (stale = an old value), host_edit (axpy_launch.cpp),
   nvcc_cubin_edit, nvcc_cubin_header_edit (kernels/axpy_cubin: nvcc -cubin),
@@ -179,6 +180,16 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path) -> dict:
                                 "-o", str(work / "floor.out")], check=True, capture_output=True)
                 times.append(time.perf_counter() - t)
             out[what] = {"s": median(times), "n": reps}
+        # The nvcc-cubin path's own floor: nvcc -cubin of axpy_cubin's device code, no registry.
+        cubin = CHECKOUT / "kernels" / "axpy_cubin"
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-std=c++17", f"-I{cubin}", f"-I{cubin / 'include'}",
+                            f"-I{keys.REGISTRY_INCLUDE}", str(cubin / "axpy_device.cu"), "-o", str(work / "floor.out")],
+                           check=True, capture_output=True)
+            times.append(time.perf_counter() - t)
+        out["nvcc_cubin_axpy_cubin"] = {"s": median(times), "n": reps}
     return out
 
 
