@@ -106,9 +106,10 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
         if any(a.missing for a in plan.artifacts):
             device_job = _Beside(cubin)
-            from registry import device_module as loader
+            if environment.cuda_available(cache_root):  # memoized per machine; no GPU: nothing to warm up
+                from registry import device_module as loader
 
-            loader.warm_up_context()
+                loader.warm_up_context()
         else:
             device = cubin()
 
