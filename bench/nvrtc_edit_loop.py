@@ -1,21 +1,29 @@
-"""The edit loop of device code through NVRTC (kernels/axpy_nvrtc), beside the
-nvcc path and torch's load() measured in the same run.
+"""The edit loop of device code through NVRTC (kernels/axpy_nvrtc) and
+through `nvcc -cubin` (kernels/axpy_cubin), beside the nvcc -c path and
+torch's load() measured in the same run.
 
     python bench/nvrtc_edit_loop.py --device cpu  [--reps 7] [--out bench/results]
-    python bench/nvrtc_edit_loop.py --device cuda [--reps 7] [--out bench/results]
+    python bench/nvrtc_edit_loop.py --device cuda [--reps 5] [--torch-reps 2] [--out bench/results]
 
 --device cpu (no GPU needed): each step is timed from the edit to a new,
-cached cubin (the device half of `get`: scan, snapshot, key, NVRTC, publish):
+cached cubin (the device half of `get`: scan, snapshot, key, compile, publish):
   device_edit     edit axpy_device.cu
   header_edit     edit include/axpy_nvrtc/config.h (stale = a cubin seen before)
+  cubin_device_edit, cubin_header_edit
+                  the same through nvcc -cubin (kernels/axpy_cubin), when nvcc is installed
   floors          NVRTC alone on the same unit; `nvcc -cubin` and `nvcc -c` of
-                  kernels/axpy/axpy.cu when nvcc is installed
+                  kernels/axpy/axpy.cu, and `nvcc -cubin` of kernels/axpy_cubin's
+                  device code, when nvcc is installed
 --device cuda: each step is timed from the edit to a checked result of the op:
   device_edit, header_edit (stale = an old value), host_edit (axpy_launch.cpp),
-  nvcc_edit (kernels/axpy's .cu through the nvcc path), cold_get (a renamed
-  copy of axpy_nvrtc in a fresh process: its signature was built before), and
-  torch load()'s source and header edits of kernels/axpy (bench/edit_loop_torch.py).
-Writes nvrtc_edit_loop-<device>.json and .md with medians.
+  nvcc_cubin_edit, nvcc_cubin_header_edit (kernels/axpy_cubin: nvcc -cubin),
+  nvcc_edit (kernels/axpy's .cu through the nvcc -c path: the comparison),
+  cold_get (a renamed copy of axpy_nvrtc in a fresh process: its signature was
+  built before), and torch load()'s source and header edits of kernels/axpy
+  (bench/edit_loop_torch.py; --torch-reps of each, 20-40 s a build).
+Each step's result is printed as it completes; at the end, writes
+nvrtc_edit_loop-<device>.json and .md with medians. `--device cuda --reps 5`
+takes about 4-5 minutes on a 16-core machine, most of it torch's builds.
 """
 from __future__ import annotations
 
@@ -40,6 +48,21 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+class Steps(dict):
+    """The results, each printed (and flushed) when its step completes: a run
+    cut short still shows what it measured."""
+
+    def __setitem__(self, name, result) -> None:
+        super().__setitem__(name, result)
+        if isinstance(result, dict) and "s" in result:
+            print(f"step {name}: {result['s']:.3f} s median of {result['n']}"
+                  + (f", stale {result['stale']}" if "stale" in result else ""), flush=True)
+        elif isinstance(result, dict):
+            for inner, r in result.items():
+                print(f"step {name}: {inner}: " + (f"{r['s']:.3f} s median of {r['n']}" if isinstance(r, dict)
+                                                   and r.get("s") is not None else str(r)), flush=True)
+
+
 class Copy:
     def __init__(self, root: Path, source: str, name: str):
         self.dir = root / name
@@ -62,6 +85,12 @@ DEVICE_EDIT = ("axpy_device.cu", "out[i] = kreg::from_float<T>(axpy_element(",
 VECTOR_EDIT = ("axpy_device.cu", "r.lane[l] = kreg::from_float<T>(\n            axpy_element(",
                "r.lane[l] = kreg::from_float<T>(\n            {k}.0f + axpy_element(")
 HEADER_EDIT = ("include/axpy_nvrtc/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS {k}.0f")
+CUBIN_HEADER_EDIT = ("include/axpy_cubin/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS {k}.0f")
+
+
+def nvcc_path() -> str | None:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    return nvcc if Path(nvcc).exists() else None
 
 
 def _edit(copy: Copy, k: int, *edits) -> None:
@@ -76,39 +105,48 @@ def _edit(copy: Copy, k: int, *edits) -> None:
 def cpu_steps(reps: int, work: Path) -> dict:
     from registry import _core, device_build, nvrtc
 
-    copy = Copy(work / "kernels", "axpy_nvrtc", "axpy_nvrtc")
+    os.environ["REGISTRY_CACHE_DIR"] = str(work / "cache")  # the toolchain memo of nvcc -cubin
     store = _core.CacheStore(str(work / "cache"))
-    manifest = _core.parse_manifest(str(copy.dir / "kernel.toml"))
-    memo = _core.Memo()
+    results = Steps()
 
-    def resolve():
-        a = device_build.ensure(store, manifest, "9.0", memo, trust_memo=False, force=False)
-        memo.keys = {"device": a.key}
-        return a
+    def device_loop(kernel: str, prefix: str, header_edit):
+        copy = Copy(work / "kernels", kernel, kernel)
+        manifest = _core.parse_manifest(str(copy.dir / "kernel.toml"))
+        memo = _core.Memo()
 
-    t = time.perf_counter()
-    first = resolve()
-    results = {"cold_cubin": {"s": time.perf_counter() - t, "n": 1}}
-    seen = {Path(first.path).read_bytes()}
+        def resolve():
+            a = device_build.ensure(store, manifest, "9.0", memo, trust_memo=False, force=False)
+            memo.keys = {"device": a.key}
+            return a
 
-    def loop(edits, offset):
-        times, stale = [], 0
-        for k in range(offset, offset + reps):
-            _edit(copy, k, *edits)
-            t = time.perf_counter()
-            a = resolve()
-            times.append(time.perf_counter() - t)
-            data = Path(a.path).read_bytes()
-            stale += data in seen
-            seen.add(data)
-        return {"s": median(times), "n": reps, "stale": stale}
+        t = time.perf_counter()
+        first = resolve()
+        results[f"{prefix}cold_cubin"] = {"s": time.perf_counter() - t, "n": 1}
+        seen = {Path(first.path).read_bytes()}
 
-    results["device_edit"] = loop([DEVICE_EDIT, VECTOR_EDIT], 1)
-    results["header_edit"] = loop([HEADER_EDIT], 100)
-    copy.revert()
-    t = time.perf_counter()
-    resolve()
-    results["nochange"] = {"s": time.perf_counter() - t, "n": 1}
+        def loop(edits, offset):
+            times, stale = [], 0
+            for k in range(offset, offset + reps):
+                _edit(copy, k, *edits)
+                t = time.perf_counter()
+                a = resolve()
+                times.append(time.perf_counter() - t)
+                data = Path(a.path).read_bytes()
+                stale += data in seen
+                seen.add(data)
+            return {"s": median(times), "n": reps, "stale": stale}
+
+        results[f"{prefix}device_edit"] = loop([DEVICE_EDIT, VECTOR_EDIT], 1)
+        results[f"{prefix}header_edit"] = loop([header_edit], 100)
+        copy.revert()
+        t = time.perf_counter()
+        resolve()
+        results[f"{prefix}nochange"] = {"s": time.perf_counter() - t, "n": 1}
+        return copy, manifest
+
+    copy, manifest = device_loop("axpy_nvrtc", "", HEADER_EDIT)
+    if nvcc_path():
+        device_loop("axpy_cubin", "cubin_", CUBIN_HEADER_EDIT)
 
     nv = nvrtc.load()
     results["floors"] = floors(nv, copy, manifest, reps, work)
@@ -130,7 +168,7 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path) -> dict:
         times.append(time.perf_counter() - t)
         assert cubin is not None, log
     out["nvrtc_compile"] = {"s": median(times), "n": reps}
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    nvcc = nvcc_path()
     if nvcc:
         axpy = CHECKOUT / "kernels" / "axpy"
         inc = [f"-I{axpy}", f"-I{axpy / 'include'}", f"-I{keys.REGISTRY_INCLUDE}"]
@@ -142,10 +180,20 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path) -> dict:
                                 "-o", str(work / "floor.out")], check=True, capture_output=True)
                 times.append(time.perf_counter() - t)
             out[what] = {"s": median(times), "n": reps}
+        # The nvcc-cubin path's own floor: nvcc -cubin of axpy_cubin's device code, no registry.
+        cubin = CHECKOUT / "kernels" / "axpy_cubin"
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-std=c++17", f"-I{cubin}", f"-I{cubin / 'include'}",
+                            f"-I{keys.REGISTRY_INCLUDE}", str(cubin / "axpy_device.cu"), "-o", str(work / "floor.out")],
+                           check=True, capture_output=True)
+            times.append(time.perf_counter() - t)
+        out["nvcc_cubin_axpy_cubin"] = {"s": median(times), "n": reps}
     return out
 
 
-def gpu_steps(reps: int, work: Path) -> dict:
+def gpu_steps(reps: int, torch_reps: int, work: Path) -> dict:
     import torch
 
     import registry
@@ -155,17 +203,21 @@ def gpu_steps(reps: int, work: Path) -> dict:
     os.environ.update(REGISTRY_KERNELS_PATH=str(kernels), REGISTRY_CACHE_DIR=str(work / "cache"),
                       CCACHE_DIR=str(work / "ccache"))
     copy = Copy(kernels, "axpy_nvrtc", "axpy_nvrtc")
+    cubin_copy = Copy(kernels, "axpy_cubin", "axpy_cubin")
     nvcc_copy = Copy(kernels, "axpy", "axpy")
     x, y = torch.ones(1 << 12, device="cuda"), torch.ones(1 << 12, device="cuda")
 
     def value(name):
         return registry.get(name, device="cuda")(x, y, 2.0)[0].item()
 
-    results: dict = {}
+    results = Steps()
     t = time.perf_counter()
     assert value("axpy_nvrtc") == 3.0
-    results["first_get"] = {"s": time.perf_counter() - t, "n": 1}
-    value("axpy")
+    results["first_get"] = {"s": time.perf_counter() - t, "n": 1}  # builds the binding of the signature
+    for name in ("axpy", "axpy_cubin"):
+        t = time.perf_counter()
+        assert value(name) == 3.0
+        results[f"first_get_{name}"] = {"s": time.perf_counter() - t, "n": 1}
 
     def loop(target: Copy, name: str, edits, offsets, expected):
         times, stale = [], 0
@@ -184,6 +236,10 @@ def gpu_steps(reps: int, work: Path) -> dict:
     results["header_edit"] = loop(copy, "axpy_nvrtc", [HEADER_EDIT], range(100, 100 + reps), lambda k: 3.0 + k)
     launch_edit = ("axpy_launch.cpp", "return launch(\"axpy_vectorized_\"", "alpha *= {k}; return launch(\"axpy_vectorized_\"")
     results["host_edit"] = loop(copy, "axpy_nvrtc", [launch_edit], range(2, 2 + reps), lambda k: 2.0 * k + 1.0)
+    results["nvcc_cubin_edit"] = loop(cubin_copy, "axpy_cubin", [DEVICE_EDIT, VECTOR_EDIT], range(1, reps + 1),
+                                      lambda k: 3.0 + k)
+    results["nvcc_cubin_header_edit"] = loop(cubin_copy, "axpy_cubin", [CUBIN_HEADER_EDIT], range(100, 100 + reps),
+                                             lambda k: 3.0 + k)
     results["nvcc_edit"] = loop(nvcc_copy, "axpy", [("axpy.cu", "axpy_element(alpha,", "{k}.0f + axpy_element(alpha,")],
                                 range(1, reps + 1), lambda k: 3.0 + k)
     cold = []
@@ -197,10 +253,11 @@ def gpu_steps(reps: int, work: Path) -> dict:
         assert p.returncode == 0, p.stderr[-2000:]
         cold.append(float(p.stdout.strip().splitlines()[-1]))
     results["cold_get"] = {"s": median(cold), "n": reps}
-    torch_load = TorchLoadBaseline(CHECKOUT, work / "torch", "cuda", reps).run()
-    results["torch_load"] = {k: torch_load[k] for k in ("source_edit", "header_edit") if k in torch_load}
     results["device"] = torch.cuda.get_device_name()
     results["status"] = str(registry.status("axpy_nvrtc", device="cuda"))
+    if torch_reps > 0:  # last: the slowest part by far
+        torch_load = TorchLoadBaseline(CHECKOUT, work / "torch", "cuda", torch_reps).run(edits_only=True)
+        results["torch_load"] = {k: torch_load[k] for k in ("source_edit", "header_edit") if k in torch_load}
     return results
 
 
@@ -227,11 +284,14 @@ def markdown(results: dict, device: str, command: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--reps", type=int, default=None, help="edits per step (default: 7 on cpu, 5 on cuda)")
+    parser.add_argument("--torch-reps", type=int, default=2,
+                        help="torch load() edits of each kind (--device cuda; each a 20-40 s build; 0 skips them)")
     parser.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="nvrtc_bench_"))
-    results = cpu_steps(args.reps, work) if args.device == "cpu" else gpu_steps(args.reps, work)
+    reps = args.reps or (7 if args.device == "cpu" else 5)
+    results = cpu_steps(reps, work) if args.device == "cpu" else gpu_steps(reps, args.torch_reps, work)
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

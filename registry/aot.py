@@ -50,10 +50,12 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
 
     manifest = _core.parse_manifest(locate(name))
     backends = _choose_backends(manifest, backends)
-    if "cuda" in backends and keys.uses_nvrtc(manifest, "cuda"):
+    if "cuda" in backends and keys.uses_device_module(manifest, "cuda"):
         # The package would need the cubin and the driver-side binding of kreg/launch.h.
         raise RegistryError(
-            f"kernel {name!r} compiles its device code with NVRTC, which AOT packages do not support yet; "
+            f"kernel {name!r} compiles its device code with "
+            f"{'NVRTC' if manifest.cuda.compiler == 'nvrtc' else 'nvcc -cubin'} into a cubin, "
+            "which AOT packages do not support yet; "
             "package its CPU backend only, or build the CUDA backend with compiler = \"nvcc\""
         )
     _check_python_names(manifest)

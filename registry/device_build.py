@@ -1,5 +1,7 @@
-"""Device code through NVRTC: a content-keyed cubin whose key covers exactly
-the bytes NVRTC was given.
+"""Device code in its own cubin, through NVRTC (in-process) or `nvcc -cubin`
+(nvcc_cubin.py): a content-keyed cubin whose key covers exactly the bytes the
+device compiler was given. (Below, "NVRTC" stands for either; what differs is
+the compiler object: its options, identity key inputs and include shims.)
 
 Exact about headers by construction:
   1. the device sources' include closure (the C++ scanner, which counts both
@@ -15,7 +17,9 @@ Exact about headers by construction:
      byte NVRTC saw.
 Headers that resolve outside the kernel's folders and the registry's include
 folder (cuda_fp16.h, ...) came with the NVRTC wheel: its identity is in the
-key. NVRTC's automatic precompiled headers are never turned on.
+key. NVRTC's automatic precompiled headers are never turned on. With nvcc,
+the toolkit's and the system's headers come with nvcc's and its host
+compiler's identities (nvcc_cubin.py).
 """
 from __future__ import annotations
 
@@ -33,11 +37,59 @@ from registry.errors import BuildError, RegistryError
 DEVICE_RECIPE = "nvrtc-cubin-1"
 SHIM_DIR = keys.REGISTRY_INCLUDE / "kreg" / "nvrtc"  # <cstdint>, <stdint.h>
 _MAX_DISCOVERY_ROUNDS = 32
-_MISSING = re.compile(r'^(?P<file>[^\n(]+)\((?P<line>\d+)\): catastrophic error: (?:could not|cannot) open '
-                      r'source file "(?P<name>[^"]+)"', re.MULTILINE)
+_MISSING = [
+    # NVRTC (and nvcc's front end): file(line): catastrophic error: cannot open source file "x.h"
+    re.compile(r'^(?P<file>[^\n(]+)\((?P<line>\d+)\): catastrophic error: (?:could not|cannot) open '
+               r'source file "(?P<name>[^"]+)"', re.MULTILINE),
+    # nvcc preprocesses with the host compiler: file:line:col: fatal error: x.h: No such file or directory
+    re.compile(r'^(?P<file>[^\n:]+):(?P<line>\d+):\d+: fatal error: (?P<name>[^\n]+?): '
+               r'No such file or directory', re.MULTILINE),
+]
 
-# Every NVRTC compile this process ran, as kernel names: tests count them.
+# Every device compile this process ran, as kernel names: tests count them.
 compiles_run: list[str] = []
+
+
+class NvrtcDevice:
+    """NVRTC (registry/nvrtc.py) as the device compiler: in-process, with the
+    <cstdint> shims, keyed by the wheel's identity."""
+
+    name = "NVRTC"
+    recipe = DEVICE_RECIPE
+    extra_scan_dirs = [str(SHIM_DIR)]
+
+    def __init__(self, nv):
+        self.nvrtc = nv
+        self.system_include_dir = nv.include_dir  # the wheel's CUDA headers
+
+    def identity(self) -> str:
+        return self.nvrtc.identity()
+
+    def key_inputs(self) -> list[tuple[str, str]]:
+        return [("toolchain.nvrtc", self.nvrtc.identity()), ("nvrtc.include_dir", self.nvrtc.include_dir or "")]
+
+    def options(self, manifest, arch: str) -> list[str]:
+        return nvrtc_options(manifest, arch)
+
+    def compile(self, unit: bytes, unit_name: str, options: list[str]) -> tuple[bytes | None, str, list[str]]:
+        cubin, log = self.nvrtc.compile(unit, unit_name, options)
+        return cubin, log, []  # what NVRTC opened is what the mirror held
+
+
+def device_compiler(manifest):
+    """The manifest's device compiler: NVRTC from torch's wheel, or nvcc -cubin."""
+    if manifest.cuda.compiler == "nvcc-cubin":
+        from registry.nvcc_cubin import NvccCubin
+
+        return NvccCubin()
+    from registry import nvrtc as nvrtc_lib
+
+    return NvrtcDevice(nvrtc_lib.load())
+
+
+def _as_compiler(compiler):
+    """A device compiler; a bare registry.nvrtc.Nvrtc (callers before nvcc-cubin) is wrapped."""
+    return compiler if hasattr(compiler, "key_inputs") else NvrtcDevice(compiler)
 
 
 class Snapshot:
@@ -71,7 +123,9 @@ def _roots(manifest) -> list[tuple[Path, str]]:
 def scan_files(manifest, recorded: list[str]) -> list[str]:
     """The device sources, their scanned include closure and the files the
     last build needed, sorted."""
-    dirs = keys.include_dirs(manifest) + [str(SHIM_DIR)]
+    # NVRTC's <cstdint> is the shim; nvcc's is the system's (not a project file).
+    extra = [str(SHIM_DIR)] if manifest.cuda.compiler == "nvrtc" else []
+    dirs = keys.include_dirs(manifest) + extra
     closure = _core.scan_include_closure(device_sources(manifest), dirs)
     return sorted(set(closure.files) | {p for p in recorded if Path(p).is_file()})
 
@@ -95,16 +149,17 @@ def target_arch(cuda_arch_list: str | None) -> str:
     return f"sm_{major}{minor}"
 
 
-def device_key(manifest, snapshot: Snapshot, arch: str, nvrtc):
+def device_key(manifest, snapshot: Snapshot, arch: str, compiler):
+    compiler = _as_compiler(compiler)
     kb = _core.KeyBuilder()
     kb.add("kernel", manifest.name).add("backend", "cuda").add("kind", "device")
-    kb.add("recipe", DEVICE_RECIPE)
+    kb.add("recipe", compiler.recipe)
     for path in sorted(snapshot.files):
         kb.add(f"file:{keys._label(path, manifest)}", _core.hash_bytes_hex(snapshot.files[path]))
-    kb.add_list("flags.device", nvrtc_options(manifest, arch))
+    kb.add_list("flags.device", compiler.options(manifest, arch))
     kb.add_list("include_dirs", list(manifest.include_dirs))
-    kb.add("toolchain.nvrtc", nvrtc.identity())
-    kb.add("nvrtc.include_dir", nvrtc.include_dir or "")
+    for name, value in compiler.key_inputs():
+        kb.add(name, value)
     return kb.finish()
 
 
@@ -135,6 +190,7 @@ def _resolve_missing(name: str, includer_mirror: str, manifest, staging: Path) -
     if unmirrored != includer_mirror:
         candidates.append(Path(unmirrored).parent / name)
     candidates += [Path(d) / name for d in keys.include_dirs(manifest) + [str(SHIM_DIR)]]
+    # (the shim folder is searched for NVRTC's sake; nvcc never asks for those names)
     for c in candidates:
         if c.is_file():
             try:
@@ -152,12 +208,26 @@ def _unmirror(text: str, manifest, staging: Path) -> str:
     return text.replace(str(staging / "src") + "/", "")  # the generated unit: "<kernel>.device.cu"
 
 
-def _include_paths(manifest, staging: Path, nvrtc) -> list[str]:
+def _include_paths(manifest, staging: Path, compiler) -> list[str]:
     paths = [str(_mirror_path(d, manifest, staging)) for d in keys.include_dirs(manifest)]
-    paths.append(str(_mirror_path(str(SHIM_DIR), manifest, staging)))
-    if nvrtc.include_dir:
-        paths.append(nvrtc.include_dir)
+    paths += [str(_mirror_path(d, manifest, staging)) for d in compiler.extra_scan_dirs]
+    if compiler.system_include_dir:
+        paths.append(compiler.system_include_dir)
     return paths
+
+
+def _read_around_mirror(deps: list[str], manifest, staging: Path) -> list[str]:
+    """Project files (kernel folder, registry headers) the compiler reported
+    reading from their real place instead of the mirror (an absolute #include)."""
+    mirror = str((staging / "src").resolve()) + "/"
+    found = []
+    for dep in deps:
+        real = str(Path(dep).resolve())
+        if real.startswith(mirror) or not Path(real).is_file():
+            continue
+        if any(real.startswith(str(root) + "/") for root, _ in _roots(manifest)):
+            found.append(os.path.normpath(dep))
+    return found
 
 
 class DeviceBuild:
@@ -167,11 +237,12 @@ class DeviceBuild:
         self.key, self.artifact, self.deps, self.seconds, self.rounds = key, cubin_name, files, seconds, rounds
 
 
-def compile_device(manifest, snapshot: Snapshot, arch: str, nvrtc, staging: Path) -> DeviceBuild:
+def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: Path) -> DeviceBuild:
     """Compile the device sources to <staging>/<kernel>.cubin; grows the snapshot
     with headers found only by compiling (see the module comment)."""
+    compiler = _as_compiler(compiler)
     start = time.perf_counter()
-    options = nvrtc_options(manifest, arch)
+    options = compiler.options(manifest, arch)
     # One translation unit including every device source by its mirror path:
     # one cubin, one module per kernel.
     unit = "".join(f'#include "{_mirror_path(s, manifest, staging)}"\n' for s in device_sources(manifest))
@@ -179,36 +250,40 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, nvrtc, staging: Path
     for rounds in range(1, _MAX_DISCOVERY_ROUNDS + 1):
         _write_mirror(snapshot, staging)
         compiles_run.append(manifest.name)
-        cubin, log = nvrtc.compile(unit.encode(), unit_name,
-                                   options + [f"-I{p}" for p in _include_paths(manifest, staging, nvrtc)])
+        cubin, log, deps = compiler.compile(unit.encode(), unit_name,
+                                            options + [f"-I{p}" for p in _include_paths(manifest, staging, compiler)])
         if cubin is not None:
+            # Read after the compile, stamped: a save during it shows as a change next time.
+            for path in _read_around_mirror(deps, manifest, staging):
+                snapshot.add(path)
             name = f"{manifest.name}.cubin"
             (staging / name).write_bytes(cubin)
             shutil.rmtree(staging / "src", ignore_errors=True)
-            return DeviceBuild(device_key(manifest, snapshot, arch, nvrtc), name, sorted(snapshot.files),
+            return DeviceBuild(device_key(manifest, snapshot, arch, compiler), name, sorted(snapshot.files),
                                time.perf_counter() - start, rounds)
-        missing = [(m["name"], m["file"]) for m in _MISSING.finditer(log)]
+        missing = [(m["name"], m["file"]) for pattern in _MISSING for m in pattern.finditer(log)]
         found = [p for name, includer in missing
                  if (p := _resolve_missing(name, includer, manifest, staging)) and p not in snapshot.files]
         if not found:
-            raise _build_error(manifest, _unmirror(log, manifest, staging))
+            raise _build_error(manifest, _unmirror(log, manifest, staging), compiler)
         for path in found:
             snapshot.add(path)
     raise RegistryError(f"{manifest.name}: device headers kept appearing after {_MAX_DISCOVERY_ROUNDS} compiles")
 
 
-def _build_error(manifest, log: str) -> BuildError:
+def _build_error(manifest, log: str, compiler=None) -> BuildError:
     # NVRTC writes "file(line): error: ..." like nvcc, and "catastrophic error"
     # for a missing header: the same diagnostics as the nvcc path.
     readable = log.replace("): catastrophic error:", "): error:")
-    return BuildError(manifest.name, "the device code (NVRTC)", parse_diagnostics(readable), log)
+    name = compiler.name if compiler is not None else "NVRTC"
+    return BuildError(manifest.name, f"the device code ({name})", parse_diagnostics(readable), log)
 
 
 class DeviceArtifact:
     """A verified cubin in the cache (built now, or found)."""
 
-    def __init__(self, entry, built: DeviceBuild | None, nvrtc, miss_reason: str = "", stamps=None):
-        self.entry, self.built, self.nvrtc, self.miss_reason = entry, built, nvrtc, miss_reason
+    def __init__(self, entry, built: DeviceBuild | None, compiler, miss_reason: str = "", stamps=None):
+        self.entry, self.built, self.compiler, self.miss_reason = entry, built, compiler, miss_reason
         self.stamps = stamps  # of the snapshot's files; None when the memo's verdict held
         self.path = str(Path(entry.dir) / entry.artifact)
         self.key = entry.key
@@ -228,17 +303,18 @@ def recorded_files(store, memo) -> list[str]:
     return list(hit.entry.deps) if hit.entry is not None else []
 
 
-def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, force: bool) -> DeviceArtifact:
+def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, force: bool,
+           compiler=None) -> DeviceArtifact:
     """The kernel's cubin: the memo's key when no stamp moved (trust_memo),
-    else scan + snapshot + key; a miss compiles under the key's lock."""
-    from registry import nvrtc as nvrtc_lib
+    else scan + snapshot + key; a miss compiles under the key's lock.
+    compiler: the device compiler (default: the manifest's, device_compiler())."""
     from registry.artifacts import _locked
 
-    nv = nvrtc_lib.load()
+    nv = compiler or device_compiler(manifest)
     if trust_memo and not force and memo is not None and "device" in memo.keys:
         hit = store.lookup(memo.keys["device"])
-        # The same NVRTC too: the memo's verdict covers only the files.
-        if hit.entry is not None and _entry_input(hit.entry, "toolchain.nvrtc") == nv.identity():
+        # The same compiler too: the memo's verdict covers only the files.
+        if hit.entry is not None and all(_entry_input(hit.entry, n) == v for n, v in nv.key_inputs()):
             return DeviceArtifact(hit.entry, None, nv)
     arch = target_arch(cuda_arch)
     snapshot = Snapshot(manifest)

@@ -55,6 +55,28 @@ def _ensure_context() -> None:
         _check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
 
 
+def warm_up_context() -> None:
+    """Start CUDA's initialization and the primary context (a few hundred ms on a
+    large GPU) on a thread, so a first `get` in a process pays for it while its
+    compilers run, not after them. Only before torch has touched CUDA: then the
+    current device of every thread is device 0, the one bind() will use."""
+    import threading
+
+    import torch
+
+    if torch.cuda.is_initialized():
+        return
+
+    def warm():
+        try:
+            torch.cuda.init()
+            torch.cuda.synchronize()  # creates the primary context
+        except Exception:  # noqa: BLE001  bind() initializes again and reports what fails
+            pass
+
+    threading.Thread(target=warm, name="kreg-cuda-context", daemon=True).start()
+
+
 def load_module(key: str, cubin_path: str) -> int:
     if key in _modules:
         return _modules[key]

@@ -54,10 +54,11 @@ def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
     if requested is None:
         requested = "cuda" if manifest.cuda.present and environment.cuda_available(cache_root) else "cpu"
     spec = manifest.cuda if requested == "cuda" else manifest.cpu
-    if requested == "cuda" and spec.compiler == "nvrtc" and manifest.binding == "pybind":
+    if requested == "cuda" and spec.compiler in ("nvrtc", "nvcc-cubin") and manifest.binding == "pybind":
         raise RegistryError(
-            f"kernel {manifest.name!r}: compiler = \"nvrtc\" needs the generated binding (its launchers "
-            f"are bound to the NVRTC module); remove binding = \"pybind\" from {manifest.file}, or use nvcc"
+            f"kernel {manifest.name!r}: compiler = \"{spec.compiler}\" needs the generated binding (its "
+            f"launchers are bound to the cubin's module); remove binding = \"pybind\" from {manifest.file}, "
+            f"or use compiler = \"nvcc\""
         )
     if not spec.present:
         raise RegistryError(
@@ -76,23 +77,6 @@ def find(name: str):
     return manifest
 
 
-def _in_background(work):
-    """work() on a thread of its own; .result() joins it and re-raises its error."""
-    from concurrent.futures import Future
-    import threading
-
-    future: Future = Future()
-
-    def run():
-        try:
-            future.set_result(work())
-        except BaseException as e:  # noqa: BLE001 - handed to the caller by result()
-            future.set_exception(e)
-
-    threading.Thread(target=run, name="kreg-device-build", daemon=True).start()
-    return future
-
-
 def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of) -> KernelState:
     """previous_of(backend): the kernel's state loaded in this process for that
     backend, or None. Asked after the backend is chosen, so a request that
@@ -103,29 +87,35 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     backend = choose_backend(manifest, requested_backend, cache_root)
     previous = previous_of(backend)
     store = _core.CacheStore(str(cache_root))
-    nvrtc = keys.uses_nvrtc(manifest, backend)
-    env = environment.build_environment(backend, cache_root, nvcc_optional=nvrtc)
+    device_module = keys.uses_device_module(manifest, backend)
+    env = environment.build_environment(backend, cache_root, nvcc_optional=keys.uses_nvrtc(manifest, backend))
     plan = _core.make_plan(manifest, store, backend, env, str(keys.REGISTRY_INCLUDE),
                            keys.direct_recipe(manifest, backend), list(STATE.namespaces), rebuild)
-    planned = plan.artifacts
-    device = device_job = None
-    if nvrtc:
+    device, device_job = None, None
+    if device_module:
+        # NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a device-only edit
+        # leaves the host key alone. When the host side has misses too (a new
+        # or renamed kernel, a launcher edit), the cubin compiles beside them.
         from registry import device_build
 
-        def ensure_device():
-            return device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
-                                       trust_memo=plan.memo_vouched, force=rebuild)
+        compiler = device_build.device_compiler(manifest)  # here: the host build sets CXX etc. for its run
 
-        if any(a.missing for a in planned):
-            # NVRTC (in-process, through ctypes, GIL released) and the host
-            # compiler (a subprocess) overlap: a header both sides include
-            # costs the slower of the two compiles, not their sum.
-            device_job = _in_background(ensure_device)
+        def cubin():
+            return device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
+                                       trust_memo=plan.memo_vouched, force=rebuild, compiler=compiler)
+
+        if any(a.missing for a in plan.artifacts):
+            device_job = _Beside(cubin)
+            if environment.cuda_available(cache_root):  # memoized per machine; no GPU: nothing to warm up
+                from registry import device_module as loader
+
+                loader.warm_up_context()
         else:
-            device = ensure_device()
+            device = cubin()
 
     team = _team()
     team_before = dict(team.counts) if team is not None else None
+    planned = plan.artifacts
     artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
     if team is not None:
         team.share([a.entry for a in artifacts.values()])  # built before the remote was set up
@@ -136,8 +126,13 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
         targets = {a.what: Target(a) for a in planned if a.missing}
         estimate = previous.status.last_build_seconds if previous is not None else plan.previous_build_seconds
-        built, ccache_delta = build_missing(store, plan, manifest, dict(targets), estimate, cache_root,
-                                            env.get("env.cuda_arch"))
+        try:
+            built, ccache_delta = build_missing(store, plan, manifest, dict(targets), estimate, cache_root,
+                                                env.get("env.cuda_arch"))
+        except Exception:
+            if device_job is not None:
+                device_job.result()  # a device compile error is the one to read first, as before
+            raise
         for what, artifact in built.items():
             artifact.miss_reason = artifact.miss_reason or _miss_reason(planned, what)
         artifacts.update(built)
@@ -192,12 +187,37 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
         sources={what: a.source for what, a in artifacts.items()},
         remote=_remote_summary(team, team_before),
-        device=f"{device.nvrtc.identity()}, cubin key {device.key}" if device else None,
+        device=f"{device.compiler.identity()}, cubin key {device.key}" if device else None,
     )
     if device is not None:
         status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
+
+
+class _Beside:
+    """A call run on a thread beside the caller's work; result() joins it and
+    returns its value or raises its exception. NVRTC runs through ctypes,
+    which releases the GIL, and nvcc in a subprocess: both really overlap."""
+
+    def __init__(self, fn):
+        import threading
+
+        self._value, self._error = None, None
+        self._thread = threading.Thread(target=self._run, args=(fn,), name="kreg-device-build", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn) -> None:
+        try:
+            self._value = fn()
+        except BaseException as error:  # handed to the caller by result()
+            self._error = error
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _team():

@@ -20,8 +20,8 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
     pybind = manifest.binding == "pybind"
     includes = list(plan.include_dirs) if plan is not None else keys.include_dirs(manifest)
     # The host's defaults first, so a manifest flag (-mno-f16c, say) wins.
-    # [cuda] cflags go to nvcc, except with NVRTC: then the [cuda] sources are host C++.
-    host_flags = backend == "cpu" or keys.uses_nvrtc(manifest, backend)
+    # [cuda] cflags go to nvcc, except with a device cubin: then the [cuda] sources are host C++.
+    host_flags = backend == "cpu" or keys.uses_device_module(manifest, backend)
     cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if host_flags else [])]
     # Launcher prototypes from the signatures, seen by every source: a launcher
     # that disagrees does not compile (core/launcher_header.h).
@@ -42,7 +42,7 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
         estimate_s=estimate_s,
-        cuda_toolkit=not keys.uses_nvrtc(manifest, backend),
+        cuda_toolkit=not keys.uses_device_module(manifest, backend),
         direct=keys.built_directly(manifest, backend),
         ops=[] if pybind else list(manifest.ops),
         manifest_file=manifest.file,

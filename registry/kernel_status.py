@@ -24,7 +24,7 @@ class Status:
     sources             what -> "cache", "remote" or "compiled", per artifact
     remote              the remote cache's part, when one is configured: where,
                         mode, and this get's hit / miss / rejected / stored counts
-    device              compiler = "nvrtc": which NVRTC compiled the device code, and the cubin's key
+    device              compiler = "nvrtc" / "nvcc-cubin": which NVRTC or nvcc compiled the device code, and the cubin's key
     """
 
     def __init__(self, *, kernel, backend, outcome, key, manifest, artifacts, build_seconds,

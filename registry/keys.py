@@ -24,6 +24,12 @@ def uses_nvrtc(manifest, backend: str) -> bool:
     return backend == "cuda" and manifest.cuda.compiler == "nvrtc"
 
 
+def uses_device_module(manifest, backend: str) -> bool:
+    """Device code in its own cubin (compiler = "nvrtc" or "nvcc-cubin"),
+    loaded with the driver API: `sources` are then host launchers only."""
+    return backend == "cuda" and manifest.cuda.compiler in ("nvrtc", "nvcc-cubin")
+
+
 def backend_spec(manifest, backend: str):
     return manifest.cuda if backend == "cuda" else manifest.cpu
 
@@ -65,8 +71,8 @@ def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:
 
 def built_directly(manifest, backend: str) -> bool:
     """Torch-free libraries the registry compiles itself (direct_build.py):
-    CPU kernel libraries and the host launchers of NVRTC device code."""
-    return manifest.binding != "pybind" and (backend == "cpu" or uses_nvrtc(manifest, backend))
+    CPU kernel libraries and the host launchers of device code in a cubin."""
+    return manifest.binding != "pybind" and (backend == "cpu" or uses_device_module(manifest, backend))
 
 
 def direct_recipe(manifest, backend: str) -> str:

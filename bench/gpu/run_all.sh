@@ -5,7 +5,8 @@
 # temporary folder when unset).
 #   bash bench/gpu/run_all.sh            (STEPS="tests bandwidth editloop notebooks")
 #   STEPS="fresh anchor" bash bench/gpu/run_all.sh
-#   STEPS="nvrtc" bash bench/gpu/run_all.sh   (device code through NVRTC: bench/nvrtc_edit_loop.py)
+#   STEPS="nvrtc" bash bench/gpu/run_all.sh   (device code through NVRTC and nvcc -cubin: bench/nvrtc_edit_loop.py, ~5 min)
+#   STEPS="cubin nvrtc" bash bench/gpu/run_all.sh (the GPU tests of both cubin paths, then that benchmark)
 #   STEPS="remote" bash bench/gpu/run_all.sh  (a teammate's first get through Redis: bench/remote_get.py)
 #   STEPS="kernels" bash bench/gpu/run_all.sh (the kernel library: bench/gpu/kernel_library.sh)
 set -u
@@ -22,7 +23,10 @@ for step in $STEPS; do
     bandwidth) python3 bench/axpy_bandwidth.py --out "$OUT" 2>&1 | tail -12 ;;
     editloop) python3 bench/edit_loop.py --device cuda --reps "${REPS:-3}" --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tail -16 ;;
     kernels) OUT="$OUT" REGISTRY_CACHE_DIR="$REGISTRY_CACHE_DIR" bash bench/gpu/kernel_library.sh 2>&1 | tail -60 ;;
-    nvrtc) python3 bench/nvrtc_edit_loop.py --device cuda --reps "${REPS:-7}" --out "$OUT" 2>&1 | tail -16 ;;
+    nvrtc) PYTHONUNBUFFERED=1 python3 bench/nvrtc_edit_loop.py --device cuda --reps "${REPS:-5}" \
+             --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tee "$OUT/nvrtc_edit_loop.log" | grep '^step ' ;;
+    cubin) python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gpu_nvcc_cubin.py tests/test_gpu_nvrtc.py \
+             2>&1 | tee "$OUT/gpu_cubin_tests.txt" | tail -40 ;;
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
     remote) python3 bench/remote_get.py --device cuda --reps "${REMOTE_REPS:-7}" --out "$OUT" 2>&1 | tail -3 ;;
     anchor) OUT="$OUT" python3 bench/anchor/torch_load_anchor.py > "$OUT/anchor.txt" 2>&1; tail -4 "$OUT/anchor.txt" ;;

@@ -517,9 +517,9 @@ class ManifestParser {
     parse_device_compiler(table, name, spec);
   }
 
-  // [cuda] compiler = "nvrtc": the __global__ functions live in device_sources
-  // (compiled in-process by NVRTC into a cubin) and `sources` are host C++
-  // launchers calling them through kreg/launch.h.
+  // [cuda] compiler = "nvrtc" or "nvcc-cubin": the __global__ functions live in
+  // device_sources (compiled into a cubin, in-process by NVRTC or by `nvcc
+  // -cubin`) and `sources` are host C++ launchers calling them through kreg/launch.h.
   void parse_device_compiler(const toml::table& table, const char* name, BackendSpec* spec) const {
     const bool cuda = std::string(name) == "cuda";
     for (const char* key : {"compiler", "device_sources", "device_cflags"}) {
@@ -531,23 +531,23 @@ class ManifestParser {
     spec->compiler = "nvcc";
     if (const toml::node* n = table.get("compiler")) {
       spec->compiler = read_string(*n, dotted(name, "compiler"));
-      if (spec->compiler != "nvcc" && spec->compiler != "nvrtc") {
+      if (spec->compiler != "nvcc" && spec->compiler != "nvrtc" && spec->compiler != "nvcc-cubin") {
         fail(dotted(name, "compiler"), "unknown compiler \"" + spec->compiler +
-                                           "\"; use \"nvcc\" (default) or \"nvrtc\"");
+                                           "\"; use \"nvcc\" (default), \"nvrtc\" or \"nvcc-cubin\"");
       }
     }
     const toml::node* device = table.get("device_sources");
-    if (spec->compiler == "nvrtc") {
+    if (spec->compiler != "nvcc") {
       if (device == nullptr) {
         fail(dotted(name, "device_sources"),
-             "missing; with compiler = \"nvrtc\" list the files holding the __global__ "
+             "missing; with compiler = \"" + spec->compiler + "\" list the files holding the __global__ "
              "functions, e.g. device_sources = [\"k_device.cu\"]");
       }
       spec->device_sources = read_paths(*device, dotted(name, "device_sources"), PathKind::kFile);
       if (spec->device_sources.empty()) fail(dotted(name, "device_sources"), "empty; list at least one file");
     } else if (device != nullptr || table.get("device_cflags") != nullptr) {
       fail(dotted(name, device != nullptr ? "device_sources" : "device_cflags"),
-           "only used with compiler = \"nvrtc\"; add it, or move the file into sources");
+           "only used with compiler = \"nvrtc\" or \"nvcc-cubin\"; add one, or move the file into sources");
     }
     if (const toml::node* n = table.get("device_cflags")) {
       spec->device_cflags = read_string_list(*n, dotted(name, "device_cflags"));

@@ -28,13 +28,16 @@
 //   [cuda]
 //   sources = ["axpy.cu"]
 //   cflags  = ["-O3", "-lineinfo"]        # given to nvcc, after the top-level cflags
-//   compiler = "nvcc"                     # [cuda] only: "nvcc" (default) or "nvrtc":
+//   compiler = "nvcc"                     # [cuda] only: "nvcc" (default), "nvrtc" or "nvcc-cubin":
 //                                         #   nvrtc: device_sources (the __global__ functions
 //                                         #   and what they include) are compiled in-process
 //                                         #   by NVRTC to a cubin; sources are then host C++
 //                                         #   launchers calling them through kreg/launch.h
-//   device_sources = ["axpy_device.cu"]   # required with compiler = "nvrtc", else an error
-//   device_cflags  = ["-lineinfo"]        # NVRTC options (with compiler = "nvrtc" only)
+//                                         #   nvcc-cubin: the same, with `nvcc -cubin` as the
+//                                         #   device compiler (code NVRTC cannot take: host-heavy
+//                                         #   templates, CUTLASS); needs the CUDA toolkit
+//   device_sources = ["axpy_device.cu"]   # required with compiler = "nvrtc" / "nvcc-cubin", else an error
+//   device_cflags  = ["-lineinfo"]        # the device compiler's options (with those two only)
 //
 //   [[op]]                                # at least one
 //   signature  = "axpy(Tensor x, Tensor y, float alpha) -> Tensor"   # required
@@ -99,9 +102,9 @@ struct BackendSpec {
   bool present = false;
   std::vector<std::string> sources;  // relative to the kernel folder, as written
   std::vector<std::string> cflags;
-  std::string compiler;                     // [cuda]: "nvcc" or "nvrtc"; empty for [cpu]
-  std::vector<std::string> device_sources;  // compiler = "nvrtc": NVRTC's inputs
-  std::vector<std::string> device_cflags;   // compiler = "nvrtc": NVRTC's options
+  std::string compiler;                     // [cuda]: "nvcc", "nvrtc" or "nvcc-cubin"; empty for [cpu]
+  std::vector<std::string> device_sources;  // compiler != "nvcc": the device compiler's inputs
+  std::vector<std::string> device_cflags;   // compiler != "nvcc": the device compiler's options
 };
 
 struct OpSpec {

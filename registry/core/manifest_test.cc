@@ -173,6 +173,24 @@ TEST_F(ManifestTest, NvrtcCompilerTakesDeviceSources) {
   EXPECT_EQ(parse(std::string("format = 1\n") + kCuda + kOp).cuda.compiler, "nvcc");
 }
 
+// nvcc-cubin: the NVRTC path's shape (device_sources -> a cubin, host
+// launchers in sources) with nvcc as the device compiler.
+TEST_F(ManifestTest, NvccCubinCompilerTakesDeviceSources) {
+  Manifest m = parse(std::string("format = 1\n") +
+                     "[cuda]\nsources = [\"axpy_cpu.cpp\"]\ncompiler = \"nvcc-cubin\"\n"
+                     "device_sources = [\"axpy.cu\"]\ndevice_cflags = [\"-lineinfo\"]\n" + kOp);
+  EXPECT_EQ(m.cuda.compiler, "nvcc-cubin");
+  EXPECT_EQ(m.cuda.device_sources, std::vector<std::string>{"axpy.cu"});
+  EXPECT_EQ(m.cuda.device_cflags, std::vector<std::string>{"-lineinfo"});
+  try {
+    parse(std::string("format = 1\n[cuda]\nsources = [\"axpy.cu\"]\ncompiler = \"nvcc-cubin\"\n") + kOp);
+    FAIL() << "no error";
+  } catch (const ManifestError& e) {
+    EXPECT_EQ(e.field(), "cuda.device_sources");
+    EXPECT_NE(std::string(e.what()).find("with compiler = \"nvcc-cubin\""), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(ManifestTest, DeviceCompilerMistakesNameTheField) {
   auto field_of = [&](const std::string& backend) {
     try {

@@ -22,16 +22,21 @@ const std::set<std::string> kNotDirectInputs = {
     "env.torch", "env.torch_cxx11_abi", "env.python", "env.cuda", "toolchain.nvcc",
     "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.cuda_arch"};
 
+// What an op binding does not depend on (see binding_key).
+const std::set<std::string> kNotBindingInputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
+                                                 "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc"};
+
 std::string join(const std::string& dir, const std::string& relative) {
   return (fs::path(dir) / relative).lexically_normal().string();
 }
 
-bool uses_nvrtc(const Manifest& m, const std::string& backend) {
-  return backend == "cuda" && m.cuda.compiler == "nvrtc";
+// Device code in its own cubin (NVRTC or nvcc -cubin): `sources` are host launchers only.
+bool uses_device_module(const Manifest& m, const std::string& backend) {
+  return backend == "cuda" && (m.cuda.compiler == "nvrtc" || m.cuda.compiler == "nvcc-cubin");
 }
 
 bool built_directly(const Manifest& m, const std::string& backend) {
-  return m.binding != "pybind" && (backend == "cpu" || uses_nvrtc(m, backend));
+  return m.binding != "pybind" && (backend == "cpu" || uses_device_module(m, backend));
 }
 
 const BackendSpec& backend_spec(const Manifest& m, const std::string& backend) {
@@ -177,7 +182,7 @@ std::vector<std::string> kernel_sources(const Manifest& m, const std::string& ba
                                         const std::string& registry_include) {
   std::vector<std::string> sources;
   for (const std::string& s : backend_spec(m, backend).sources) sources.push_back(join(m.dir, s));
-  if (uses_nvrtc(m, backend)) sources.push_back(registry_include + "/kreg/launch_runtime.cc");
+  if (uses_device_module(m, backend)) sources.push_back(registry_include + "/kreg/launch_runtime.cc");
   if (m.binding == "pybind") sources.push_back(join(m.dir, m.binding_source));
   return sources;
 }
@@ -192,10 +197,8 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   kb.add_list("flags." + facts.backend, spec.cflags);
   kb.add_list("flags.ldflags", m.ldflags);
   kb.add_list("include_dirs", m.include_dirs);
-  if (uses_nvrtc(m, facts.backend)) kb.add("device_compiler", "nvrtc");  // host launchers only
-  // The launcher prototypes are force-included into every source of a
-  // kernel-lib: a new generator version is a different compile.
-  if (m.binding != "pybind") kb.add("launcher_header", std::to_string(kLauncherHeaderVersion));
+  // Host launchers only; the value names the device compiler ("nvrtc", "nvcc-cubin").
+  if (uses_device_module(m, facts.backend)) kb.add("device_compiler", m.cuda.compiler);
   const bool direct = built_directly(m, facts.backend);
   if (direct) kb.add("builder", facts.direct_recipe);
   for (const auto& [name, value] : facts.env) {
@@ -218,8 +221,10 @@ Key binding_key(const Signature& signature, const std::string& backend,
   kb.add("template", std::to_string(kBindingTemplateVersion));
   kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
   for (const auto& [name, value] : env) {
-    // Host code only, so no device code; and not a kernel library.
-    if (name != "env.cuda_arch" && name != "toolchain.kernel_lib") kb.add(name, value);
+    // Host C++ only: no device code, no kernel library, and no nvcc (a binding
+    // includes no CUDA header and reaches the stream through c10, so it is
+    // built as plain C++ with or without a toolkit; an nvcc upgrade leaves it be).
+    if (kNotBindingInputs.count(name) == 0) kb.add(name, value);
   }
   return kb.finish();
 }

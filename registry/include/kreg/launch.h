@@ -1,5 +1,5 @@
-/* The launch API of host launchers whose device code NVRTC compiled
- * ([cuda] compiler = "nvrtc"). The launcher is ordinary C++ built by the host
+/* The launch API of host launchers whose device code is a cubin compiled by
+ * NVRTC or nvcc -cubin ([cuda] compiler = "nvrtc" / "nvcc-cubin"). The launcher is ordinary C++ built by the host
  * compiler with no CUDA or torch header: it computes grids from sizes,
  * launches any number of kernels of the kernel's module by name, and returns
  * what kreg_launch returns (NULL or an error string), e.g.
