@@ -98,7 +98,7 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
         from registry import direct_build
 
         return direct_build.build(plan, staging)
-    if plan.kind == "binding" and plan.with_cuda and not os.path.isfile(ccache.nvcc_command()):
+    if plan.kind == "binding" and plan.with_cuda and not os.path.isfile(environment.nvcc_command()):
         # No CUDA toolkit: a binding includes no CUDA header (core/codegen.cc)
         # and calls CUDA through c10, so it is host C++ that load() builds
         # without CUDA. Its key has no toolchain.nvcc, so it is not one built with a toolkit.
