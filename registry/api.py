@@ -30,7 +30,7 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
     state = STATE.find(name, requested)
     # Everything per call is here, on purpose: one C++ call (a stat() per file
     # the build read, the floor for an exact answer), two dict lookups, and
-    # no object made but the time taken.
+    # no object made beyond their keys and the time taken.
     if state is not None and not rebuild and state.stamps.unchanged():
         # status() now describes this get, not the build or load before it.
         state.status = served = state.in_process
