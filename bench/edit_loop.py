@@ -91,7 +91,7 @@ def bare_compile_floor(scratch: Scratch, device: str, reps: int) -> float:
 
         cap = torch.cuda.get_device_capability()
         arch = f"-gencode=arch=compute_{cap[0]}{cap[1]},code=sm_{cap[0]}{cap[1]}"
-        from registry.ccache import nvcc_command
+        from registry.environment import nvcc_command
 
         cmd = [nvcc_command(), "-O3", "-lineinfo", arch, "--compiler-options", "'-fPIC'", "-std=c++17",
                "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",

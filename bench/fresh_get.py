@@ -6,6 +6,7 @@ measured on its own (cheap enough to rerun after a start-up change).
 
 Each sample is a new Python process that has imported torch; the clock runs
 from `import registry` (torch: the `load()` call) to the op being returned.
+The two are sampled in turn (registry, torch, registry, ...).
 """
 from __future__ import annotations
 
@@ -41,11 +42,15 @@ def main() -> None:
     Scratch(work / "kernels", "axpy", device)
     env = dict(os.environ, REGISTRY_KERNELS_PATH=str(work / "kernels"), REGISTRY_CACHE_DIR=str(work / "cache"))
     child_get("axpy", device, env)  # build
-    ours = [child_get("axpy", device, env) for _ in range(args.reps)]
-    assert all(r["compiles"] == 0 and r["outcome"] == "cache" for r in ours), ours
     torch_base = TorchLoadBaseline(CHECKOUT, work / "torch", device, 1)
-    torch_base.child(work / "ext")
-    theirs = [torch_base.child(work / "ext")["load_s"] for _ in range(args.reps)]
+    torch_base.child(work / "ext")  # build
+    # Interleaved, one sample of each per round: on a shared machine the load
+    # drifts over a run, and two back-to-back blocks would each see a different part.
+    ours, theirs = [], []
+    for _ in range(args.reps):
+        ours.append(child_get("axpy", device, env))
+        theirs.append(torch_base.child(work / "ext")["load_s"])
+    assert all(r["compiles"] == 0 and r["outcome"] == "cache" for r in ours), ours
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": device,
         "machine": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",

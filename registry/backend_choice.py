@@ -8,6 +8,7 @@ identity, so a cached `get` on a CPU machine never starts the CUDA driver.
 from __future__ import annotations
 
 from registry import knobs
+from registry.errors import RegistryError
 
 
 def requested(device: str | None) -> str | None:
@@ -24,3 +25,26 @@ def backend_for(device: str | None, has_cuda: bool = True) -> str:
     from registry import environment
 
     return "cuda" if has_cuda and environment.cuda_available(knobs.cache_dir()) else "cpu"
+
+
+def for_manifest(manifest, requested: str | None, cache_root) -> str:
+    """The backend a `get` of this kernel builds: `requested` (the caller's
+    device, after REGISTRY_DEVICE) if given, else backend_for's default. Says
+    what to change when the kernel has no section for it."""
+    if requested is None:
+        from registry import environment
+
+        requested = "cuda" if manifest.cuda.present and environment.cuda_available(cache_root) else "cpu"
+    spec = manifest.cuda if requested == "cuda" else manifest.cpu
+    if requested == "cuda" and spec.compiler in ("nvrtc", "nvcc-cubin") and manifest.binding == "pybind":
+        raise RegistryError(
+            f"kernel {manifest.name!r}: compiler = \"{spec.compiler}\" needs the generated binding (its "
+            f"launchers are bound to the cubin's module); remove binding = \"pybind\" from {manifest.file}, "
+            f"or use compiler = \"nvcc\""
+        )
+    if not spec.present:
+        raise RegistryError(
+            f"kernel {manifest.name!r} has no [{requested}] section in {manifest.file}; "
+            f"add one, or ask for device={'cpu' if requested == 'cuda' else 'cuda'!r}"
+        )
+    return requested

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from registry import _core, cache_layout, knobs
+from registry.environment import cxx_command, nvcc_command
 
 _env_lock = threading.Lock()
 # Wrapper script -> the compiler it runs: a build that must not go through
@@ -27,23 +28,6 @@ _wrapped: dict[str, str] = {}
 
 def ccache_executable() -> str | None:
     return shutil.which("ccache") if knobs.ccache_enabled() else None
-
-
-def cxx_command() -> str:
-    """The C++ compiler torch would use."""
-    return os.environ.get("CXX") or "c++"
-
-
-def nvcc_command() -> str:
-    """The nvcc torch would use, found the way torch finds CUDA_HOME (CUDA_HOME
-    or CUDA_PATH, then nvcc on PATH, then /usr/local/cuda) without importing
-    torch.utils.cpp_extension, which costs a fresh process hundreds of ms."""
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home is None:
-        on_path = shutil.which("nvcc")
-        home = str(Path(os.path.realpath(on_path)).parent.parent) if on_path else "/usr/local/cuda"
-    candidate = Path(home) / "bin" / "nvcc"
-    return str(candidate) if candidate.exists() else (shutil.which("nvcc") or str(candidate))
 
 
 def _cxx_wrapper(cache_root: Path, ccache: str, real_cxx: str) -> Path:

@@ -10,13 +10,14 @@ import functools
 import os
 import platform
 import re
+import shutil
 import socket
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
-from registry import _core, cache_layout, ccache
+from registry import _core, cache_layout
 from registry.errors import BuildEnvironmentError
 
 
@@ -97,6 +98,25 @@ def _read_lines(path: Path) -> list[str]:
         return path.read_bytes().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
+
+
+def cxx_command() -> str:
+    """The C++ compiler torch would use."""
+    return os.environ.get("CXX") or "c++"
+
+
+def nvcc_command() -> str:
+    """The nvcc torch would use, found the way torch finds CUDA_HOME (CUDA_HOME
+    or CUDA_PATH, then nvcc on PATH, then /usr/local/cuda) without importing
+    torch.utils.cpp_extension, which costs a fresh process hundreds of ms.
+    Here, not in ccache.py (which wraps both commands), so that a `get`
+    finding everything cached does not import the build wiring."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home is None:
+        on_path = shutil.which("nvcc")
+        home = str(Path(os.path.realpath(on_path)).parent.parent) if on_path else "/usr/local/cuda"
+    candidate = Path(home) / "bin" / "nvcc"
+    return str(candidate) if candidate.exists() else (shutil.which("nvcc") or str(candidate))
 
 
 def _ask_version(invoked: str) -> str:
@@ -197,7 +217,7 @@ def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = Fals
         "env.torch_cxx11_abi": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
         "env.python": f"{sys.version_info.major}.{sys.version_info.minor} {sysconfig.get_config_var('SOABI')}",
         "env.platform": sys.platform,
-        "toolchain.cxx": _core.compiler_identity_text(ccache.cxx_command(), memo, _ask_version),
+        "toolchain.cxx": _core.compiler_identity_text(cxx_command(), memo, _ask_version),
         "toolchain.link": LINK_RECIPE,
         "toolchain.kernel_lib": kernel_lib_recipe(),
     }
@@ -205,7 +225,7 @@ def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = Fals
         env["env.cuda"] = str(torch.version.cuda)
         env["env.cuda_arch"] = cuda_arch_list(cache_root)
         try:
-            env["toolchain.nvcc"] = _core.compiler_identity_text(ccache.nvcc_command(), memo, _ask_version)
+            env["toolchain.nvcc"] = _core.compiler_identity_text(nvcc_command(), memo, _ask_version)
         except RuntimeError:
             if not nvcc_optional:
                 raise

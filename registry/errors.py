@@ -61,18 +61,32 @@ class BuildEnvironmentError(RegistryError, RuntimeError):
     that does not run); says what to set or install."""
 
 
-class Diagnostic(NamedTuple):
-    """One compiler message: where, how bad, what."""
+def _diagnostic_class():
+    class Diagnostic(NamedTuple):
+        """One compiler message: where, how bad, what."""
 
-    file: str
-    line: int
-    column: int | None
-    severity: str
-    message: str
+        file: str
+        line: int
+        column: int | None
+        severity: str
+        message: str
 
-    def __str__(self) -> str:
-        col = f":{self.column}" if self.column else ""
-        return f"{self.file}:{self.line}{col}: {self.severity}: {self.message}"
+        def __str__(self) -> str:
+            col = f":{self.column}" if self.column else ""
+            return f"{self.file}:{self.line}{col}: {self.severity}: {self.message}"
+
+    Diagnostic.__module__, Diagnostic.__qualname__ = __name__, "Diagnostic"  # pickles by name
+    return Diagnostic
+
+
+def __getattr__(name: str):
+    # Diagnostic is made on first use: creating a NamedTuple class costs ~0.4 ms,
+    # and this module is imported by every `get`, most of which compile nothing.
+    if name == "Diagnostic":
+        global Diagnostic
+        Diagnostic = _diagnostic_class()
+        return Diagnostic
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class BuildError(RegistryError, RuntimeError):
@@ -91,7 +105,7 @@ class BuildError(RegistryError, RuntimeError):
         )
 
     @property
-    def first(self) -> Diagnostic | None:
+    def first(self) -> "Diagnostic | None":
         return self.diagnostics[0] if self.diagnostics else None
 
 

@@ -14,12 +14,12 @@ import time
 import warnings
 from pathlib import Path
 
-from registry import _core, environment, keys, knobs
-from registry.errors import KernelNotFoundError, ManifestError, RegistryError
+from registry import _core, backend_choice, environment, keys, knobs
+from registry.errors import KernelNotFoundError, ManifestError
 from registry.kernel_status import KernelState, Status
 from registry.state import STATE
 
-__all__ = ["KernelState", "Status", "choose_backend", "locate", "resolve"]
+__all__ = ["KernelState", "Status", "locate", "resolve"]
 
 # The build machinery (builder, artifacts, ThreadPoolExecutor) is imported only
 # when something must be built: a fresh process that finds everything cached
@@ -50,24 +50,6 @@ def _refuse_a_second_name(name: str, found) -> None:
                 raise
 
 
-def choose_backend(manifest, requested: str | None, cache_root: Path) -> str:
-    if requested is None:
-        requested = "cuda" if manifest.cuda.present and environment.cuda_available(cache_root) else "cpu"
-    spec = manifest.cuda if requested == "cuda" else manifest.cpu
-    if requested == "cuda" and spec.compiler in ("nvrtc", "nvcc-cubin") and manifest.binding == "pybind":
-        raise RegistryError(
-            f"kernel {manifest.name!r}: compiler = \"{spec.compiler}\" needs the generated binding (its "
-            f"launchers are bound to the cubin's module); remove binding = \"pybind\" from {manifest.file}, "
-            f"or use compiler = \"nvcc\""
-        )
-    if not spec.present:
-        raise RegistryError(
-            f"kernel {manifest.name!r} has no [{requested}] section in {manifest.file}; "
-            f"add one, or ask for device={'cpu' if requested == 'cuda' else 'cuda'!r}"
-        )
-    return requested
-
-
 def find(name: str):
     """The parsed manifest of kernel `name` (one core call when it exists)."""
     roots = [str(r) for r in knobs.kernel_roots()]
@@ -84,7 +66,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     start = time.perf_counter()
     manifest = find(name)
     cache_root = knobs.cache_dir()
-    backend = choose_backend(manifest, requested_backend, cache_root)
+    backend = backend_choice.for_manifest(manifest, requested_backend, cache_root)
     previous = previous_of(backend)
     store = _core.CacheStore(str(cache_root))
     device_module = keys.uses_device_module(manifest, backend)

@@ -149,7 +149,7 @@ def _run_side_by_side(store, builds: dict, team, cache_root: Path) -> dict[str, 
             errors = [f.exception() for f in futures.values() if f.exception() is not None]
         except KeyboardInterrupt:
             # Ctrl-C reaches this thread only: stop the workers' compilers so their builds fail now.
-            from registry.progress import stop_builds_of_this_process
+            from registry.build_processes import stop_builds_of_this_process
 
             stop_builds_of_this_process(cache_root)
             raise

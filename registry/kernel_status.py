@@ -86,9 +86,10 @@ class KernelState:
     every get served by the hot path reports (so that path allocates nothing).
     """
 
-    __slots__ = ("name", "backend", "ops", "stamps", "status", "in_process")
+    __slots__ = ("name", "backend", "ops", "stamps", "status", "in_process", "handle")
 
     def __init__(self, name: str, backend: str, ops: dict, stamps, status: Status):
         # stamps: a _core.StampSet over every file the build depends on
         self.name, self.backend, self.ops, self.stamps, self.status = name, backend, ops, stamps, status
         self.in_process = status.served_in_process()
+        self.handle = None  # what get returns (api.py: the Op, or an OpGroup of several)

@@ -26,7 +26,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from registry import _core, cache_layout, ccache, knobs
+from registry import _core, cache_layout, environment, knobs
 
 # Bumped when what the registry hands nvcc changes (options, mirror layout).
 RECIPE = "nvcc-cubin-1"
@@ -53,7 +53,7 @@ class NvccCubin:
     system_include_dir = None
 
     def __init__(self, nvcc: str | None = None, host: str | None = None, cache_root: Path | None = None):
-        self.nvcc = nvcc or ccache.nvcc_command()
+        self.nvcc = nvcc or environment.nvcc_command()
         self.host = host or host_compiler()
         memo = str(cache_layout.path("toolchains", cache_root or knobs.cache_dir()))
         try:

@@ -23,7 +23,6 @@ import threading
 import time
 
 from registry.build_processes import kill_build_processes
-from registry.build_processes import stop_builds_of_this_process  # noqa: F401  (kernel.py imports it from here)
 from registry.progress_display import in_notebook, open_bar
 
 SHOW_AFTER_S = 0.5   # builds faster than this show nothing

@@ -13,10 +13,10 @@ import torch
 
 import registry
 from conftest import KernelCopy, _counter
-from registry import ccache
+from registry import environment
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
-              pytest.mark.skipif(not Path(ccache.nvcc_command()).is_file(),
+              pytest.mark.skipif(not Path(environment.nvcc_command()).is_file(),
                                  reason="no nvcc: compiler = \"nvcc-cubin\" needs the CUDA toolkit")]
 
 

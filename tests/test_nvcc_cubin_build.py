@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKOUT, KernelCopy
-from registry import _core, ccache, device_build
+from registry import _core, device_build, environment
 from registry.errors import BuildError
 
-NVCC = ccache.nvcc_command()
+NVCC = environment.nvcc_command()
 pytestmark = pytest.mark.skipif(not Path(NVCC).is_file(), reason=f"no nvcc (looked for {NVCC}): "
                                 "compiler = \"nvcc-cubin\" needs the CUDA toolkit")
 ARCH = "9.0"

@@ -20,22 +20,6 @@ namespace kreg::python {
 
 void init_build(py::module_& m) {
   py::class_<Digest>(m, "Digest").def("hex", &Digest::hex);
-  // The digest of a file with these bytes (hash_file's): a key can then cover
-  // exactly the bytes a compiler was handed (the NVRTC path snapshots).
-  m.def("hash_bytes_hex", [](const py::bytes& bytes) {
-    return hash_bytes(std::string_view(bytes)).hex();
-  });
-  m.def("hash_fields_hex", [](const std::vector<std::pair<std::string, std::string>>& fields) {
-    FieldHasher h;
-    for (const auto& [name, value] : fields) h.field(name, value);
-    return h.digest().hex();
-  });
-
-  py::class_<IncludeClosure>(m, "IncludeClosure")
-      .def_readonly("files", &IncludeClosure::files)
-      .def_readonly("unresolved", &IncludeClosure::unresolved);
-  m.def("scan_include_closure", &scan_include_closure, py::arg("sources"), py::arg("include_dirs"));
-
   py::class_<KeyInput>(m, "KeyInput")
       .def(py::init<>())
       .def_readonly("name", &KeyInput::name)
@@ -43,14 +27,6 @@ void init_build(py::module_& m) {
   py::class_<Key>(m, "Key")
       .def_property_readonly("hex", [](const Key& k) { return k.digest.hex(); })
       .def_readonly("inputs", &Key::inputs);
-  py::class_<KeyBuilder>(m, "KeyBuilder")
-      .def(py::init<>())
-      .def("add", &KeyBuilder::add, py::return_value_policy::reference_internal)
-      .def("add_list", &KeyBuilder::add_list, py::return_value_policy::reference_internal)
-      .def("add_file", &KeyBuilder::add_file, py::return_value_policy::reference_internal)
-      .def("finish", &KeyBuilder::finish);
-  m.def("diff_key_inputs", &diff_key_inputs, py::arg("before"), py::arg("after"));
-
   py::class_<FileStamp>(m, "FileStamp")
       .def_readonly("path", &FileStamp::path)
       .def_property_readonly("content", [](const FileStamp& s) { return s.content.hex(); });
@@ -80,12 +56,6 @@ void init_build(py::module_& m) {
       })
       .def("__len__", [](const StampSet& set) { return set.stamps.size(); });
 
-  py::class_<CompilerIdentity>(m, "CompilerIdentity")
-      .def_readonly("path", &CompilerIdentity::path)
-      .def_readonly("version", &CompilerIdentity::version)
-      .def("text", &CompilerIdentity::text);
-  m.def("identify_compiler", &identify_compiler, py::arg("command"), py::arg("memo_file"),
-        py::arg("ask") = nullptr);
   // The key input's text in one call (what a `get` needs of the identity).
   m.def("compiler_identity_text",
         [](const std::string& command, const std::string& memo_file,
@@ -93,6 +63,40 @@ void init_build(py::module_& m) {
           return identify_compiler(command, memo_file, ask).text();
         },
         py::arg("command"), py::arg("memo_file"), py::arg("ask") = nullptr);
+}
+
+// What no cached `get` uses: registered on first use (module.cc).
+void init_build_on_demand(py::module_& m) {
+  // The digest of a file with these bytes (hash_file's): a key can then cover
+  // exactly the bytes a compiler was handed (the NVRTC path snapshots).
+  m.def("hash_bytes_hex", [](const py::bytes& bytes) {
+    return hash_bytes(std::string_view(bytes)).hex();
+  });
+  m.def("hash_fields_hex", [](const std::vector<std::pair<std::string, std::string>>& fields) {
+    FieldHasher h;
+    for (const auto& [name, value] : fields) h.field(name, value);
+    return h.digest().hex();
+  });
+
+  py::class_<IncludeClosure>(m, "IncludeClosure")
+      .def_readonly("files", &IncludeClosure::files)
+      .def_readonly("unresolved", &IncludeClosure::unresolved);
+  m.def("scan_include_closure", &scan_include_closure, py::arg("sources"), py::arg("include_dirs"));
+
+  py::class_<KeyBuilder>(m, "KeyBuilder")
+      .def(py::init<>())
+      .def("add", &KeyBuilder::add, py::return_value_policy::reference_internal)
+      .def("add_list", &KeyBuilder::add_list, py::return_value_policy::reference_internal)
+      .def("add_file", &KeyBuilder::add_file, py::return_value_policy::reference_internal)
+      .def("finish", &KeyBuilder::finish);
+  m.def("diff_key_inputs", &diff_key_inputs, py::arg("before"), py::arg("after"));
+
+  py::class_<CompilerIdentity>(m, "CompilerIdentity")
+      .def_readonly("path", &CompilerIdentity::path)
+      .def_readonly("version", &CompilerIdentity::version)
+      .def("text", &CompilerIdentity::text);
+  m.def("identify_compiler", &identify_compiler, py::arg("command"), py::arg("memo_file"),
+        py::arg("ask") = nullptr);
   m.def("find_in_path", &find_in_path, py::arg("name"));
 
   m.attr("BINDING_TEMPLATE_VERSION") = kBindingTemplateVersion;

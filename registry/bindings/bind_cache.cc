@@ -81,6 +81,23 @@ void init_cache(py::module_& m) {
       .def("list", &CacheStore::list)
       .def("remove", &CacheStore::remove)
       .def("clean_staging", &CacheStore::clean_staging);
+  py::class_<Memo>(m, "Memo")
+      .def(py::init<>())
+      .def_readwrite("kernel", &Memo::kernel)
+      .def_readwrite("backend", &Memo::backend)
+      .def_readwrite("env", &Memo::env)
+      .def_readwrite("keys", &Memo::keys)
+      .def_readwrite("stamps", &Memo::stamps)
+      .def_readwrite("inputs", &Memo::inputs);
+
+  // What ArtifactPlan.match_record returns (dep_record.h).
+  py::class_<DepMatch>(m, "DepMatch")
+      .def_readonly("key", &DepMatch::key)
+      .def_readonly("stamps", &DepMatch::stamps);
+}
+
+// What no cached `get` uses: registered on first use (module.cc).
+void init_cache_on_demand(py::module_& m) {
   m.def("write_file_atomic", &write_file_atomic, py::arg("path"), py::arg("contents"));
 
   // The remote cache's key names (core/remote_layout.h).
@@ -91,14 +108,6 @@ void init_cache(py::module_& m) {
   m.def("remote_claim_key", &remote_claim_key, py::arg("key_hex"));
   m.def("remote_file_key", &remote_file_key, py::arg("relative_path"));
 
-  py::class_<Memo>(m, "Memo")
-      .def(py::init<>())
-      .def_readwrite("kernel", &Memo::kernel)
-      .def_readwrite("backend", &Memo::backend)
-      .def_readwrite("env", &Memo::env)
-      .def_readwrite("keys", &Memo::keys)
-      .def_readwrite("stamps", &Memo::stamps)
-      .def_readwrite("inputs", &Memo::inputs);
   m.def("read_memo", &read_memo, py::arg("path"));
   m.def("write_memo", &write_memo, py::arg("path"), py::arg("memo"));
 
@@ -114,9 +123,6 @@ void init_cache(py::module_& m) {
       .def("label", &DepLabels::label, py::arg("path"))
       .def("path", &DepLabels::path, py::arg("label"));
   py::class_<DepEntry>(m, "DepEntry").def_readonly("key", &DepEntry::key);
-  py::class_<DepMatch>(m, "DepMatch")
-      .def_readonly("key", &DepMatch::key)
-      .def_readonly("stamps", &DepMatch::stamps);
   py::class_<BuildDeps>(m, "BuildDeps")
       .def_readonly("key", &BuildDeps::key)
       .def_readonly("stamps", &BuildDeps::stamps)

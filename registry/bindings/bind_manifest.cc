@@ -46,7 +46,6 @@ void init_manifest(py::module_& m) {
       .def("tensor_count", &Signature::tensor_count)
       .def("first_tensor", &Signature::first_tensor)
       .def("__repr__", [](const Signature& s) { return "<Signature " + s.canonical() + ">"; });
-  m.def("parse_signature", &parse_signature, py::arg("text"));
 
   py::class_<DimTerm>(m, "DimTerm")
       .def_property_readonly("kind", [](const DimTerm& t) { return static_cast<int>(t.kind); })
@@ -58,8 +57,6 @@ void init_manifest(py::module_& m) {
       .def_readonly("dtype_code", &OutputSpec::dtype_code)
       .def_readonly("dtype_arg", &OutputSpec::dtype_arg)
       .def_readonly("dims", &OutputSpec::dims);
-  m.attr("SLICE_END") = kSliceEnd;
-  m.def("fake_function", &fake_function, py::arg("signature"), py::arg("outputs"), py::arg("name"));
 
   // The dtype table (core/dtype.h): (name, suffix, element size), in code order.
   py::list dtypes;
@@ -68,13 +65,6 @@ void init_manifest(py::module_& m) {
   m.attr("BINDING_MAX_ARGS") = kMaxArgs;
   m.attr("BINDING_MAX_OUTPUTS") = kMaxOutputs;
   m.attr("BINDING_MAX_OUTPUT_DIMS") = kMaxOutputDims;
-
-  m.def("generate_launcher_header", &generate_launcher_header, py::arg("kernel"), py::arg("ops"));
-  m.def("required_launchers", &required_launchers, py::arg("ops"));
-  m.def("explain_launcher_mismatch", &explain_launcher_mismatch, py::arg("ops"), py::arg("compiler_output"),
-        py::arg("excerpts"));
-  m.def("missing_launchers", &missing_launchers, py::arg("kernel"), py::arg("ops"), py::arg("exported"));
-  m.attr("LAUNCHER_HEADER_VERSION") = kLauncherHeaderVersion;
 
   py::class_<BackendSpec>(m, "BackendSpec")
       .def_readonly("present", &BackendSpec::present)
@@ -112,9 +102,22 @@ void init_manifest(py::module_& m) {
       .def_readonly("cpu", &Manifest::cpu)
       .def_readonly("cuda", &Manifest::cuda)
       .def_readonly("ops", &Manifest::ops);
+}
+
+// What no cached `get` uses: registered on first use (module.cc).
+void init_manifest_on_demand(py::module_& m) {
+  m.def("parse_signature", &parse_signature, py::arg("text"));
+  m.attr("SLICE_END") = kSliceEnd;
+  m.def("fake_function", &fake_function, py::arg("signature"), py::arg("outputs"), py::arg("name"));
+  m.def("generate_launcher_header", &generate_launcher_header, py::arg("kernel"), py::arg("ops"));
+  m.def("required_launchers", &required_launchers, py::arg("ops"));
+  m.def("explain_launcher_mismatch", &explain_launcher_mismatch, py::arg("ops"), py::arg("compiler_output"),
+        py::arg("excerpts"));
+  m.def("missing_launchers", &missing_launchers, py::arg("kernel"), py::arg("ops"), py::arg("exported"));
+  m.attr("LAUNCHER_HEADER_VERSION") = kLauncherHeaderVersion;
+
   m.def("parse_manifest", &parse_manifest, py::arg("path"));
   m.def("is_valid_kernel_name", &is_valid_kernel_name, py::arg("name"));
-
   py::class_<KernelLocation>(m, "KernelLocation")
       .def_readonly("name", &KernelLocation::name)
       .def_readonly("manifest", &KernelLocation::manifest);

@@ -107,6 +107,14 @@ void init_plan(py::module_& m) {
         py::arg("device_stamps") = std::vector<FileStamp>{}, py::arg("compiled") = false,
         py::arg("gc_max_bytes") = std::nullopt, py::arg("keep") = std::vector<std::string>{});
 
+  py::class_<PinSet>(m, "PinSet")
+      .def(py::init<>())
+      .def("hold", &PinSet::hold, py::arg("store"), py::arg("keys"))
+      .def("held", &PinSet::held);
+}
+
+// What no cached `get` uses: registered on first use (module.cc).
+void init_plan_on_demand(py::module_& m) {
   py::class_<Claim>(m, "Claim")
       .def_property_readonly("busy", &Claim::busy)
       .def_readonly("hit", &Claim::hit)
@@ -127,11 +135,6 @@ void init_plan(py::module_& m) {
   m.def("publish_claim", &publish_claim, py::arg("store"), py::arg("artifact"), py::arg("claim"),
         py::arg("entry"), py::arg("reported"), py::arg("build_started_ns"),
         py::call_guard<py::gil_scoped_release>());
-
-  py::class_<PinSet>(m, "PinSet")
-      .def(py::init<>())
-      .def("hold", &PinSet::hold, py::arg("store"), py::arg("keys"))
-      .def("held", &PinSet::held);
 
   m.def("kernel_lib_key", [](const Manifest& manifest, const std::string& backend,
                              const std::map<std::string, std::string>& env, const std::vector<std::string>& files,

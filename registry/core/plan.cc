@@ -199,6 +199,9 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   kb.add_list("include_dirs", m.include_dirs);
   // Host launchers only; the value names the device compiler ("nvrtc", "nvcc-cubin").
   if (uses_device_module(m, facts.backend)) kb.add("device_compiler", m.cuda.compiler);
+  // The launcher prototypes are force-included into every source of a
+  // kernel-lib: a new generator version is a different compile.
+  if (m.binding != "pybind") kb.add("launcher_header", std::to_string(kLauncherHeaderVersion));
   const bool direct = built_directly(m, facts.backend);
   if (direct) kb.add("builder", facts.direct_recipe);
   for (const auto& [name, value] : facts.env) {

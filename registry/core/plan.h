@@ -14,7 +14,9 @@
 //                         (manifest, sources, include closure), flags.cflags,
 //                         flags.<backend>, flags.ldflags, include_dirs,
 //                         device_compiler (NVRTC host launchers), builder
-//                         (direct builds), and the environment's env.* and
+//                         (direct builds), launcher_header (kernel-libs: the
+//                         version of the launcher prototypes force-included
+//                         into their sources, launcher_header.h), and the environment's env.* and
 //                         toolchain.* inputs (a direct build leaves out those
 //                         of torch, Python and nvcc: kNotDirectInputs)
 //                         + the files its dependency record adds (dep_record.h)

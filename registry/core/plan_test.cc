@@ -6,10 +6,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "hash.h"
+#include "launcher_header.h"
 
 namespace kreg {
 namespace {
@@ -235,8 +237,8 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   for (const KeyInput& input : key.inputs) names.push_back(input.name);
   EXPECT_EQ(names, (std::vector<std::string>{"backend", "builder", "file:axpy_cpu.cpp", "file:include/axpy_math.h",
                                              "file:kernel.toml", "flags.cflags", "flags.cpu", "flags.ldflags",
-                                             "include_dirs", "kernel", "key.format", "kind", "toolchain.cxx",
-                                             "toolchain.kernel_lib"}));
+                                             "include_dirs", "kernel", "key.format", "kind", "launcher_header",
+                                             "toolchain.cxx", "toolchain.kernel_lib"}));
   Key binding = binding_key(m.ops[0].signature, "cpu", facts_.env, facts_.registry_include);
   names.clear();
   for (const KeyInput& input : binding.inputs) names.push_back(input.name);
@@ -259,6 +261,23 @@ TEST_F(PlanTest, ABindingIsHostCxxWhoseKeyNoCudaCompilerReaches) {
   EXPECT_EQ(binding_key(m.ops[0].signature, "cuda", env, facts_.registry_include).digest.hex(), plain);
   env["env.torch"] = "another torch";
   EXPECT_NE(binding_key(m.ops[0].signature, "cuda", env, facts_.registry_include).digest.hex(), plain);
+}
+
+// The launcher header is force-included into a kernel-lib's sources, so its
+// generator's version is an input of the kernel-lib's key (a bump rebuilds),
+// and of nothing a pybind module compiles (it does not include the header).
+TEST_F(PlanTest, TheLauncherHeaderVersionKeysTheKernelLibrary) {
+  Manifest m = manifest();
+  std::vector<std::string> files = {dir_ + "/axpy_cpu.cpp", dir_ + "/kernel.toml"};
+  auto value_of = [](const Key& key, const std::string& name) -> std::optional<std::string> {
+    for (const KeyInput& input : key.inputs) {
+      if (input.name == name) return input.value;
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(value_of(kernel_lib_key(m, facts_, files), "launcher_header"), std::to_string(kLauncherHeaderVersion));
+  m.binding = "pybind";
+  EXPECT_EQ(value_of(kernel_lib_key(m, facts_, files), "launcher_header"), std::nullopt);
 }
 
 }  // namespace
