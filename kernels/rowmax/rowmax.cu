@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(1024) rowmax_cached(const T* __restrict__ x, T
     const int p = threadIdx.x + i * blockDim.x;
     if (live && p < packs) {
 #pragma unroll
-      for (int l = 0; l < N; ++l) scan(kreg::to_float(v[i].v[l]), p * N + l, b);
+      for (int l = 0; l < N; ++l) scan(kreg::acc_at(v[i], l), p * N + l, b);
     }
   }
   b = row_best(b, scratch);
@@ -110,7 +110,7 @@ __global__ void rowmax_long(const T* __restrict__ x, T* __restrict__ values, int
     const kreg::Pack<T, N> v = xr[p];
 #pragma unroll
     for (int l = 0; l < N; ++l) {
-      const float f = kreg::to_float(v.v[l]);
+      const float f = kreg::acc_at(v, l);
       if (better(f, p * N + l, b)) b = Best<int64_t>{f, p * N + l};
     }
   }
