@@ -51,11 +51,14 @@ def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op
             if binding.built is None:
                 torch.ops.load_library(binding.path)
             STATE.namespaces[namespace] = binding.path
+        if namespace not in STATE.fast_entries:
+            STATE.fast_entries[namespace] = _fast_entry(STATE.namespaces[namespace])
         fn = getattr(torch.ops, namespace).call.default
         table = build_table(handle, spec, manifest.name, launchers[spec.name])
         torch_ops.register_binding_fake(namespace, spec, table, schemas[spec.name])
         op = before.get(spec.name) or Op.of(manifest.name, spec, schemas[spec.name])
-        op._swap(fn, table, backend, lib.entry.key, *_signature_of(spec, schemas))
+        op._swap(fn, table, backend, lib.entry.key, *_signature_of(spec, schemas),
+                 fast=STATE.fast_entries[namespace])
         op._set_spec(spec)
         ops[spec.name] = op
         if manifest.binding == "torch-library":
@@ -63,6 +66,24 @@ def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op
     link_backwards(ops, manifest)
     _remove_dropped(manifest, before, ops)
     return ops
+
+
+def _fast_entry(path: str):
+    """The binding's fast entry (core/fast_entry.h): fast(table address)
+    gives a Python function for that table, or None; None if the binding has
+    none. The library is loaded already (torch.ops.load_library, or load()
+    when it was built): RTLD_NOLOAD finds it and never loads a second copy,
+    whose TORCH_LIBRARY would register the namespace again and abort."""
+    import ctypes
+    import os
+
+    try:
+        library = ctypes.PyDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        entry = library.kreg_fast_entry
+    except (OSError, AttributeError):  # not found as loaded: the dispatcher's op alone
+        return None
+    entry.restype, entry.argtypes = ctypes.py_object, [ctypes.c_int64]
+    return entry
 
 
 def _signature_of(spec, schemas) -> tuple[str, list[str]]:

@@ -50,14 +50,15 @@ def _default_value(arg):
 
 
 class Op:
-    __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_table", "_address", "_arg_names",
-                 "_removed", "_defaults", "_positional", "_fast_arity", "_tensor_index", "_spec", "_backward")
+    __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_fast", "_fast_entry", "_table", "_address",
+                 "_arg_names", "_removed", "_defaults", "_positional", "_fast_arity", "_tensor_index", "_spec",
+                 "_backward")
 
     def __init__(self, kernel: str, name: str, signature: str, arg_names: list[str], spec=None):
         self.kernel, self.name, self.signature = kernel, name, signature
         self._arg_names = tuple(arg_names)
         self.backend = self.key = None
-        self._fn = self._table = None
+        self._fn = self._fast = self._fast_entry = self._table = None
         self._address = 0
         self._removed = ""  # why calling this handle is an error, once its op left the kernel
         self._backward = None
@@ -81,12 +82,18 @@ class Op:
         return cls(kernel, spec.name, schema or spec.signature.canonical(), [a.name for a in spec.signature.args], spec)
 
     def _swap(self, fn, table, backend: str, key: str, signature: str | None = None,
-              arg_names: list[str] | None = None) -> None:
-        """Point the handle at new code; a changed signature comes with it."""
+              arg_names: list[str] | None = None, fast=None) -> None:
+        """Point the handle at new code; a changed signature comes with it.
+        fast: the binding's fast entry (core/fast_entry.h), which gives a
+        function bound to the table, or None."""
         if self._table is not None:
             _retired_tables.append(self._table)
         self._table = table
         self._fn, self._address = fn, (ctypes.addressof(table) if table is not None else 0)
+        self._fast = fast(self._address) if fast is not None and table is not None else None
+        self._fast_entry = fast if table is not None else None
+        if self._fast is not None:
+            _bind_is_compiling()
         self.backend, self.key = backend, key
         if signature is not None:
             self.signature, self._arg_names = signature, tuple(arg_names)
@@ -107,6 +114,16 @@ class Op:
             if self._removed:
                 self._fn()  # raises: a removed op says so before any complaint about arguments
             args = self._bind_arguments(args, kwargs)
+        fast = self._fast
+        # Plain tensors and numbers, no grad needed: call() itself, without
+        # torch.ops' boxing (core/fast_entry.h). NotImplemented: anything else,
+        # which the dispatcher's op below handles. torch.compile traces that op
+        # (a plain C function is opaque to it). _is_compiling is bound by the
+        # _swap that set a fast entry.
+        if fast is not None and not _is_compiling():
+            result = fast(*args)
+            if result is not NotImplemented:
+                return result
         if self._table is None:  # a hand-written pybind module's function
             return self._fn(*args)
         if self._tensor_index and _grad_enabled():
@@ -166,7 +183,7 @@ class Op:
     def snapshot(self) -> "Op":
         frozen = Op(self.kernel, self.name, self.signature, list(self._arg_names), self._spec)
         frozen._backward = self._backward
-        frozen._swap(self._fn, self._table, self.backend, self.key)
+        frozen._swap(self._fn, self._table, self.backend, self.key, fast=self._fast_entry)
         return frozen
 
     def __repr__(self) -> str:
@@ -177,6 +194,17 @@ class Op:
 
 
 _is_grad_enabled = None  # torch.is_grad_enabled, bound on the first call (not at import)
+
+
+_is_compiling = None  # torch.compiler.is_compiling, bound when a handle first gets a fast entry
+
+
+def _bind_is_compiling() -> None:
+    global _is_compiling
+    if _is_compiling is None:
+        import torch
+
+        _is_compiling = torch.compiler.is_compiling
 
 
 def _grad_enabled() -> bool:

@@ -14,6 +14,7 @@ that rule visible and gives tests one thing to look at.
     namespaces    binding namespace -> the file registered. Loading a second file that
                   registers the same TORCH_LIBRARY namespace aborts the process, so a
                   namespace registered here is never built or loaded again.
+    fast_entries  binding namespace -> its fast entry (core/fast_entry.h), or None
     pins          _core.PinSet: the cache entries loaded (cache gc leaves them alone)
     retired_tables   launcher tables an Op handle used before a swap (op.py): a graph
                      compiled earlier may still pass their address
@@ -36,6 +37,7 @@ class ProcessState:
         self.libraries: dict[str, object] = {}
         self.modules: dict[str, object] = {}
         self.namespaces: dict[str, str] = {}
+        self.fast_entries: dict[str, object] = {}
         self.pins = _core.PinSet()
         self.retired_tables: list = []
         self.torch_libraries: dict[str, object] = {}

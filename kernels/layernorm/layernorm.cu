@@ -26,11 +26,11 @@ __device__ __forceinline__ kreg::Pack<T, N> normalize(const kreg::Pack<T, N>& v,
     const kreg::Pack<T, N> bv = b[p];
 #pragma unroll
     for (int l = 0; l < N; ++l) {
-      out.v[l] = kreg::from_float<T>((kreg::to_float(v.v[l]) - mu) * rs * kreg::to_float(wv.v[l]) + kreg::to_float(bv.v[l]));
+      out.v[l] = kreg::from_float<T>((kreg::acc_at(v, l) - mu) * rs * kreg::acc_at(wv, l) + kreg::acc_at(bv, l));
     }
   } else {
 #pragma unroll
-    for (int l = 0; l < N; ++l) out.v[l] = kreg::from_float<T>((kreg::to_float(v.v[l]) - mu) * rs * kreg::to_float(wv.v[l]));
+    for (int l = 0; l < N; ++l) out.v[l] = kreg::from_float<T>((kreg::acc_at(v, l) - mu) * rs * kreg::acc_at(wv, l));
   }
   return out;
 }
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(1024) layernorm_cached(const T* __restrict__ x
     if (live && p < packs) {
       v[i] = kreg::load_once(xr + p);
 #pragma unroll
-      for (int l = 0; l < N; ++l) sum += kreg::to_float(v[i].v[l]);
+      for (int l = 0; l < N; ++l) sum += kreg::acc_at(v[i], l);
     }
   }
   const float mu = kreg::row_sum(sum, scratch) / float(cols);
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(1024) layernorm_cached(const T* __restrict__ x
     if (live && p < packs) {
 #pragma unroll
       for (int l = 0; l < N; ++l) {
-        const float d = kreg::to_float(v[i].v[l]) - mu;
+        const float d = kreg::acc_at(v[i], l) - mu;
         var += d * d;
       }
     }
@@ -98,7 +98,7 @@ __global__ void layernorm_long(const T* __restrict__ x, const T* __restrict__ w,
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
     const V v = xr[p];
 #pragma unroll
-    for (int l = 0; l < N; ++l) sum += kreg::to_float(v.v[l]);
+    for (int l = 0; l < N; ++l) sum += kreg::acc_at(v, l);
   }
   const float mu = kreg::block_sum(sum, scratch) / float(cols);
   float var = 0;
@@ -106,7 +106,7 @@ __global__ void layernorm_long(const T* __restrict__ x, const T* __restrict__ w,
     const V v = xr[p];
 #pragma unroll
     for (int l = 0; l < N; ++l) {
-      const float d = kreg::to_float(v.v[l]) - mu;
+      const float d = kreg::acc_at(v, l) - mu;
       var += d * d;
     }
   }

@@ -20,7 +20,7 @@ __device__ __forceinline__ kreg::Pack<int8_t, N> quantize_pack(const kreg::Pack<
   kreg::Pack<int8_t, N> out;
 #pragma unroll
   for (int l = 0; l < N; ++l) {
-    out.v[l] = static_cast<int8_t>(fminf(127.0f, fmaxf(-127.0f, rintf(kreg::to_float(v.v[l]) * inv))));
+    out.v[l] = static_cast<int8_t>(fminf(127.0f, fmaxf(-127.0f, rintf(kreg::acc_at(v, l) * inv))));
   }
   return out;
 }
@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(1024) quantize_cached(const T* __restrict__ x,
     if (live && p < packs) {
       v[i] = kreg::load_once(xr + p);
 #pragma unroll
-      for (int l = 0; l < N; ++l) amax = fmaxf(amax, fabsf(kreg::to_float(v[i].v[l])));
+      for (int l = 0; l < N; ++l) amax = fmaxf(amax, fabsf(kreg::acc_at(v[i], l)));
     }
   }
   amax = kreg::row_max(amax, scratch);
@@ -67,7 +67,7 @@ __global__ void quantize_long(const T* __restrict__ x, int8_t* __restrict__ q, f
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
     const kreg::Pack<T, N> v = xr[p];
 #pragma unroll
-    for (int l = 0; l < N; ++l) amax = fmaxf(amax, fabsf(kreg::to_float(v.v[l])));
+    for (int l = 0; l < N; ++l) amax = fmaxf(amax, fabsf(kreg::acc_at(v, l)));
   }
   amax = kreg::block_max(amax, scratch);
   const float inv = amax > 0 ? 127.0f / amax : 0.0f;

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_cached(const T* __restrict__ x, 
     if (live && p < packs) {
       v[i] = kreg::load_once(xr + p);
 #pragma unroll
-      for (int l = 0; l < N; ++l) ss += kreg::to_acc(v[i].v[l]) * kreg::to_acc(v[i].v[l]);
+      for (int l = 0; l < N; ++l) ss += kreg::acc_at(v[i], l) * kreg::acc_at(v[i], l);
     }
   }
   const A rstd = A(1) / sqrt(kreg::row_sum(ss, scratch) / A(cols) + A(eps));
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_cached(const T* __restrict__ x, 
       const V wv = wr[p];
       V out;
 #pragma unroll
-      for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(kreg::to_acc(v[i].v[l]) * rstd * kreg::to_acc(wv.v[l]));
+      for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(kreg::acc_at(v[i], l) * rstd * kreg::acc_at(wv, l));
       kreg::store_once(yr + p, out);
     }
   }
@@ -77,14 +77,14 @@ __global__ void rmsnorm_long(const T* __restrict__ x, const T* __restrict__ w, T
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
     const V v = xr[p];
 #pragma unroll
-    for (int l = 0; l < N; ++l) ss += kreg::to_acc(v.v[l]) * kreg::to_acc(v.v[l]);
+    for (int l = 0; l < N; ++l) ss += kreg::acc_at(v, l) * kreg::acc_at(v, l);
   }
   const A rstd = A(1) / sqrt(kreg::block_sum(ss, scratch) / A(cols) + A(eps));
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
     const V v = xr[p], wv = wr[p];
     V out;
 #pragma unroll
-    for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(kreg::to_acc(v.v[l]) * rstd * kreg::to_acc(wv.v[l]));
+    for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(kreg::acc_at(v, l) * rstd * kreg::acc_at(wv, l));
     yr[p] = out;
   }
 }
@@ -112,9 +112,9 @@ __global__ void __launch_bounds__(1024) rmsnorm_backward_rows(const T* __restric
   const auto accumulate = [&](const V& gp, const V& xp, const V& wp) {
 #pragma unroll
     for (int l = 0; l < N; ++l) {
-      const A xa = kreg::to_acc(xp.v[l]);
+      const A xa = kreg::acc_at(xp, l);
       ss += xa * xa;
-      dot += kreg::to_acc(gp.v[l]) * kreg::to_acc(wp.v[l]) * xa;
+      dot += kreg::acc_at(gp, l) * kreg::acc_at(wp, l) * xa;
     }
   };
   const auto write = [&](int64_t p, const V& gp, const V& xp, A rstd, A k) {
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_backward_rows(const T* __restric
     V out;
 #pragma unroll
     for (int l = 0; l < N; ++l) {
-      out.v[l] = kreg::from_acc<T>(rstd * kreg::to_acc(gp.v[l]) * kreg::to_acc(wp.v[l]) - kreg::to_acc(xp.v[l]) * k);
+      out.v[l] = kreg::from_acc<T>(rstd * kreg::acc_at(gp, l) * kreg::acc_at(wp, l) - kreg::acc_at(xp, l) * k);
     }
     kreg::store_once(gxr + p, out);
   };
@@ -177,7 +177,7 @@ __global__ void rmsnorm_grad_weight_partial(const T* __restrict__ g, const T* __
       const V xv = reinterpret_cast<const V*>(x + r * cols)[p];
       const double rs = rstds[r];
 #pragma unroll
-      for (int l = 0; l < N; ++l) acc[l] += double(kreg::to_acc(gv.v[l])) * double(kreg::to_acc(xv.v[l])) * rs;
+      for (int l = 0; l < N; ++l) acc[l] += double(kreg::acc_at(gv, l)) * double(kreg::acc_at(xv, l)) * rs;
     }
   }
 #pragma unroll

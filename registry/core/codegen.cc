@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "binding_text.h"
+#include "fast_entry.h"
 
 namespace kreg {
 
@@ -20,11 +21,13 @@ std::string generate_binding(const Signature& signature, const std::string& back
       << "\n// on the " << backend << " backend (binding template v" << kBindingTemplateVersion
       << ").\n// Do not edit: the text depends only on the signature, so one compiled copy\n"
       << "// serves every kernel version that has it.\n";
+  out << fast_entry_includes();  // Python's headers come first: they set feature macros
   out << prologue(backend, /*with_table_lookup=*/true) << "\n";
   out << "using Launcher = const char* (*)(" << launcher_params(signature) << ");\n\n";
   out << cpp_return_type(signature) << " call(" << cpp_params(signature) << ", int64_t kreg_table) {\n";
   out << "  const LauncherTable& table = table_at(kreg_table);\n";
   out << checks_and_call(signature, backend, "Launcher") << "\n";
+  out << fast_entry(signature);
 
   // Registered for both device keys so that a tensor on the wrong device gets
   // the message above rather than the dispatcher's "could not run" error.

@@ -96,12 +96,37 @@ TEST(Codegen, TextDependsOnlyOnSignatureAndBackend) {
   EXPECT_NE(generate_binding(a, "cpu", "ns"), generate_binding(a, "cuda", "ns"));
 }
 
-TEST(Codegen, NoPythonHeaders) {
+TEST(Codegen, PythonOnlyThroughTheFastEntry) {
   const std::string text =
       generate_binding(parse_signature("f(Tensor x) -> Tensor"), "cuda", "ns");
-  EXPECT_FALSE(contains(text, "Python.h"));
-  EXPECT_FALSE(contains(text, "pybind11"));
+  EXPECT_TRUE(contains(text, "#include <torch/csrc/autograd/python_variable.h>"));
   EXPECT_FALSE(contains(text, "torch/extension.h"));
+  EXPECT_FALSE(contains(text, "PYBIND11_MODULE"));
+}
+
+TEST(Codegen, FastEntryConvertsPlainArgumentsAndCallsCallDirectly) {
+  const std::string text = generate_binding(
+      parse_signature("ln(Tensor x, Tensor? b, float eps=1e-05, int k=1, bool f=False) -> (Tensor y, Tensor m)"),
+      "cpu", "ns");
+  EXPECT_TRUE(contains(text, "extern \"C\" PyObject* kreg_fast_entry(int64_t table)"));
+  EXPECT_TRUE(contains(text, "if (nargs != 5 || !plain_context()) Py_RETURN_NOTIMPLEMENTED;"));
+  EXPECT_TRUE(contains(text, "if (!plain_tensor(args[0])) Py_RETURN_NOTIMPLEMENTED;"));
+  EXPECT_TRUE(contains(text, "if (args[1] != Py_None) {"));
+  EXPECT_TRUE(contains(text, "if (!as_double(args[2], eps)) Py_RETURN_NOTIMPLEMENTED;"));
+  EXPECT_TRUE(contains(text, "if (!as_int64(args[3], k)) Py_RETURN_NOTIMPLEMENTED;"));
+  EXPECT_TRUE(contains(text, "if (!as_bool(args[4], f)) Py_RETURN_NOTIMPLEMENTED;"));
+  EXPECT_TRUE(contains(text, "result = call(x, b, eps, k, f, kreg_table);"));
+  EXPECT_TRUE(contains(text, "PyTuple_SET_ITEM(tuple, 1, out1);"));
+  EXPECT_TRUE(contains(text, "pybind11::gil_scoped_release"));
+}
+
+TEST(Codegen, NoFastEntryForInPlaceListsOrScalarTypes) {
+  for (const char* sig : {"s(Tensor(a!) x, float a) -> ()", "f(Tensor x, int[] dims) -> Tensor",
+                          "g(Tensor x, ScalarType? t=None) -> Tensor"}) {
+    const std::string text = generate_binding(parse_signature(sig), "cpu", "ns");
+    EXPECT_TRUE(contains(text, "PyObject* kreg_fast_entry(int64_t /*table*/) { Py_RETURN_NONE; }")) << sig;
+    EXPECT_FALSE(contains(text, "fast_call")) << sig;
+  }
 }
 
 TEST(Codegen, RejectsUnknownBackend) {

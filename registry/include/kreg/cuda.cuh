@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kreg/abi.h"
 #include "kreg/device.cuh"  // to_float / from_float, shared with NVRTC device code
@@ -41,6 +43,22 @@ template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {
   T v[N];
 };
+// Element l of a pack, widened to the accumulator type. A bfloat16 pair
+// widens straight from its 32-bit word (a shift or a mask): splitting the
+// word first put each half in a register of its own, so a bf16 row cached in
+// registers took twice the registers of an f16 one (61 against 32 for
+// softmax's 4-pack rows, halving the blocks an SM holds). l is a constant
+// in the unrolled loops that call it.
+template <typename T, int N>
+__device__ __forceinline__ acc_t<T> acc_at(const Pack<T, N>& p, int l) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> && N % 2 == 0) {
+    uint32_t word;
+    memcpy(&word, &p.v[l & ~1], sizeof word);
+    return __uint_as_float((l & 1) ? (word & 0xffff0000u) : (word << 16));
+  } else {
+    return to_acc(p.v[l]);
+  }
+}
 // Elements per 16-byte pack.
 template <typename T>
 constexpr int pack_width() { return 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1; }
