@@ -84,6 +84,33 @@ def test_anything_else_is_left_to_the_dispatcher():
         assert fast(x, 1.0) is NotImplemented
 
 
+def test_an_in_place_op_takes_the_fast_entry_and_bumps_the_version():
+    """scale_(Tensor(a!) x, float a): the write is seen by autograd as through
+    the dispatcher (x._version goes up by one a call), and an inference
+    tensor, which has no version counter, is written as the dispatcher does."""
+    scale_ = registry.get("scale", device="cpu")
+    assert scale_._fast is not None
+    x = torch.ones(10)
+    names = _profiled_names(lambda: scale_(x, 3.0))
+    assert "scale.scale_" in names and not [n for n in names if n.endswith("::call")], names
+    assert torch.equal(x, torch.full((10,), 3.0))
+    before = x._version
+    scale_(x, 2.0)
+    assert x._version == before + 1
+    with torch.inference_mode():
+        frozen = torch.ones(4)
+    scale_(frozen, 5.0)
+    assert torch.equal(frozen, torch.full((4,), 5.0))
+
+    # A tensor autograd saved, then written in place: backward refuses, as it does for torch's own in-place ops.
+    w = torch.ones(3, requires_grad=True)
+    y = w * 2
+    saved = y.sin()
+    scale_(y.detach(), 4.0)  # detach() shares the version counter, like torch's own ops do
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        saved.sum().backward()
+
+
 def test_errors_read_as_before():
     softmax = registry.get("softmax", device="cpu")
     with pytest.raises(RuntimeError, match="is not contiguous"):

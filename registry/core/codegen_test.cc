@@ -120,9 +120,15 @@ TEST(Codegen, FastEntryConvertsPlainArgumentsAndCallsCallDirectly) {
   EXPECT_TRUE(contains(text, "pybind11::gil_scoped_release"));
 }
 
-TEST(Codegen, NoFastEntryForInPlaceListsOrScalarTypes) {
-  for (const char* sig : {"s(Tensor(a!) x, float a) -> ()", "f(Tensor x, int[] dims) -> Tensor",
-                          "g(Tensor x, ScalarType? t=None) -> Tensor"}) {
+TEST(Codegen, AnInPlaceFastEntryBumpsTheWrittenTensorsVersion) {
+  const std::string text = generate_binding(parse_signature("s(Tensor(a!) x, Tensor y, float a) -> ()"), "cpu", "ns");
+  EXPECT_TRUE(contains(text, "call(x, y, a, kreg_table);"));
+  EXPECT_TRUE(contains(text, "if (!x.is_inference()) x.unsafeGetTensorImpl()->bump_version();"));
+  EXPECT_FALSE(contains(text, "y.unsafeGetTensorImpl()->bump_version()"));
+}
+
+TEST(Codegen, NoFastEntryForListsOrScalarTypes) {
+  for (const char* sig : {"f(Tensor x, int[] dims) -> Tensor", "g(Tensor x, ScalarType? t=None) -> Tensor"}) {
     const std::string text = generate_binding(parse_signature(sig), "cpu", "ns");
     EXPECT_TRUE(contains(text, "PyObject* kreg_fast_entry(int64_t /*table*/) { Py_RETURN_NONE; }")) << sig;
     EXPECT_FALSE(contains(text, "fast_call")) << sig;

@@ -63,7 +63,9 @@ bool plain_context() {
 )CPP";
 
 bool convertible(const Arg& arg) {
-  if (arg.mutated) return false;  // the dispatcher's autograd fallback bumps an in-place argument's version
+  // A mutated tensor: the entry bumps its version after the call, as the
+  // dispatcher's ADInplaceOrView fallback does (see bump_versions).
+  if (arg.mutated) return arg.type == ArgType::kTensor && !arg.optional;
   return arg.type == ArgType::kTensor || arg.type == ArgType::kFloat || arg.type == ArgType::kInt ||
          arg.type == ArgType::kBool;
 }
@@ -98,6 +100,21 @@ void convert(std::ostringstream& out, const Arg& arg, const std::string& object)
     default:
       return;  // not convertible: the signature has no fast entry
   }
+}
+
+// A tensor written in place has its version counter bumped after the call,
+// as the dispatcher's ADInplaceOrView fallback does for a Tensor(a!) argument,
+// so autograd sees the write (a saved tensor modified in place is an error on
+// backward). An inference tensor has no counter and no ADInplaceOrView key:
+// the dispatcher leaves it alone, and so does the entry.
+std::string bump_versions(const Signature& signature) {
+  std::string text;
+  for (const Arg& arg : signature.args) {
+    if (arg.mutated) {
+      text += "  if (!" + arg.name + ".is_inference()) " + arg.name + ".unsafeGetTensorImpl()->bump_version();\n";
+    }
+  }
+  return text;
 }
 
 }  // namespace
@@ -138,11 +155,12 @@ std::string fast_entry(const Signature& signature) {
   const size_t returns = signature.returns.size();
   if (returns == 0) {
     out << "  {\n    pybind11::gil_scoped_release no_gil;\n    call(" << call_args << "kreg_table);\n  }\n"
-        << "  Py_RETURN_NONE;\n";
+        << bump_versions(signature) << "  Py_RETURN_NONE;\n";
   } else {
     out << "  " << binding_text::cpp_return_type(signature) << " result;\n"
         << "  {\n    pybind11::gil_scoped_release no_gil;\n"
-        << "    result = call(" << call_args << "kreg_table);\n  }\n";
+        << "    result = call(" << call_args << "kreg_table);\n  }\n"
+        << bump_versions(signature);
     if (returns == 1) {
       out << "  return THPVariable_Wrap(std::move(result));\n";
     } else {

@@ -11,7 +11,9 @@
 // which returns a Python function bound to that launcher table, taking the
 // op's arguments (all of them, in order) and calling call() directly, or
 // None for a signature it does not convert (int[],
-// ScalarType?, Tensor(a!): those always take the dispatcher). The function
+// ScalarType?, an optional Tensor(a!): those always take the dispatcher).
+// A Tensor(a!) argument has its version bumped after the call, as the
+// dispatcher's ADInplaceOrView fallback does. The function
 // returns NotImplemented, and the handle then takes the dispatcher, unless
 // every Tensor is a plain torch.Tensor (exact type; strided; on the CPU or a
 // CUDA device; no dispatch key beyond its device's, autograd's and
