@@ -13,7 +13,8 @@
 //   kernel-lib / module   kernel, backend, kind, file:<label> per scanned file
 //                         (manifest, sources, include closure), flags.cflags,
 //                         flags.<backend>, flags.ldflags, include_dirs,
-//                         device_compiler (NVRTC host launchers), builder
+//                         device_compiler (host launchers of a cubin: "nvrtc"
+//                         or "nvcc-cubin"), builder
 //                         (direct builds), launcher_header (kernel-libs: the
 //                         version of the launcher prototypes force-included
 //                         into their sources, launcher_header.h), and the environment's env.* and
@@ -22,7 +23,8 @@
 //                         + the files its dependency record adds (dep_record.h)
 //   binding               kind, backend, signature (canonical text), template,
 //                         file:registry/include/kreg/abi.h, the environment
-//                         less env.cuda_arch and toolchain.kernel_lib
+//                         less env.cuda_arch, toolchain.kernel_lib and nvcc's
+//                         inputs (kNotBindingInputs: a binding is host C++)
 // A binding's namespace (its module and TORCH_LIBRARY name) is
 // "kreg_" + 16 hex of (signature, backend, template): one per signature.
 #pragma once
