@@ -73,6 +73,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     env = environment.build_environment(backend, cache_root, nvcc_optional=keys.uses_nvrtc(manifest, backend))
     plan = _core.make_plan(manifest, store, backend, env, str(keys.REGISTRY_INCLUDE),
                            keys.direct_recipe(manifest, backend), list(STATE.namespaces), rebuild)
+    planned = plan.artifacts  # a copy on each access (pybind11): read once
     device, device_job = None, None
     if device_module:
         # NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a device-only edit
@@ -86,7 +87,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
             return device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
                                        trust_memo=plan.memo_vouched, force=rebuild, compiler=compiler)
 
-        if any(a.missing for a in plan.artifacts):
+        if any(a.missing for a in planned):
             device_job = _Beside(cubin)
             if environment.cuda_available(cache_root):  # memoized per machine; no GPU: nothing to warm up
                 from registry import device_module as loader
@@ -97,7 +98,6 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
     team = _team()
     team_before = dict(team.counts) if team is not None else None
-    planned = plan.artifacts
     artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
     if team is not None:
         team.share([a.entry for a in artifacts.values()])  # built before the remote was set up
