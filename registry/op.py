@@ -196,7 +196,14 @@ class Op:
 _is_grad_enabled = None  # torch.is_grad_enabled, bound on the first call (not at import)
 
 
-_is_compiling = None  # torch.compiler.is_compiling, bound when a handle first gets a fast entry
+# torch.compiler.is_dynamo_compiling, bound when a handle first gets a fast
+# entry: Dynamo reads it as True while it traces, so the traced handle takes the
+# dispatcher's op. Not is_compiling(), which also asks torch.jit.is_scripting()
+# (two Python calls a call, ~0.1 us) and is True in a torch.compile or export
+# session outside Dynamo too, where what runs is either a real eager call (the
+# fast entry gives the same result) or fake tensors and modes, which the fast
+# entry hands to the dispatcher itself.
+_is_compiling = None
 
 
 def _bind_is_compiling() -> None:
@@ -204,7 +211,7 @@ def _bind_is_compiling() -> None:
     if _is_compiling is None:
         import torch
 
-        _is_compiling = torch.compiler.is_compiling
+        _is_compiling = torch.compiler.is_dynamo_compiling
 
 
 def _grad_enabled() -> bool:

@@ -111,6 +111,51 @@ def test_an_in_place_op_takes_the_fast_entry_and_bumps_the_version():
         saved.sum().backward()
 
 
+def test_outputs_come_straight_from_the_allocator():
+    """The binding allocates its outputs from the device's allocator, as
+    torch's own kernels do, not through at::empty and the dispatcher (a fixed
+    cost on every output of every call); one output or three alike."""
+    softmax = registry.get("softmax", device="cpu")
+    layernorm = registry.get("layernorm", device="cpu")
+    x, w = torch.randn(4, 33), torch.randn(33)
+    for call in (lambda: softmax(x), lambda: layernorm(x, w, None)):
+        names = _profiled_names(call)
+        assert not [n for n in names if n.startswith("aten::empty")], names
+    y, mean, rstd = layernorm(x, w, None)
+    assert torch.allclose(y, torch.nn.functional.layer_norm(x, (33,), w, None, 1e-5), atol=1e-5)
+    assert (mean.shape, mean.dtype, rstd.shape, rstd.dtype) == ((4,), torch.float32, (4,), torch.float32)
+    assert torch.allclose(softmax(x), torch.softmax(x, -1), atol=1e-6)
+
+
+def test_deterministic_mode_still_fills_new_outputs(monkeypatch):
+    """With deterministic algorithms and fill_uninitialized_memory on, torch
+    fills new memory (NaN) so an output a launcher leaves unwritten shows:
+    the outputs then come from at::empty, which does that."""
+    softmax = registry.get("softmax", device="cpu")
+    x = torch.randn(4, 33)
+    monkeypatch.setattr(torch.utils.deterministic, "fill_uninitialized_memory", True)
+    torch.use_deterministic_algorithms(True)
+    try:
+        names = _profiled_names(lambda: softmax(x))
+        got = softmax(x)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert "aten::empty" in names and "aten::fill_" in names, names
+    assert torch.allclose(got, torch.softmax(x, -1), atol=1e-6)
+
+
+def test_a_compile_session_outside_dynamo_keeps_the_fast_entry(monkeypatch):
+    """torch.compiler.is_compiling() is also True in a compile or export
+    session outside Dynamo's tracing; a real eager call there gives the same
+    result either way, so the handle asks only whether Dynamo traces it."""
+    softmax = registry.get("softmax", device="cpu")
+    x = torch.randn(4, 33)
+    monkeypatch.setattr(torch.compiler, "_is_compiling_flag", True)
+    assert torch.compiler.is_compiling()
+    names = _profiled_names(lambda: softmax(x))
+    assert "softmax.softmax" in names and not [n for n in names if n.endswith("::call")], names
+
+
 def test_errors_read_as_before():
     softmax = registry.get("softmax", device="cpu")
     with pytest.raises(RuntimeError, match="is not contiguous"):

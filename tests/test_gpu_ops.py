@@ -108,6 +108,36 @@ def test_output_comes_from_the_pytorch_allocator(axpy):
     assert torch.cuda.memory_allocated() - before >= out.numel() * out.element_size()
 
 
+def _profiled_names(fn) -> list[str]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return [e.name for e in prof.events()]
+
+
+def test_outputs_of_every_kind_come_straight_from_the_cuda_allocator():
+    """Two outputs of different dtypes, allocated from torch's CUDA caching
+    allocator (counted by it, on the inputs' device) without at::empty's
+    dispatcher call; with deterministic algorithms on, from at::empty, which
+    fills new memory first (NaN), as torch's own empty tensors are."""
+    rowmax = registry.get("rowmax", device="cuda")
+    x = torch.randn(64, 1000, device="cuda")
+    before = torch.cuda.memory_allocated()
+    values, indices = rowmax(x)
+    assert torch.cuda.memory_allocated() - before >= values.numel() * 4 + indices.numel() * 8
+    assert (values.device, indices.device, indices.dtype) == (x.device, x.device, torch.int64)
+    assert torch.equal(values, x.max(-1).values) and torch.equal(indices, x.argmax(-1))
+    names = _profiled_names(lambda: rowmax(x))
+    assert not [n for n in names if n.startswith("aten::empty")], names
+    torch.use_deterministic_algorithms(True)
+    try:
+        names = _profiled_names(lambda: rowmax(x))
+        values, indices = rowmax(x)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert "aten::empty" in names and "aten::fill_" in names, names
+    assert torch.equal(values, x.max(-1).values) and torch.equal(indices, x.argmax(-1))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_wrapper_overhead_under_5_percent_at_2_28(axpy, dtype):
     """Op time (checks, allocation, dispatch, launch) against the kernel's own

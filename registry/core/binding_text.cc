@@ -14,7 +14,9 @@ namespace {
 // op as an integer, so one compiled binding serves any number of kernels and
 // kernel versions that share a signature. (Three pieces: the AOT units of
 // codegen_aot.cc use the head and the checks, with constant tables.)
-constexpr const char* kPrologueHead = R"CPP(#include <ATen/ops/empty.h>
+constexpr const char* kPrologueHead = R"CPP(#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 @BACKEND_INCLUDES@
 #include <algorithm>
@@ -174,10 +176,26 @@ void* check_tensors(const LauncherTable& table, const at::Tensor* const* args, c
   return launcher;
 }
 
+// A new output tensor on the device of `first` (the caller holds a guard on
+// it), straight from the device's allocator as torch's own kernels make
+// theirs: at::empty reaches the same allocator through the dispatcher
+// (BackendSelect, then the backend's empty op), a fixed cost on every output
+// of every call that a one-element op feels. at::empty stays where it does
+// more: with torch.use_deterministic_algorithms and
+// torch.utils.deterministic.fill_uninitialized_memory on, it fills new memory
+// (NaN), so that an output a launcher leaves unwritten shows.
+at::Tensor new_output(c10::IntArrayRef shape, c10::ScalarType dtype, const at::Tensor& first) {
+  const at::Context& context = at::globalContext();
+  if (C10_UNLIKELY(context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory())) {
+    return at::empty(shape, first.options().dtype(dtype));
+  }
+  @NEW_OUTPUT@
+}
+
 // Output k, allocated from its declaration on the device of `first`.
 at::Tensor allocate(const LauncherTable& table, int k, const at::Tensor* const* args, const at::Tensor& first) {
   const OutputDecl& decl = table.outputs[k];
-  std::vector<int64_t> shape;
+  c10::SmallVector<int64_t, kMaxOutputDims> shape;
   for (int j = 0; j < decl.ndims; ++j) {
     const DimTerm& term = decl.dims[j];
     if (term.kind == 0) {
@@ -199,7 +217,7 @@ at::Tensor allocate(const LauncherTable& table, int k, const at::Tensor* const* 
   }
   const c10::ScalarType dtype =
       decl.dtype_code >= 0 ? kCodeTypes[decl.dtype_code] : args[decl.dtype_arg]->scalar_type();
-  return at::empty(shape, first.options().dtype(dtype));
+  return new_output(shape, dtype, first);
 }
 
 }  // namespace
@@ -262,7 +280,15 @@ std::string prologue(const std::string& backend, bool with_table_lookup) {
   // nvidia wheels cannot compile for the host (no crt/ headers). So a binding
   // builds where only the wheels are installed, like the NVRTC path.
   replace_all(text, "@BACKEND_INCLUDES@",
-              cuda ? "#include <c10/core/DeviceGuard.h>\n#include <c10/core/impl/DeviceGuardImplInterface.h>" : "");
+              cuda ? "#include <ATen/detail/CUDAHooksInterface.h>\n#include <c10/core/DeviceGuard.h>\n"
+                     "#include <c10/core/impl/DeviceGuardImplInterface.h>"
+                   : "");
+  // The allocator torch's CUDA ops use (a pluggable one included), reached
+  // through the CUDA hooks, which need no CUDA header; as at::detail::empty_cuda.
+  replace_all(text, "@NEW_OUTPUT@",
+              cuda ? "return at::detail::empty_generic(shape, at::detail::getCUDAHooks().getCUDADeviceAllocator(),\n"
+                     "                                   c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype, std::nullopt);"
+                   : "return at::detail::empty_cpu(shape, dtype, /*pin_memory=*/false, std::nullopt);");
   replace_all(text, "@DEVICE_TEST@", device_test(backend));
   replace_all(text, "@DEVICE_WORD@", cuda ? "CUDA" : "the CPU");
   replace_all(text, "@MOVE_HINT@", cuda ? ".cuda()" : ".cpu()");

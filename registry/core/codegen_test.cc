@@ -81,7 +81,14 @@ TEST(Codegen, AllocatesThroughPyTorchAndNeverCopies) {
   const std::string text =
       generate_binding(parse_signature("f(Tensor x) -> Tensor"), "cuda", "ns");
   EXPECT_TRUE(contains(text, "at::Tensor kreg_out0 = allocate(table, 0, kreg_args, x);"));
+  // From the allocator torch's CUDA ops use, without a dispatcher call; at::empty
+  // where torch fills new memory (deterministic algorithms).
+  EXPECT_TRUE(contains(text, "at::detail::getCUDAHooks().getCUDADeviceAllocator()"));
+  EXPECT_TRUE(contains(text, "deterministicFillUninitializedMemory()"));
   EXPECT_TRUE(contains(text, "return at::empty(shape, first.options().dtype(dtype));"));
+  const std::string cpu = generate_binding(parse_signature("f(Tensor x) -> Tensor"), "cpu", "ns");
+  EXPECT_TRUE(contains(cpu, "at::detail::empty_cpu(shape, dtype"));
+  EXPECT_FALSE(contains(cpu, "getCUDAHooks"));
   // Hints in messages mention .contiguous() and .to(dtype); the code calls neither.
   EXPECT_FALSE(contains(text, ".contiguous();"));
   EXPECT_FALSE(contains(text, ".to(at::"));
