@@ -39,10 +39,9 @@ void init_plan(py::module_& m) {
   // The manifest of the kernel named `name` under `roots`, parsed; None when
   // no folder has that name (the caller then says which names there are).
   m.def("find_kernel", [](const std::string& name, const std::vector<std::string>& roots) -> std::optional<Manifest> {
-    for (const KernelLocation& loc : discover_kernels(roots)) {
-      if (loc.name == name) return parse_manifest(loc.manifest);
-    }
-    return std::nullopt;
+    std::optional<KernelLocation> loc = locate_kernel(name, roots);
+    if (!loc) return std::nullopt;
+    return parse_manifest(loc->manifest);
   }, py::arg("name"), py::arg("roots"));
 
   // A fresh `get` reads these members; the rest are deferred (on_demand.h).
