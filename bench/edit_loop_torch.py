@@ -48,6 +48,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("axpy", &axpy, "axpy"); }
 CHILD = r"""
 import json, sys, time
 import torch
+t_import = time.perf_counter()
 from torch.utils.cpp_extension import load
 kw = json.loads(sys.argv[1])
 t0 = time.perf_counter()
@@ -55,7 +56,7 @@ ext = load(**kw)
 t1 = time.perf_counter()
 dev = sys.argv[2]
 r = ext.axpy(torch.ones(8, device=dev), torch.ones(8, device=dev), 2.0)[0].item()
-print(json.dumps({"load_s": t1 - t0, "result": r}))
+print(json.dumps({"load_s": t1 - t0, "import_s": t0 - t_import, "result": r}))
 """
 
 

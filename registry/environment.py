@@ -58,7 +58,7 @@ def _device_answer(cache_root: Path) -> str:
     # A line that is not "identity<TAB>none|major.minor" is ignored, and a
     # missing answer asked again: the file is a memo, never trusted blindly.
     known = dict(line.split("\t", 1) for line in _read_lines(memo) if "\t" in line)
-    known = {i: a for i, a in known.items() if _ANSWER.fullmatch(a)}
+    known = {i: a for i, a in known.items() if re.fullmatch(_ANSWER, a)}
     if identity not in known:
         known[identity] = _ask_torch(torch)
         memo.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -90,7 +90,7 @@ def cuda_arch_list(cache_root: Path) -> str:
     return answer
 
 
-_ANSWER = re.compile(r"none|\d+\.\d+")
+_ANSWER = r"none|\d+\.\d+"  # compiled on first use (re's cache): a CPU get never reads the memo
 
 
 def _read_lines(path: Path) -> list[str]:

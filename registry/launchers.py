@@ -39,20 +39,34 @@ class LauncherTable(ctypes.Structure):
     ]
 
 
-class KregTensor(ctypes.Structure):
-    """registry/include/kreg/abi.h's kreg_tensor, for calling a launcher directly
-    (benchmarks time the kernel alone this way)."""
+def _kreg_tensor_class():
+    class KregTensor(ctypes.Structure):
+        """registry/include/kreg/abi.h's kreg_tensor, for calling a launcher directly
+        (benchmarks time the kernel alone this way)."""
 
-    _fields_ = [("data", ctypes.c_void_p), ("numel", ctypes.c_int64), ("ndim", ctypes.c_int64),
-                ("sizes", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
+        _fields_ = [("data", ctypes.c_void_p), ("numel", ctypes.c_int64), ("ndim", ctypes.c_int64),
+                    ("sizes", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
 
-    @classmethod
-    def of(cls, tensor) -> "KregTensor":
-        sizes = (ctypes.c_int64 * tensor.dim())(*tensor.shape)
-        strides = (ctypes.c_int64 * tensor.dim())(*tensor.stride())
-        view = cls(tensor.data_ptr(), tensor.numel(), tensor.dim(), sizes, strides)
-        view._keep = (sizes, strides)  # the arrays must outlive the struct
-        return view
+        @classmethod
+        def of(cls, tensor) -> "KregTensor":
+            sizes = (ctypes.c_int64 * tensor.dim())(*tensor.shape)
+            strides = (ctypes.c_int64 * tensor.dim())(*tensor.stride())
+            view = cls(tensor.data_ptr(), tensor.numel(), tensor.dim(), sizes, strides)
+            view._keep = (sizes, strides)  # the arrays must outlive the struct
+            return view
+
+    KregTensor.__module__, KregTensor.__qualname__ = __name__, "KregTensor"
+    return KregTensor
+
+
+def __getattr__(name: str):
+    # KregTensor is made on first use: only benchmarks and tests call a launcher
+    # directly, and a ctypes structure costs a fresh process's `get` ~0.1 ms.
+    if name == "KregTensor":
+        global KregTensor
+        KregTensor = _kreg_tensor_class()
+        return KregTensor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_library(path: str) -> ctypes.CDLL:

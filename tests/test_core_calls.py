@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tomllib
 
-from conftest import KernelCopy
+from conftest import CHECKOUT, KernelCopy
 from reliability_helpers import binding_seed, child_env, private_cache, private_kernels  # noqa: F401 (fixtures)
 
 CHILD = r"""
@@ -108,3 +108,43 @@ def test_the_core_registers_the_rest_on_first_use():
         assert "no_such_name" in str(error)
     else:
         raise AssertionError("a missing name must raise AttributeError")
+
+
+# A fresh process: nothing registered on demand yet, when the checks start.
+MEMBERS_CHILD = r"""
+import sys
+import registry
+from registry import _core
+
+manifest = _core.find_kernel("axpy", [sys.argv[1]])
+assert "generate_binding" not in vars(_core)
+# A deferred member of an object made before the rest was registered.
+assert manifest.description == "out = alpha * x + y", manifest.description
+assert "generate_binding" in vars(_core)
+assert [a.type_text for a in manifest.ops[0].signature.args] == ["Tensor", "Tensor", "float"]
+try:
+    manifest.no_such_member
+except AttributeError as error:
+    assert "no_such_member" in str(error), error
+else:
+    raise AssertionError("a missing member must raise AttributeError")
+print("ok")
+"""
+
+ENTRY_CHILD = r"""
+from registry import _core
+
+entry = _core.Entry()  # Python sets its fields: the rest is registered first
+entry.kernel, entry.build_seconds = "axpy", 1.5
+memo = _core.Memo()
+memo.keys = {"lib": "0" * 32}
+assert (entry.kernel, entry.build_seconds, memo.keys) == ("axpy", 1.5, {"lib": "0" * 32})
+print("ok")
+"""
+
+
+def test_a_class_registers_its_deferred_members_on_first_use():
+    for child in (MEMBERS_CHILD, ENTRY_CHILD):
+        done = subprocess.run([sys.executable, "-c", child, str(CHECKOUT / "kernels")], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

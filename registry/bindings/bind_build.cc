@@ -9,6 +9,7 @@
 #include "hash.h"
 #include "include_scan.h"
 #include "key.h"
+#include "on_demand.h"
 #include "toolchain.h"
 
 #include "stamp_set.h"
@@ -19,22 +20,10 @@ namespace kreg::python {
 
 
 void init_build(py::module_& m) {
-  py::class_<Digest>(m, "Digest").def("hex", &Digest::hex);
-  py::class_<KeyInput>(m, "KeyInput")
-      .def(py::init<>())
-      .def_readonly("name", &KeyInput::name)
-      .def_readonly("value", &KeyInput::value);
-  py::class_<Key>(m, "Key")
-      .def_property_readonly("hex", [](const Key& k) { return k.digest.hex(); })
-      .def_readonly("inputs", &Key::inputs);
-  py::class_<FileStamp>(m, "FileStamp")
-      .def_readonly("path", &FileStamp::path)
-      .def_property_readonly("content", [](const FileStamp& s) { return s.content.hex(); });
-
-  py::class_<StampCheck>(m, "StampCheck")
-      .def_readonly("changed", &StampCheck::changed)
-      .def_readonly("refreshed", &StampCheck::refreshed);
-  py::class_<StampSet>(m, "StampSet")
+  // A fresh `get` asks a StampSet whether anything changed; the rest of this
+  // area is deferred (on_demand.h).
+  py::class_<StampSet> stamps(m, "StampSet");
+  defer_rest_of(stamps)
       .def(py::init<>())
       .def(py::init([](const std::vector<std::string>& paths) {
              StampSet set;
@@ -46,14 +35,7 @@ void init_build(py::module_& m) {
              return set;
            }),
            py::arg("paths"))
-      .def_readwrite("stamps", &StampSet::stamps)
       .def("unchanged", [](const StampSet& set) { return stamps_unchanged(set.stamps); })
-      .def("check", [](StampSet& set) { return check_stamps(set.stamps); })
-      .def_property_readonly("paths", [](const StampSet& set) {
-        std::vector<std::string> paths;
-        for (const FileStamp& s : set.stamps) paths.push_back(s.path);
-        return paths;
-      })
       .def("__len__", [](const StampSet& set) { return set.stamps.size(); });
 
   // The key input's text in one call (what a `get` needs of the identity).
@@ -67,6 +49,29 @@ void init_build(py::module_& m) {
 
 // What no cached `get` uses: registered on first use (module.cc).
 void init_build_on_demand(py::module_& m) {
+  py::class_<Digest>(m, "Digest").def("hex", &Digest::hex);
+  py::class_<KeyInput>(m, "KeyInput")
+      .def(py::init<>())
+      .def_readonly("name", &KeyInput::name)
+      .def_readonly("value", &KeyInput::value);
+  py::class_<Key>(m, "Key")
+      .def_property_readonly("hex", [](const Key& k) { return k.digest.hex(); })
+      .def_readonly("inputs", &Key::inputs);
+  py::class_<FileStamp>(m, "FileStamp")
+      .def_readonly("path", &FileStamp::path)
+      .def_property_readonly("content", [](const FileStamp& s) { return s.content.hex(); });
+  py::class_<StampCheck>(m, "StampCheck")
+      .def_readonly("changed", &StampCheck::changed)
+      .def_readonly("refreshed", &StampCheck::refreshed);
+  registered_class<StampSet>()
+      .def_readwrite("stamps", &StampSet::stamps)
+      .def("check", [](StampSet& set) { return check_stamps(set.stamps); })
+      .def_property_readonly("paths", [](const StampSet& set) {
+        std::vector<std::string> paths;
+        for (const FileStamp& s : set.stamps) paths.push_back(s.path);
+        return paths;
+      });
+
   // The digest of a file with these bytes (hash_file's): a key can then cover
   // exactly the bytes a compiler was handed (the NVRTC path snapshots).
   m.def("hash_bytes_hex", [](const py::bytes& bytes) {

@@ -6,6 +6,7 @@
 #include "dep_record.h"
 #include "file_lock.h"
 #include "memo.h"
+#include "on_demand.h"
 #include "remote_layout.h"
 
 namespace py = pybind11;
@@ -13,8 +14,35 @@ namespace py = pybind11;
 namespace kreg::python {
 
 void init_cache(py::module_& m) {
-  py::class_<Entry>(m, "Entry")
-      .def(py::init<>())
+  // A fresh `get` reads where a hit lies and when it was built, and hands a
+  // store to the plan; the rest is deferred (on_demand.h). Entry() and Memo()
+  // register it first: Python sets their fields, and setting an attribute
+  // does not pass through __getattr__.
+  py::class_<Entry> entry(m, "Entry");
+  defer_rest_of(entry)
+      .def(py::init([] {
+        register_on_demand();
+        return Entry{};
+      }))
+      .def_readonly("key", &Entry::key)
+      .def_readonly("artifact", &Entry::artifact)
+      .def_readonly("built_at", &Entry::built_at)
+      .def_readonly("build_seconds", &Entry::build_seconds)
+      .def_readonly("dir", &Entry::dir);
+
+  py::class_<CacheStore> store(m, "CacheStore");
+  defer_rest_of(store).def(py::init<std::string>(), py::arg("root"));
+
+  py::class_<Memo> memo(m, "Memo");
+  defer_rest_of(memo).def(py::init([] {
+    register_on_demand();
+    return Memo{};
+  }));
+}
+
+// What no cached `get` uses: registered on first use (module.cc).
+void init_cache_on_demand(py::module_& m) {
+  registered_class<Entry>()
       .def_readwrite("format", &Entry::format)
       .def_readwrite("key", &Entry::key)
       .def_readwrite("kernel", &Entry::kernel)
@@ -28,8 +56,7 @@ void init_cache(py::module_& m) {
       .def_readwrite("deps", &Entry::deps)
       .def_readwrite("inputs", &Entry::inputs)
       .def_readonly("last_used", &Entry::last_used)
-      .def_readonly("disk_bytes", &Entry::disk_bytes)
-      .def_readonly("dir", &Entry::dir);
+      .def_readonly("disk_bytes", &Entry::disk_bytes);
 
   py::class_<Lookup>(m, "Lookup")
       .def_readonly("entry", &Lookup::entry)
@@ -59,8 +86,7 @@ void init_cache(py::module_& m) {
                " total_bytes=" + std::to_string(r.total_bytes) + ">";
       });
 
-  py::class_<CacheStore>(m, "CacheStore")
-      .def(py::init<std::string>(), py::arg("root"))
+  registered_class<CacheStore>()
       .def_property_readonly("root", &CacheStore::root)
       .def("object_dir", &CacheStore::object_dir)
       .def("lock_path", &CacheStore::lock_path)
@@ -81,8 +107,7 @@ void init_cache(py::module_& m) {
       .def("list", &CacheStore::list)
       .def("remove", &CacheStore::remove)
       .def("clean_staging", &CacheStore::clean_staging);
-  py::class_<Memo>(m, "Memo")
-      .def(py::init<>())
+  registered_class<Memo>()
       .def_readwrite("kernel", &Memo::kernel)
       .def_readwrite("backend", &Memo::backend)
       .def_readwrite("env", &Memo::env)
@@ -94,10 +119,7 @@ void init_cache(py::module_& m) {
   py::class_<DepMatch>(m, "DepMatch")
       .def_readonly("key", &DepMatch::key)
       .def_readonly("stamps", &DepMatch::stamps);
-}
 
-// What no cached `get` uses: registered on first use (module.cc).
-void init_cache_on_demand(py::module_& m) {
   m.def("write_file_atomic", &write_file_atomic, py::arg("path"), py::arg("contents"));
 
   // The remote cache's key names (core/remote_layout.h).

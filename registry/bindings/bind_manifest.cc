@@ -8,6 +8,7 @@
 #include "launcher_header.h"
 #include "output_spec.h"
 #include "manifest.h"
+#include "on_demand.h"
 #include "signature.h"
 
 namespace py = pybind11;
@@ -15,36 +16,20 @@ namespace py = pybind11;
 namespace kreg::python {
 
 void init_manifest(py::module_& m) {
-  py::enum_<ArgType>(m, "ArgType")
-      .value("Tensor", ArgType::kTensor)
-      .value("Float", ArgType::kFloat)
-      .value("Int", ArgType::kInt)
-      .value("Bool", ArgType::kBool)
-      .value("IntList", ArgType::kIntList)
-      .value("ScalarType", ArgType::kScalarType);
-
-  py::class_<Arg>(m, "Arg")
-      .def_readonly("type", &Arg::type)
+  // A fresh `get` reads these members; the rest are deferred (on_demand.h).
+  py::class_<Arg> arg(m, "Arg");
+  defer_rest_of(arg)
       .def_readonly("name", &Arg::name)
-      .def_readonly("optional", &Arg::optional)
-      .def_readonly("mutated", &Arg::mutated)
       .def_readonly("keyword_only", &Arg::keyword_only)
       .def_readonly("has_default", &Arg::has_default)
       .def_readonly("default_text", &Arg::default_text)
-      .def_property_readonly("type_text", &Arg::type_text)
       .def_property_readonly("type_name", [](const Arg& a) { return arg_type_name(a.type); });
 
-  py::class_<Return>(m, "Return")
-      .def_readonly("name", &Return::name)
-      .def_readonly("named", &Return::named);
-
-  py::class_<Signature>(m, "Signature")
+  py::class_<Signature> signature(m, "Signature");
+  defer_rest_of(signature)
       .def_readonly("name", &Signature::name)
       .def_readonly("args", &Signature::args)
-      .def_readonly("returns", &Signature::returns)
       .def("canonical", &Signature::canonical)
-      .def("tensor_count", &Signature::tensor_count)
-      .def("first_tensor", &Signature::first_tensor)
       .def("__repr__", [](const Signature& s) { return "<Signature " + s.canonical() + ">"; });
 
   py::class_<DimTerm>(m, "DimTerm")
@@ -52,8 +37,8 @@ void init_manifest(py::module_& m) {
       .def_readonly("arg", &DimTerm::arg)
       .def_readonly("a", &DimTerm::a)
       .def_readonly("b", &DimTerm::b);
-  py::class_<OutputSpec>(m, "OutputSpec")
-      .def_readonly("text", &OutputSpec::text)
+  py::class_<OutputSpec> output(m, "OutputSpec");
+  defer_rest_of(output)
       .def_readonly("dtype_code", &OutputSpec::dtype_code)
       .def_readonly("dtype_arg", &OutputSpec::dtype_arg)
       .def_readonly("dims", &OutputSpec::dims);
@@ -66,39 +51,29 @@ void init_manifest(py::module_& m) {
   m.attr("BINDING_MAX_OUTPUTS") = kMaxOutputs;
   m.attr("BINDING_MAX_OUTPUT_DIMS") = kMaxOutputDims;
 
-  py::class_<BackendSpec>(m, "BackendSpec")
+  py::class_<BackendSpec> backend(m, "BackendSpec");
+  defer_rest_of(backend)
       .def_readonly("present", &BackendSpec::present)
-      .def_readonly("sources", &BackendSpec::sources)
-      .def_readonly("cflags", &BackendSpec::cflags)
-      .def_readonly("compiler", &BackendSpec::compiler)
-      .def_readonly("device_sources", &BackendSpec::device_sources)
-      .def_readonly("device_cflags", &BackendSpec::device_cflags);
+      .def_readonly("compiler", &BackendSpec::compiler);
 
-  py::class_<OpSpec>(m, "OpSpec")
+  py::class_<OpSpec> op(m, "OpSpec");
+  defer_rest_of(op)
       .def_readonly("signature", &OpSpec::signature)
       .def_readonly("dtypes", &OpSpec::dtypes)
       .def_readonly("launcher", &OpSpec::launcher)
       .def_readonly("same_shape", &OpSpec::same_shape)
-      .def_readonly("reference", &OpSpec::reference)
-      .def_readonly("baseline", &OpSpec::baseline)
       .def_readonly("backward", &OpSpec::backward)
       .def_readonly("arg_dtypes", &OpSpec::arg_dtypes)
       .def_readonly("outputs", &OpSpec::outputs)
-      .def_readonly("sweep", &OpSpec::sweep)
       .def_property_readonly("name", [](const OpSpec& op) { return op.signature.name; });
 
-  py::class_<Manifest>(m, "Manifest")
+  py::class_<Manifest> manifest(m, "Manifest");
+  defer_rest_of(manifest)
       .def_readonly("file", &Manifest::file)
       .def_readonly("dir", &Manifest::dir)
       .def_readonly("name", &Manifest::name)
-      .def_readonly("description", &Manifest::description)
       .def_readonly("binding", &Manifest::binding)
-      .def_readonly("binding_source", &Manifest::binding_source)
-      .def_readonly("include_dirs", &Manifest::include_dirs)
-      .def_readonly("headers", &Manifest::headers)
       .def_readonly("cflags", &Manifest::cflags)
-      .def_readonly("ldflags", &Manifest::ldflags)
-      .def_readonly("reference", &Manifest::reference)
       .def_readonly("cpu", &Manifest::cpu)
       .def_readonly("cuda", &Manifest::cuda)
       .def_readonly("ops", &Manifest::ops);
@@ -106,6 +81,45 @@ void init_manifest(py::module_& m) {
 
 // What no cached `get` uses: registered on first use (module.cc).
 void init_manifest_on_demand(py::module_& m) {
+  py::enum_<ArgType>(m, "ArgType")
+      .value("Tensor", ArgType::kTensor)
+      .value("Float", ArgType::kFloat)
+      .value("Int", ArgType::kInt)
+      .value("Bool", ArgType::kBool)
+      .value("IntList", ArgType::kIntList)
+      .value("ScalarType", ArgType::kScalarType);
+  registered_class<Arg>()
+      .def_readonly("type", &Arg::type)
+      .def_readonly("optional", &Arg::optional)
+      .def_readonly("mutated", &Arg::mutated)
+      .def_property_readonly("type_text", &Arg::type_text);
+
+  py::class_<Return>(m, "Return")
+      .def_readonly("name", &Return::name)
+      .def_readonly("named", &Return::named);
+  registered_class<Signature>()
+      .def_readonly("returns", &Signature::returns)
+      .def("tensor_count", &Signature::tensor_count)
+      .def("first_tensor", &Signature::first_tensor);
+
+  registered_class<OutputSpec>().def_readonly("text", &OutputSpec::text);
+  registered_class<BackendSpec>()
+      .def_readonly("sources", &BackendSpec::sources)
+      .def_readonly("cflags", &BackendSpec::cflags)
+      .def_readonly("device_sources", &BackendSpec::device_sources)
+      .def_readonly("device_cflags", &BackendSpec::device_cflags);
+  registered_class<OpSpec>()
+      .def_readonly("reference", &OpSpec::reference)
+      .def_readonly("baseline", &OpSpec::baseline)
+      .def_readonly("sweep", &OpSpec::sweep);
+  registered_class<Manifest>()
+      .def_readonly("description", &Manifest::description)
+      .def_readonly("binding_source", &Manifest::binding_source)
+      .def_readonly("include_dirs", &Manifest::include_dirs)
+      .def_readonly("headers", &Manifest::headers)
+      .def_readonly("ldflags", &Manifest::ldflags)
+      .def_readonly("reference", &Manifest::reference);
+
   m.def("parse_signature", &parse_signature, py::arg("text"));
   m.attr("SLICE_END") = kSliceEnd;
   m.def("fake_function", &fake_function, py::arg("signature"), py::arg("outputs"), py::arg("name"));

@@ -5,6 +5,7 @@
 
 #include "discovery.h"
 #include "manifest.h"
+#include "on_demand.h"
 #include "pin_set.h"
 #include "plan.h"
 #include "stamp_set.h"
@@ -38,47 +39,29 @@ void init_plan(py::module_& m) {
   // The manifest of the kernel named `name` under `roots`, parsed; None when
   // no folder has that name (the caller then says which names there are).
   m.def("find_kernel", [](const std::string& name, const std::vector<std::string>& roots) -> std::optional<Manifest> {
-    for (const KernelLocation& loc : discover_kernels(roots)) {
-      if (loc.name == name) return parse_manifest(loc.manifest);
-    }
-    return std::nullopt;
+    std::optional<KernelLocation> loc = locate_kernel(name, roots);
+    if (!loc) return std::nullopt;
+    return parse_manifest(loc->manifest);
   }, py::arg("name"), py::arg("roots"));
 
-  py::class_<ArtifactPlan>(m, "ArtifactPlan")
+  // A fresh `get` reads these members; the rest are deferred (on_demand.h).
+  py::class_<ArtifactPlan> artifact(m, "ArtifactPlan");
+  defer_rest_of(artifact)
       .def_readonly("what", &ArtifactPlan::what)
-      .def_readonly("kind", &ArtifactPlan::kind)
-      .def_readonly("lock_key", &ArtifactPlan::lock_key)
-      .def_readonly("key", &ArtifactPlan::key)
       .def_readonly("hit", &ArtifactPlan::hit)
-      .def_readonly("miss_reason", &ArtifactPlan::miss_reason)
-      .def_readonly("force", &ArtifactPlan::force)
-      .def_readonly("base", &ArtifactPlan::base)
-      .def_readonly("record_path", &ArtifactPlan::record_path)
-      .def_readonly("scanned", &ArtifactPlan::scanned)
-      .def_readonly("namespace", &ArtifactPlan::namespace_name)
-      .def_readonly("source", &ArtifactPlan::source)
-      .def_property_readonly("missing", &ArtifactPlan::missing)
-      .def("match_record", &ArtifactPlan::match_record, py::arg("path"));
+      .def_property_readonly("missing", &ArtifactPlan::missing);
 
-  py::class_<Plan>(m, "Plan")
-      .def_readonly("kernel", &Plan::kernel)
+  py::class_<Plan> plan(m, "Plan");
+  defer_rest_of(plan)
       .def_readonly("backend", &Plan::backend)
-      .def_readonly("env_fingerprint", &Plan::env_fingerprint)
-      .def_readonly("memo_path", &Plan::memo_path)
-      .def_readonly("memo", &Plan::memo)
       .def_readonly("memo_vouched", &Plan::memo_vouched)
-      .def_readonly("stamps", &Plan::stamps)
       .def_property_readonly("stamp_set", [](const Plan& p) { return StampSet{p.stamps}; })
       .def_readonly("unresolved", &Plan::unresolved)
       .def_readonly("artifacts", &Plan::artifacts)
       .def_readonly("namespaces", &Plan::namespaces)
       .def_readonly("launchers", &Plan::launchers)
       .def_readonly("schemas", &Plan::schemas)
-      .def_readonly("sources", &Plan::sources)
-      .def_readonly("include_dirs", &Plan::include_dirs)
       .def_readonly("changes", &Plan::changes)
-      .def_readonly("launcher_header", &Plan::launcher_header)
-      .def_readonly("previous_build_seconds", &Plan::previous_build_seconds)
       .def_readonly("memo_current", &Plan::memo_current);
 
   m.def("make_plan", [](const Manifest& manifest, const CacheStore& store, const std::string& backend,
@@ -107,14 +90,38 @@ void init_plan(py::module_& m) {
         py::arg("device_stamps") = std::vector<FileStamp>{}, py::arg("compiled") = false,
         py::arg("gc_max_bytes") = std::nullopt, py::arg("keep") = std::vector<std::string>{});
 
-  py::class_<PinSet>(m, "PinSet")
+  py::class_<PinSet> pins(m, "PinSet");
+  defer_rest_of(pins)
       .def(py::init<>())
-      .def("hold", &PinSet::hold, py::arg("store"), py::arg("keys"))
-      .def("held", &PinSet::held);
+      .def("hold", &PinSet::hold, py::arg("store"), py::arg("keys"));
 }
 
 // What no cached `get` uses: registered on first use (module.cc).
 void init_plan_on_demand(py::module_& m) {
+  registered_class<ArtifactPlan>()
+      .def_readonly("kind", &ArtifactPlan::kind)
+      .def_readonly("lock_key", &ArtifactPlan::lock_key)
+      .def_readonly("key", &ArtifactPlan::key)
+      .def_readonly("miss_reason", &ArtifactPlan::miss_reason)
+      .def_readonly("force", &ArtifactPlan::force)
+      .def_readonly("base", &ArtifactPlan::base)
+      .def_readonly("record_path", &ArtifactPlan::record_path)
+      .def_readonly("scanned", &ArtifactPlan::scanned)
+      .def_readonly("namespace", &ArtifactPlan::namespace_name)
+      .def_readonly("source", &ArtifactPlan::source)
+      .def("match_record", &ArtifactPlan::match_record, py::arg("path"));
+  registered_class<Plan>()
+      .def_readonly("kernel", &Plan::kernel)
+      .def_readonly("env_fingerprint", &Plan::env_fingerprint)
+      .def_readonly("memo_path", &Plan::memo_path)
+      .def_readonly("memo", &Plan::memo)
+      .def_readonly("stamps", &Plan::stamps)
+      .def_readonly("sources", &Plan::sources)
+      .def_readonly("include_dirs", &Plan::include_dirs)
+      .def_readonly("launcher_header", &Plan::launcher_header)
+      .def_readonly("previous_build_seconds", &Plan::previous_build_seconds);
+  registered_class<PinSet>().def("held", &PinSet::held);
+
   py::class_<Claim>(m, "Claim")
       .def_property_readonly("busy", &Claim::busy)
       .def_readonly("hit", &Claim::hit)

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "manifest.h"
+#include "on_demand.h"
 #include "signature.h"
 
 namespace py = pybind11;
@@ -26,6 +27,9 @@ PyObject* new_error(const char* name, const char* doc, std::initializer_list<PyO
   return error;
 }
 
+// The module, for the deferred registration (module objects are never freed).
+PyObject* on_demand_module = nullptr;
+
 }  // namespace
 
 namespace kreg::python {
@@ -38,6 +42,19 @@ void init_manifest_on_demand(py::module_& m);
 void init_build_on_demand(py::module_& m);
 void init_cache_on_demand(py::module_& m);
 void init_plan_on_demand(py::module_& m);
+
+bool register_on_demand() {
+  static bool registered = false;
+  if (registered) return false;
+  registered = true;
+  py::module_ m = py::reinterpret_borrow<py::module_>(on_demand_module);
+  init_manifest_on_demand(m);
+  init_build_on_demand(m);
+  init_cache_on_demand(m);
+  init_plan_on_demand(m);
+  init_aot(m);
+  return true;
+}
 }  // namespace kreg::python
 
 PYBIND11_MODULE(_core, m) {
@@ -94,27 +111,12 @@ PYBIND11_MODULE(_core, m) {
   kreg::python::init_cache(m);
   kreg::python::init_plan(m);
 
-  // Registering a function or class costs pybind11 ~5-10 us, and a fresh
-  // process's `get` finding everything cached needs under half of the module
-  // (manifest, plan, cache lookup, stamps, pins). The rest (builds, tools,
-  // the remote cache, codegen) is registered on the first access to a name
-  // not yet defined (PEP 562 module __getattr__), so `_core.X` works for
-  // every X, and the fresh `get` saves ~1-2 ms of import. A class the eager
-  // part returns must stay eager: a method of a registered class does not
-  // pass through this hook. tests/test_core_calls.py checks that a cached
-  // get leaves the rest unregistered.
-  PyObject* self = m.ptr();
-  m.def("__getattr__", [self](const std::string& name) -> py::object {
-    static bool registered = false;
-    if (!registered && name.rfind("__", 0) != 0) {
-      registered = true;
-      py::module_ mod = py::reinterpret_borrow<py::module_>(self);
-      kreg::python::init_manifest_on_demand(mod);
-      kreg::python::init_build_on_demand(mod);
-      kreg::python::init_cache_on_demand(mod);
-      kreg::python::init_plan_on_demand(mod);
-      kreg::python::init_aot(mod);
-      if (PyObject* value = PyDict_GetItemString(PyModule_GetDict(self), name.c_str())) {
+  // The rest is registered on first use (on_demand.h). tests/test_core_calls.py
+  // checks that a cached get leaves it unregistered.
+  on_demand_module = m.ptr();
+  m.def("__getattr__", [](const std::string& name) -> py::object {
+    if (name.rfind("__", 0) != 0 && kreg::python::register_on_demand()) {
+      if (PyObject* value = PyDict_GetItemString(PyModule_GetDict(on_demand_module), name.c_str())) {
         return py::reinterpret_borrow<py::object>(value);
       }
     }

@@ -57,6 +57,20 @@ std::vector<KernelLocation> discover_kernels(const std::vector<std::string>& roo
   return out;
 }
 
+std::optional<KernelLocation> locate_kernel(const std::string& name, const std::vector<std::string>& roots) {
+  if (!is_valid_kernel_name(name)) return std::nullopt;
+  for (const std::string& root : roots) {
+    std::error_code ec;
+    const fs::path base = fs::absolute(root, ec).lexically_normal();
+    if (ec || !fs::is_directory(base, ec)) continue;
+    const fs::path dir = base / name;
+    if (!fs::is_directory(dir, ec)) continue;  // follows symlinks, as scan_root does
+    const fs::path manifest = dir / kManifestFileName;
+    if (fs::is_regular_file(manifest, ec)) return KernelLocation{name, manifest.string()};
+  }
+  return std::nullopt;
+}
+
 std::string closest_name(const std::string& name, const std::vector<std::string>& candidates) {
   const size_t limit = std::max<size_t>(2, name.size() / 3);
   std::string best;

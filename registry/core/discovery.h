@@ -1,6 +1,7 @@
 // Kernel discovery: which names exist, and the closest one to a typo.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@ struct KernelLocation {
 // Each root is a folder whose sub-folders hold kernel.toml files. A name found
 // in an earlier root shadows later ones. Sorted by name.
 std::vector<KernelLocation> discover_kernels(const std::vector<std::string>& roots);
+
+// The kernel `name` as discover_kernels would list it, found without listing
+// every root: a fresh `get` asks for one name. nullopt when it has none.
+std::optional<KernelLocation> locate_kernel(const std::string& name, const std::vector<std::string>& roots);
 
 // The candidate with the smallest edit distance, if it is close enough to be a
 // plausible typo (distance <= max(2, len/3)); empty otherwise.

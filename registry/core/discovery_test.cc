@@ -96,6 +96,29 @@ TEST_F(DiscoveryTest, SymlinkedKernelFolderCounts) {
   EXPECT_EQ(found[0].name, "linked");
 }
 
+// locate_kernel answers for one name exactly what discover_kernels lists.
+TEST_F(DiscoveryTest, LocateAgreesWithDiscovery) {
+  add_kernel("r1", "beta");
+  add_kernel("r1", "no_manifest", /*with_manifest=*/false);
+  add_kernel("r1", "Bad-Name");
+  std::ofstream(root("r1") + "/loose_file") << "x";
+  add_kernel("r2", "beta");
+  add_kernel("r2", "no_manifest");
+  add_kernel("elsewhere", "real");
+  fs::create_directory_symlink(root("elsewhere") + "/real", root("r2") + "/linked");
+  const std::vector<std::string> roots = {root("r1"), root("missing"), root("r2")};
+  const std::vector<KernelLocation> listed = discover_kernels(roots);
+  ASSERT_EQ(listed.size(), 3u);
+  for (const KernelLocation& loc : listed) {
+    const std::optional<KernelLocation> found = locate_kernel(loc.name, roots);
+    ASSERT_TRUE(found.has_value()) << loc.name;
+    EXPECT_EQ(found->manifest, loc.manifest) << loc.name;
+  }
+  for (const char* absent : {"Bad-Name", "loose_file", "gamma", "", "..", "r1/beta"}) {
+    EXPECT_FALSE(locate_kernel(absent, roots).has_value()) << absent;
+  }
+}
+
 TEST(DiscoveryClosestNameTest, FindsPlausibleTypos) {
   const std::vector<std::string> names = {"axpy", "relu", "softmax", "layer_norm"};
   EXPECT_EQ(closest_name("axyp", names), "axpy");     // distance 2

@@ -74,6 +74,30 @@ TEST(HashTest, FileMatchesBytes) {
   unlink(path);
 }
 
+// Read in 64 KiB pieces: the digest must not depend on where they end.
+TEST(HashTest, LargeFileMatchesBytesAcrossReads) {
+  char path[] = "/tmp/kreg_hash_testXXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  std::string bytes(3 * 65536 + 12345, '\0');
+  uint32_t x = 2463534242u;
+  for (char& c : bytes) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    c = static_cast<char>(x);
+  }
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << bytes;
+  }
+  std::optional<Digest> d = hash_file(path);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(*d, hash_bytes(bytes));
+  unlink(path);
+}
+
 TEST(HashTest, UnreadableFileIsNullopt) {
   EXPECT_FALSE(hash_file("/nonexistent/kreg/file"));
   EXPECT_FALSE(hash_file("/tmp"));  // a directory opens but cannot be read
