@@ -98,7 +98,9 @@ void init_cache(py::module_& m) {
 
 // What no cached `get` uses: registered on first use (module.cc).
 void init_cache_on_demand(py::module_& m) {
-  m.def("write_file_atomic", &write_file_atomic, py::arg("path"), py::arg("contents"));
+  m.def("write_file_atomic", [](const std::string& path, const std::string& contents) {
+    write_file_atomic(path, contents);  // durable: what Python writes is not re-derived on a bad read
+  }, py::arg("path"), py::arg("contents"));
 
   // The remote cache's key names (core/remote_layout.h).
   m.attr("REMOTE_FORMAT") = kRemoteFormat;
