@@ -76,7 +76,10 @@ void init_cache(py::module_& m) {
       .def("touch", &CacheStore::touch)
       .def("pin", &CacheStore::pin, py::arg("key_hex"))
       .def("pinned", &CacheStore::pinned, py::arg("key_hex"))
-      .def("gc", &CacheStore::gc, py::arg("max_bytes"), py::arg("keep") = std::vector<std::string>{})
+      // GIL released: after a build the scan runs on a thread beside the
+      // notebook (cache_cap.py), which must not stall.
+      .def("gc", &CacheStore::gc, py::arg("max_bytes"), py::arg("keep") = std::vector<std::string>{},
+           py::call_guard<py::gil_scoped_release>())
       .def("clear", &CacheStore::clear)
       .def("list", &CacheStore::list)
       .def("remove", &CacheStore::remove)
