@@ -13,6 +13,7 @@ and the locking are the core's (core/cache_store.h, `CacheStore.gc`).
 """
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 
@@ -34,6 +35,7 @@ def collect_garbage(store, keep=()):
 
 
 _worker = None
+_worker_pid = None
 _worker_lock = threading.Lock()
 
 
@@ -43,12 +45,13 @@ def collect_garbage_soon(store, max_bytes: int, keep=()):
     pinned; whatever a later `get` looks up meanwhile is verified by the
     lookup as always, so a collection running beside it is as safe as one
     in another process."""
-    global _worker
+    global _worker, _worker_pid
     with _worker_lock:
-        if _worker is None:
+        # A forked child inherits the executor but not its thread: it starts its own.
+        if _worker is None or _worker_pid != os.getpid():
             from concurrent.futures import ThreadPoolExecutor
 
-            _worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kreg-cache-cap")
+            _worker, _worker_pid = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kreg-cache-cap"), os.getpid()
     return _worker.submit(_collect, store, max_bytes, list(keep))
 
 
@@ -64,6 +67,6 @@ def wait_for_collections() -> None:
     """Returns once the collections started so far have finished (tests,
     `cache` commands that report sizes)."""
     with _worker_lock:
-        worker = _worker
+        worker = _worker if _worker_pid == os.getpid() else None
     if worker is not None:
         worker.submit(lambda: None).result()

@@ -144,3 +144,25 @@ def test_a_bad_cache_cap_still_fails_the_get_that_compiled(axpy_copy, monkeypatc
     axpy_copy.edit("axpy_cpu.cpp", "axpy_element(alpha,", "5.0f + axpy_element(alpha,")
     with pytest.raises(Exception, match="REGISTRY_CACHE_MAX_BYTES"):
         registry.get(axpy_copy.name, device="cpu")
+
+
+def test_a_forked_child_applies_the_cap_on_its_own_worker(private_cache_store):
+    import os
+
+    store = private_cache_store
+    cache_cap.collect_garbage_soon(store, 1 << 40).result(timeout=30)  # the parent's worker exists
+    pid = os.fork()
+    if pid == 0:  # the child: its inherited executor has no thread; a new one must run the job
+        code = 1
+        try:
+            report = cache_cap.collect_garbage_soon(store, 1 << 40).result(timeout=20)
+            code = 0 if report is not None else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.fixture
+def private_cache_store(tmp_path):
+    return _core.CacheStore(str(tmp_path / "cache"))
