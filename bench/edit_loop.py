@@ -14,8 +14,10 @@ step is cheap enough to repeat; the count is in the JSON):
   header_edit     edit a header two includes deep, same process
   revert          go back to the first content, same process
 The floors: a bare `nvcc -c` (or `c++ -c`) of the kernel's source with the
-flags torch would use, timed in the same run. Writes edit_loop-<device>.json
-and .md (a table with ratios).
+flags torch would use, timed in the same run; on the CPU also the very
+compile-and-link command the registry ran for the last edit (captured from
+direct_build), rerun alone: what an edit costs beyond it is the registry's
+own overhead. Writes edit_loop-<device>.json and .md (a table with ratios).
 """
 from __future__ import annotations
 
@@ -106,6 +108,38 @@ def bare_compile_floor(scratch: Scratch, device: str, reps: int) -> float:
     return median(times)
 
 
+def one_step_alone(command: list[str]) -> float:
+    """The registry's own compile-and-link command for an edit, rerun alone
+    in a scratch folder (its output and depfile land there), right after the
+    edit that ran it: on a shared machine the pair sees the same load."""
+    folder = Path(tempfile.mkdtemp(prefix="one-step-"))
+    out = command.index("-o") + 1
+    command = [*command[:out], str(folder / "lib.so"), *command[out + 1:]]
+    t = time.perf_counter()
+    subprocess.run(command, cwd=folder, check=True, capture_output=True)
+    elapsed = time.perf_counter() - t
+    shutil.rmtree(folder, ignore_errors=True)
+    return elapsed
+
+
+def _capture_direct_commands() -> list[tuple[list[str], float]]:
+    """The commands direct_build runs from now on (CPU kernel libraries),
+    each with its wall time: an edit's time beyond it is the registry's own."""
+    from registry import direct_build
+
+    seen, run = [], direct_build._run
+
+    def recording(command, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return run(command, *args, **kwargs)
+        finally:
+            seen.append((list(command), time.perf_counter() - t))
+
+    direct_build._run = recording
+    return seen
+
+
 def measure_registry(device: str, reps: int, work: Path) -> dict:
     import torch
 
@@ -162,10 +196,34 @@ def measure_registry(device: str, reps: int, work: Path) -> dict:
         assert got == expected, (got, expected)
         return elapsed
 
-    results["source_edit"] = {"s": median([_step(scratch.set_source_offset, k, until, 3.0 + k) for k in range(1, reps + 1)]), "n": reps}
+    commands = _capture_direct_commands() if device == "cpu" else []
+    alone: dict[str, list[float]] = {"source_edit": [], "header_edit": []}
+
+    beyond: dict[str, list[float]] = {"source_edit": [], "header_edit": []}
+
+    def paired(step: str, edit, k: int, expected: float) -> float:
+        """An edit, then (CPU) the compile+link command it ran, alone."""
+        ran = len(commands)
+        elapsed = _step(edit, k, until, expected)
+        if len(commands) == ran + 1:
+            command, compiler_s = commands[-1]
+            beyond[step].append(elapsed - compiler_s)
+            alone[step].append(one_step_alone(command))
+        return elapsed
+
+    source = [paired("source_edit", scratch.set_source_offset, k, 3.0 + k) for k in range(1, reps + 1)]
+    results["source_edit"] = {"s": median(source), "n": reps}
     scratch.revert()
     until(3.0)
-    results["header_edit"] = {"s": median([_step(scratch.set_bias, k, until, 3.0 + k) for k in range(10, 10 + reps)]), "n": reps}
+    header = [paired("header_edit", scratch.set_bias, k, 3.0 + k) for k in range(10, 10 + reps)]
+    results["header_edit"] = {"s": median(header), "n": reps}
+    for step, samples in (("source_edit", source), ("header_edit", header)):
+        if len(alone[step]) == len(samples):
+            results[step]["compile_link_alone_s"] = median(alone[step])
+            results[step]["beyond_compile_link_s"] = median([a - b for a, b in zip(samples, alone[step])])
+            # Within each edit: the whole edit less its compiler process (spawn to exit).
+            results[step]["beyond_its_compiler_s"] = median(beyond[step])
+            results[step]["beyond_its_compiler_min_s"] = min(beyond[step])
     reverts = []
     for k in range(reps):
         scratch.set_bias(10 + k)
@@ -174,6 +232,9 @@ def measure_registry(device: str, reps: int, work: Path) -> dict:
         reverts.append(until(3.0))
     results["revert"] = {"s": median(reverts), "n": reps}
     results["floor_bare_compile"] = {"s": bare_compile_floor(scratch, device, reps), "n": reps}
+    if alone["source_edit"]:
+        both = alone["source_edit"] + alone["header_edit"]
+        results["floor_one_step"] = {"s": median(both), "n": len(both), "command": " ".join(commands[-1][0])}
     return results
 
 
@@ -194,8 +255,12 @@ def table(ours: dict, theirs: dict, device: str) -> str:
     def of_torch_cold(s):
         return f"{s / t_cold:.2f} × torch cold" if t_cold else ""
 
-    def of_floor(s):
-        return f"{s / floor:.2f} × bare compile"
+    def of_floor(s, step=None):
+        paired = ours.get(step, {}) if step else {}
+        beyond = (f"; {s / paired['compile_link_alone_s']:.2f} × its compile+link run alone beside it; "
+                  f"beyond its own compiler process: {paired['beyond_its_compiler_s'] * 1e3:.1f} ms "
+                  f"(min {paired['beyond_its_compiler_min_s'] * 1e3:.1f})") if "beyond_its_compiler_s" in paired else ""
+        return f"{s / floor:.2f} × bare compile{beyond}"
 
     rows = [  # label, our key, torch's key, ratio, target
         ("cold build, nothing cached", "cold", "cold", of_torch_cold, "≤ 0.4 × torch cold"),
@@ -207,13 +272,17 @@ def table(ours: dict, theirs: dict, device: str) -> str:
         ("get, nothing changed, fresh process", "nochange_fresh", "nochange_fresh", None, "≤ 10 ms"),
         ("get, nothing changed, same process", "nochange_same", "nochange_same", None, "≤ 100 µs"),
         ("bare compile of the kernel source (floor)", "floor_bare_compile", None, None, ""),
+        ("the registry's compile+link command alone, after each edit (floor)", "floor_one_step", None, None, ""),
     ]
     lines = [f"| step ({device}) | registry | torch load() | ratio | target |", "|---|---|---|---|---|"]
     for label, ours_key, theirs_key, ratio, target in rows:
+        if ours_key not in ours:
+            continue
         s = ours[ours_key]["s"]
         t = theirs.get(theirs_key, {}) if theirs_key else {}
         their = fmt(t.get("s")) + (f" ({t['note']})" if t.get("note") else "") if theirs_key else ""
-        lines.append(f"| {label} | {fmt(s)} | {their} | {ratio(s) if ratio else ''} | {target} |")
+        shown = (ratio(s, ours_key) if ratio is of_floor else ratio(s)) if ratio else ""
+        lines.append(f"| {label} | {fmt(s)} | {their} | {shown} | {target} |")
     return "\n".join(lines)
 
 
@@ -233,6 +302,7 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(CHECKOUT / "registry")], check=False, capture_output=True)
     work = Path(tempfile.mkdtemp(prefix="edit-loop-"))
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    load_before = os.getloadavg()  # a shared machine: the figures move with it
     ours = measure_registry(device, args.reps, work)
     theirs = {} if args.skip_torch else TorchLoadBaseline(CHECKOUT, work / "torch", device, args.torch_reps or args.reps).run()
     machine = torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or platform.machine()
@@ -240,12 +310,14 @@ def main() -> None:
         "date": started, "device": device, "machine": machine, "cpus": os.cpu_count(),
         "torch": torch.__version__, "python": platform.python_version(),
         "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "load_average": {"start": [round(v, 2) for v in load_before], "end": [round(v, 2) for v in os.getloadavg()]},
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"edit_loop-{device}.json").write_text(json.dumps({"meta": meta, "registry": ours, "torch_load": theirs}, indent=1))
     md = [f"# Edit loop on {device} ({machine})", "",
-          f"{meta['date']}, {meta['cpus']} CPUs, torch {meta['torch']}, Python {meta['python']}.",
+          f"{meta['date']}, {meta['cpus']} CPUs, torch {meta['torch']}, Python {meta['python']}; "
+          f"load average (1, 5, 15 min) {meta['load_average']['start']} at the start, {meta['load_average']['end']} at the end.",
           f"Command: `{meta['command']}`. Medians; repetition counts in edit_loop-{device}.json.", "",
           table(ours, theirs, device), ""]
     (out / f"edit_loop-{device}.md").write_text("\n".join(md))

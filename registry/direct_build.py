@@ -45,11 +45,12 @@ def build(plan, staging: Path):
     flags = [*_COMPILE, *plan.cflags, *(f"-I{p}" for p in plan.include_paths)]
     out = staging / plan.artifact
     start = time.perf_counter()
-    with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
-        if one_step(plan):
-            _run([real_cxx, *flags, "-MMD", "-MF", "0.d", plan.sources[0], *_link_flags(plan, real_cxx),
-                  "-o", str(out)], plan, staging)
-        else:
+    if one_step(plan):
+        # The progress timer starts only if the build outlasts SHOW_AFTER_S (progress.wait_for_build).
+        _run([real_cxx, *flags, "-MMD", "-MF", "0.d", plan.sources[0], *_link_flags(plan, real_cxx),
+              "-o", str(out)], plan, staging, progress=True)
+    else:
+        with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
             objects = [f"{i}.o" for i in range(len(plan.sources))]
             with ThreadPoolExecutor(max_workers=min(len(plan.sources), os.cpu_count() or 1)) as pool:
                 list(pool.map(lambda i: _run([cxx, *flags, "-MMD", "-MF", f"{i}.d", "-c", plan.sources[i],
@@ -107,12 +108,22 @@ def _compiler_libstdcxx(cxx: str, _stat) -> str | None:
     return os.path.realpath(name)
 
 
-def _run(command: list[str], plan, staging: Path) -> None:
+def _run(command: list[str], plan, staging: Path, progress: bool = False) -> None:
+    """progress: show build progress for this command (the one-step build);
+    a multi-step build shows it around all its steps."""
     # cwd = the staging folder: an interrupted build's compilers are found there
     # (progress.py), and relative names in diagnostics resolve against it.
-    done = subprocess.run(command, cwd=staging, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise builder.build_error(plan, " ".join(command) + "\n" + done.stdout + done.stderr, staging)
+    if progress:
+        from registry.progress import wait_for_build
+
+        process = subprocess.Popen(command, cwd=staging, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout, stderr = wait_for_build(process, plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging)
+        returncode = process.returncode
+    else:
+        done = subprocess.run(command, cwd=staging, capture_output=True, text=True)
+        stdout, stderr, returncode = done.stdout, done.stderr, done.returncode
+    if returncode != 0:
+        raise builder.build_error(plan, " ".join(command) + "\n" + stdout + stderr, staging)
 
 
 def _depfile_deps(staging: Path, project_dirs: list[str]) -> list[str]:

@@ -11,7 +11,6 @@ Nothing here runs when `get` finds its stamps unchanged (see api.py).
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
 
 from registry import _core, backend_choice, environment, keys, knobs
@@ -137,15 +136,18 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         # The artifact key is known now (from the record, or from the build), and
         # the stamps cover the files the compiler read beyond the scan, and the
         # device code's files (the cubin's own key covers those).
-        changes, gc_problem = _core.record_outcome(
+        changes, _ = _core.record_outcome(
             plan, store, lib_key=lib_target.key if rekeyed else None,
             lib_extra_stamps=lib_target.extra_stamps if rekeyed else [],
             device_key=device.key if device else "",
-            device_stamps=list(device.stamps or []) if device else [], compiled=bool(compiled),
-            gc_max_bytes=knobs.cache_max_bytes() if compiled else None,
-            keep=[a.entry.key for a in artifacts.values()])
-        if gc_problem:
-            warnings.warn(f"cache size cap not applied: {gc_problem}", RuntimeWarning, stacklevel=3)
+            device_stamps=list(device.stamps or []) if device else [], compiled=bool(compiled))
+        if compiled:
+            # Beside the caller, not before the result (cache_cap.py); the cap
+            # is read here, so a bad setting still fails this call.
+            from registry import cache_cap
+
+            cache_cap.collect_garbage_soon(store, knobs.cache_max_bytes(),
+                                           [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
         changes = list(changes)
     else:
         changes = list(plan.changes)

@@ -50,13 +50,13 @@ def _commands_of_an_edit(axpy_copy, monkeypatch) -> list:
     """Every subprocess a .cpp edit -> new result runs (the compiler, ccache's counters, ...)."""
     op = registry.get(axpy_copy.name, device="cpu")
     commands = []
-    real_run = subprocess.run
 
-    def counting_run(command, *args, **kwargs):
-        commands.append([str(c) for c in command])
-        return real_run(command, *args, **kwargs)
+    class CountingPopen(subprocess.Popen):  # subprocess.run starts its process through Popen too
+        def __init__(self, command, *args, **kwargs):
+            commands.append([str(c) for c in command])
+            super().__init__(command, *args, **kwargs)
 
-    monkeypatch.setattr(direct_build.subprocess, "run", counting_run)
+    monkeypatch.setattr(subprocess, "Popen", CountingPopen)
     axpy_copy.edit("axpy_cpu.cpp", "axpy_element(alpha,", "1.0f + axpy_element(alpha,")
     registry.get(axpy_copy.name, device="cpu")
     x = torch.ones(4)

@@ -102,7 +102,10 @@ void init_cache_on_demand(py::module_& m) {
       .def("touch", &CacheStore::touch)
       .def("pin", &CacheStore::pin, py::arg("key_hex"))
       .def("pinned", &CacheStore::pinned, py::arg("key_hex"))
-      .def("gc", &CacheStore::gc, py::arg("max_bytes"), py::arg("keep") = std::vector<std::string>{})
+      // GIL released: after a build the scan runs on a thread beside the
+      // notebook (cache_cap.py), which must not stall.
+      .def("gc", &CacheStore::gc, py::arg("max_bytes"), py::arg("keep") = std::vector<std::string>{},
+           py::call_guard<py::gil_scoped_release>())
       .def("clear", &CacheStore::clear)
       .def("list", &CacheStore::list)
       .def("remove", &CacheStore::remove)
@@ -120,7 +123,9 @@ void init_cache_on_demand(py::module_& m) {
       .def_readonly("key", &DepMatch::key)
       .def_readonly("stamps", &DepMatch::stamps);
 
-  m.def("write_file_atomic", &write_file_atomic, py::arg("path"), py::arg("contents"));
+  m.def("write_file_atomic", [](const std::string& path, const std::string& contents) {
+    write_file_atomic(path, contents);  // durable: what Python writes is not re-derived on a bad read
+  }, py::arg("path"), py::arg("contents"));
 
   // The remote cache's key names (core/remote_layout.h).
   m.attr("REMOTE_FORMAT") = kRemoteFormat;

@@ -24,10 +24,13 @@
 //   v1/ccache-bin/<16 hex>/    the compiler wrapper ccache is reached through (ccache.py)
 //
 // Publishing: a build writes into a staging folder, the store writes
-// entry.toml there (with the artifact's size and XXH3-128), fsyncs, and
-// renames the folder to objects/<key>. Readers see either nothing or a
-// complete entry. A lookup re-verifies size and digest, so a truncated or
-// altered artifact is a miss (reported with the reason), never a bad load.
+// entry.toml there (with the artifact's size and XXH3-128) and renames the
+// folder to objects/<key>. Readers see either nothing or a complete entry.
+// A lookup re-verifies size and digest, so a truncated or altered artifact
+// is a miss (reported with the reason), never a bad load. That check is
+// also what makes a crash safe: nothing is fsynced (install() says why),
+// so an entry published just before a power loss may come back short, and
+// is then a miss that rebuilds.
 //
 // entry.toml, format 1:
 //   format        = 1
@@ -192,16 +195,23 @@ class CacheStore {
 
  private:
   GcReport evict(int64_t max_bytes, const std::vector<std::string>& keep) const;
-  // fsyncs a verified staging folder and renames it to objects/<key>
-  // (keeping another process's verified entry if it got there first).
+  // Renames a verified staging folder to objects/<key> (keeping another
+  // process's verified entry if it got there first); no fsync.
   Entry install(const std::string& staging_dir, Entry entry) const;
 
   std::string root_;
   std::string v1_;
 };
 
+// kDurable: fsync the file before the rename and the folder after, so the
+// new content survives a crash whole. kUnsynced: no fsync, for records whose
+// reader rejects a file cut short (the memo, the dependency records): after a
+// crash such a file may be old, new, empty or cut short, never wrong.
+enum class Sync { kDurable, kUnsynced };
+
 // Writes `contents` to `path` through a temporary file in the same folder and
-// a rename, so readers never see a partial file.
-void write_file_atomic(const std::string& path, const std::string& contents);
+// a rename, so readers never see a partial file while the machine runs.
+void write_file_atomic(const std::string& path, const std::string& contents,
+                       Sync sync = Sync::kDurable);
 
 }  // namespace kreg

@@ -211,7 +211,10 @@ void add_dep_entry(const std::string& path, const Key& base, const DepEntry& ent
                        record.entries.end());
   record.entries.insert(record.entries.begin(), entry);
   if (record.entries.size() > kDepRecordMaxEntries) record.entries.resize(kDepRecordMaxEntries);
-  write_file_atomic(path, dep_record_to_toml(record));
+  // Unsynced (cache_store.h): a record cut short by a crash loses entries or
+  // fails to parse, and an entry cut short no longer derives its own key, so
+  // match_dep_record rejects it.
+  write_file_atomic(path, dep_record_to_toml(record), Sync::kUnsynced);
 }
 
 }  // namespace kreg

@@ -53,6 +53,11 @@ Memo memo_from_table(const toml::table& t) {
     }
   }
   memo.inputs = get_inputs(t, "inputs");
+  // A file cut short at a table boundary still parses; its counts tell.
+  if (get_int(t, "stamp_count") != static_cast<int64_t>(memo.stamps.size()) ||
+      get_int(t, "input_count") != static_cast<int64_t>(memo.inputs.size())) {
+    throw std::runtime_error("the memo is cut short");
+  }
   return memo;
 }
 
@@ -71,6 +76,8 @@ std::string memo_to_toml(const Memo& memo) {
     first = false;
   }
   out << (first ? "}\n" : " }\n");
+  out << "stamp_count = " << memo.stamps.size() << "\n";
+  out << "input_count = " << memo.inputs.size() << "\n";
   for (const FileStamp& stamp : memo.stamps) {
     out << "\n[[stamp]]\n";
     out << "path = " << toml_quote(stamp.path) << "\n";
@@ -98,7 +105,9 @@ std::optional<Memo> read_memo(const std::string& path) {
 }
 
 void write_memo(const std::string& path, const Memo& memo) {
-  write_file_atomic(path, memo_to_toml(memo));
+  // Unsynced (cache_store.h): the counts make a memo cut short by a crash
+  // unreadable, never one that vouches for a key with fewer stamps.
+  write_file_atomic(path, memo_to_toml(memo), Sync::kUnsynced);
 }
 
 }  // namespace kreg

@@ -8,14 +8,16 @@
 // one checkout's shortcut: losing it costs time, never correctness (the
 // cache's dependency records, dep_record.h, make keys from content alone).
 //
-// v1/memo/<kernel>.<backend>.<8 hex of the manifest path>.toml, format 1
+// v1/memo/<kernel>.<backend>.<8 hex of the manifest path>.toml, format 2
 // (written by plan.h's record_outcome; the name keeps two checkouts sharing
 // a cache apart):
-//   format  = 1
+//   format  = 2
 //   kernel  = "axpy"
 //   backend = "cpu"
 //   env     = "<32 hex>"                  # digest of the env.* and toolchain.* key inputs
 //   keys    = { device = "<hex>", lib = "<hex>" }   # lib always; device for NVRTC code
+//   stamp_count = 4                       # how many [[stamp]] tables follow
+//   input_count = 9                       # how many [inputs] entries follow
 //   [[stamp]]                             # one table per file the keys depend on
 //   path     = "/abs"
 //   size     = 1
@@ -24,6 +26,10 @@
 //   xxh3     = "<32 hex>"
 //   [inputs]                              # the key inputs of keys.lib, for diffs
 //   "file:axpy.cpp" = "<32 hex>"
+// The memo is written without fsync (each edit writes it). A crash can leave
+// it cut short; cut at a table boundary it would still parse, with fewer
+// stamps, and vouch for a key without checking every file: the counts
+// (format 2) make such a file unreadable instead. Format 1 had no counts.
 // Binding keys are not kept: a binding's key follows from the signature and
 // the environment, and is recomputed only when the binding is not loaded.
 #pragma once
@@ -38,7 +44,7 @@
 
 namespace kreg {
 
-inline constexpr int kMemoFormat = 1;
+inline constexpr int kMemoFormat = 2;
 
 struct Memo {
   std::string kernel;

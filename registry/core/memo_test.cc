@@ -114,10 +114,32 @@ TEST(Memo, OtherFormatIsNullopt) {
   TempDir dir;
   const std::string path = dir.path() + "/axpy.cpu.toml";
   std::string text = memo_to_toml(sample_memo());
-  ASSERT_EQ(text.rfind("format = 1\n", 0), 0u);
-  text.replace(0, 10, "format = 2");
+  ASSERT_EQ(text.rfind("format = 2\n", 0), 0u);
+  text.replace(0, 10, "format = 1");  // format 1 had no counts: read as no memo
   write_text(path, text);
   EXPECT_FALSE(read_memo(path));
+}
+
+// Written without fsync, a memo can come back cut short after a crash. Cut
+// where a [[stamp]] table begins it is still valid TOML; read, it would vouch
+// for the key while checking fewer files. The counts make it unreadable.
+TEST(Memo, CutShortAtATableBoundaryIsNullopt) {
+  TempDir dir;
+  const std::string path = dir.path() + "/axpy.cuda.toml";
+  const std::string text = memo_to_toml(sample_memo());
+  const size_t second_stamp = text.find("\n[[stamp]]", text.find("[[stamp]]") + 1);
+  const size_t inputs = text.find("\n[inputs]");
+  ASSERT_NE(second_stamp, std::string::npos);
+  ASSERT_NE(inputs, std::string::npos);
+  for (size_t cut : {second_stamp + 1, inputs + 1}) {
+    write_text(path, text.substr(0, cut));
+    EXPECT_FALSE(read_memo(path)) << "cut at " << cut << ":\n" << text.substr(0, cut);
+  }
+  // The last [inputs] line dropped: fewer inputs than counted.
+  write_text(path, text.substr(0, text.rfind('\n', text.size() - 2) + 1));
+  EXPECT_FALSE(read_memo(path));
+  write_text(path, text);
+  EXPECT_TRUE(read_memo(path));
 }
 
 }  // namespace
