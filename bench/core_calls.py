@@ -5,7 +5,8 @@
 Three cases, each in a new process on a scratch copy of kernels/axpy: a cold
 `get` (empty cache: plan, build, load), a fresh process whose every artifact
 is cached, and the hot path (a second `get` in the same process; its time is
-also taken without the profiler, the median of 200 batches of 50 gets). Calls are
+also taken without the profiler, the median of 200 batches of 50 gets, and
+so is its one core call alone: its floor, a stat() per file). Calls are
 counted with a profile hook, which sees every call of a built-in function, so
 the package needs no counter of its own: a call counts when the function or
 the object it is bound to comes from `registry._core`.
@@ -64,14 +65,25 @@ device = sys.argv[1]
 first = counted(lambda: registry.get("axpy", device=device))
 outcome = registry.status("axpy", device=device).outcome
 hot = counted(lambda: registry.get("axpy", device=device))
-# The hot path's own time, without the profiler: the median of 200 batches of 50 gets.
-batches = []
+# The hot path's own time, without the profiler, and its floor, the one core
+# call alone (a stat() per file the build read): the median of 200 batches of
+# 50 calls each, the two taken in turn so that both see the same load.
+stamps = registry.state.STATE.find("axpy", device).stamps
+gets, calls = [], []
 for _ in range(200):
     start = time.perf_counter()
     for _ in range(50):
         registry.get("axpy", device=device)
-    batches.append((time.perf_counter() - start) / 50)
-hot["unprofiled_seconds"] = sorted(batches)[len(batches) // 2]
+    gets.append((time.perf_counter() - start) / 50)
+    start = time.perf_counter()
+    for _ in range(50):
+        stamps.unchanged()
+    calls.append((time.perf_counter() - start) / 50)
+hot["unprofiled_seconds"] = sorted(gets)[len(gets) // 2]
+hot["unchanged_call_seconds"] = sorted(calls)[len(calls) // 2]
+hot["files_stat"] = len(stamps)
+around = sorted(g - c for g, c in zip(gets, calls))  # what get adds around the call
+hot["around_call_seconds"] = around[len(around) // 2]
 print(json.dumps({"first": first, "hot": hot, "outcome": outcome}))
 """
 
@@ -101,6 +113,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": device,
         "machine": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
         "command": f"python bench/core_calls.py --device {device}",
+        "load_average": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
         "cold_get": cold["first"], "fresh_process_cached_get": cached["first"], "hot_get": cached["hot"],
     }
     out = Path(args.out)
@@ -109,7 +122,10 @@ def main() -> None:
     line = (f"{result['date']} {result['machine']}: calls into _core: cold get {cold['first']['calls']}, "
             f"fresh-process cached get {cached['first']['calls']}, hot get {cached['hot']['calls']} "
             f"({cached['hot']['unprofiled_seconds'] * 1e6:.1f} us per get unprofiled, "
-            f"{cached['hot']['seconds'] * 1e6:.0f} us under the profiler); `{result['command']}`")
+            f"{cached['hot']['seconds'] * 1e6:.0f} us under the profiler; the core call alone, a stat() of each of "
+            f"{cached['hot']['files_stat']} files, {cached['hot']['unchanged_call_seconds'] * 1e6:.1f} us, and get "
+            f"around it {cached['hot']['around_call_seconds'] * 1e6:.1f} us); load average "
+            f"{result['load_average'][0]:.2f} on {result['cpus']} CPUs; `{result['command']}`")
     (out / f"core_calls-{device}.md").write_text(line + "\n")
     print(line)
     shutil.rmtree(work, ignore_errors=True)

@@ -27,10 +27,10 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
     """
     start = perf_counter()
     requested = backend_choice.requested(device)
-    state = STATE.find(name, requested)
-    # Everything per call is here, on purpose: one C++ call (a stat() per file
-    # the build read, the floor for an exact answer), two dict lookups, and
-    # no object made beyond their keys and the time taken.
+    # Everything per call is here, on purpose: one dict lookup, one C++ call
+    # (a plain CPython method: a stat() per file the build read, the floor
+    # for an exact answer), and no object made beyond the key and the time.
+    state = STATE.requests.get((name, requested))
     if state is not None and not rebuild and state.stamps.unchanged():
         # status() now describes this get, not the build or load before it.
         state.status = served = state.in_process

@@ -9,6 +9,8 @@ that rule visible and gives tests one thing to look at.
     backends      (name, device as asked: None, "cpu", "cuda") -> the backend it resolved to.
                   "No device" and the device it means must find the same state, or one
                   kernel gets two handles and the one not asked for again runs old code.
+    requests      (name, device as asked) -> the state: kernels[(name, backends[...])] kept
+                  ready by keep(), so the hot path of `get` finds it in one dict lookup
     libraries     kernel-lib key -> the dlopen'ed library (ctypes.CDLL)
     modules       module key -> a hand-written pybind module
     namespaces    binding namespace -> the file registered. Loading a second file that
@@ -34,6 +36,7 @@ class ProcessState:
     def __init__(self):
         self.kernels: dict = {}
         self.backends: dict = {}
+        self.requests: dict = {}
         self.libraries: dict[str, object] = {}
         self.modules: dict[str, object] = {}
         self.namespaces: dict[str, str] = {}
@@ -49,11 +52,15 @@ class ProcessState:
 
     def find(self, name: str, requested: str | None):
         """The kernel's state for the device as asked, or None."""
-        return self.kernels.get((name, self.backends.get((name, requested))))
+        return self.requests.get((name, requested))
 
     def keep(self, state, requested: str | None) -> None:
         self.kernels[(state.name, state.backend)] = state
         self.backends[(state.name, requested)] = self.backends[(state.name, state.backend)] = state.backend
+        # Every way of asking that resolves to this backend now finds the new state.
+        for (name, asked), backend in self.backends.items():
+            if name == state.name and backend == state.backend:
+                self.requests[(name, asked)] = state
 
 
 STATE = ProcessState()

@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -95,6 +99,88 @@ TEST(FileStamp, DeletionIsAChange) {
   EXPECT_FALSE(stamps_unchanged(stamps));
   StampCheck check = check_stamps(stamps);
   EXPECT_EQ(check.changed, std::vector<std::string>{gone});
+}
+
+// Rewrites the file in place (same inode), as an editor that truncates and
+// writes does.
+void rewrite_in_place(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+}
+
+TEST(FileStamp, UnchangedSeesEachStatField) {
+  TempDir dir;
+  const std::string path = dir.write("a.h", "abc");
+  set_mtime(path, 1700000000, 0);
+  std::vector<FileStamp> stamps = {*stamp_file(path)};
+  ASSERT_TRUE(stamps_unchanged(stamps));
+
+  dir.write("a.h", "abcd");  // size only
+  set_mtime(path, 1700000000, 0);
+  EXPECT_FALSE(stamps_unchanged(stamps));
+
+  dir.write("a.h", "abc");
+  set_mtime(path, 1700000000, 1);  // one nanosecond of mtime
+  EXPECT_FALSE(stamps_unchanged(stamps));
+  set_mtime(path, 1700000000, 0);
+  EXPECT_TRUE(stamps_unchanged(stamps));
+
+  // An atomic save: a new inode with the same size and mtime.
+  const std::string replacement = dir.write("a.h.new", "abd");
+  set_mtime(replacement, 1700000000, 0);
+  ASSERT_EQ(std::rename(replacement.c_str(), path.c_str()), 0);
+  EXPECT_FALSE(stamps_unchanged(stamps));
+
+  std::filesystem::remove(path);
+  EXPECT_FALSE(stamps_unchanged(stamps));
+}
+
+TEST(FileStamp, UnchangedChecksEveryFile) {
+  TempDir dir;
+  std::vector<FileStamp> stamps;
+  for (const char* name : {"a.h", "b.h", "c.h"}) {
+    const std::string path = dir.write(name, "x");
+    set_mtime(path, 1700000000, 0);
+    stamps.push_back(*stamp_file(path));
+  }
+  EXPECT_TRUE(stamps_unchanged(stamps));
+  set_mtime(stamps.back().path, 1700000001, 0);  // the last one only
+  EXPECT_FALSE(stamps_unchanged(stamps));
+}
+
+// True where the kernel gives a write a fine-grained mtime once the previous
+// one was read (multigrain timestamps: Linux 6.13+ on ext4, xfs, btrfs, tmpfs).
+bool multigrain_timestamps(const std::string& dir) {
+  struct utsname u;
+  int major = 0, minor = 0;
+  if (uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
+  if (major < 6 || (major == 6 && minor < 13)) return false;
+  struct statfs fs;
+  if (statfs(dir.c_str(), &fs) != 0) return false;
+  const auto type = static_cast<unsigned long>(fs.f_type);
+  return type == 0xEF53 /* ext4 */ || type == 0x58465342 /* xfs */ || type == 0x9123683E /* btrfs */ ||
+         type == 0x01021994 /* tmpfs */;
+}
+
+// The case a clock tick hides: the file was written, stamped, and rewritten
+// with the same size, all at once. The stamp's stat asked for mtime, so on
+// kernels with multigrain timestamps the rewrite must get a new mtime; a
+// check that asked the kernel for less (a statx mask without mtime) would
+// leave both writes in one coarse tick and miss the edit.
+TEST(FileStamp, SameSizeEditRightAfterTheStamp) {
+  TempDir dir;
+  const std::string path = dir.write("a.h", "abc");
+  if (!multigrain_timestamps(std::filesystem::path(path).parent_path().string())) {
+    GTEST_SKIP() << "file times here may share one coarse clock tick (no multigrain timestamps)";
+  }
+  for (int round = 0; round < 100; ++round) {
+    rewrite_in_place(path, round % 2 ? "abc" : "abd");
+    std::vector<FileStamp> stamps = {*stamp_file(path)};
+    rewrite_in_place(path, round % 2 ? "abd" : "abc");  // same size, same inode, at once
+    ASSERT_FALSE(stamps_unchanged(stamps)) << "round " << round;
+  }
 }
 
 }  // namespace

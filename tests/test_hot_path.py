@@ -1,0 +1,104 @@
+"""The hot path of `get` (api.py): one core call, StampSet.unchanged, that
+stats every file the build read; anything a stat can see must make the next
+get take the slow path. (Content edits through every kind of file are in
+test_hot_reload.py; these cover the stat fields one at a time.)"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import registry
+from registry import _core
+from registry.state import STATE
+
+
+def _bias(op) -> float:
+    torch.manual_seed(0)
+    x, y = torch.randn(17), torch.randn(17)
+    return float((op(x, y, 1.5) - (1.5 * x + y)).mean())
+
+
+def _restore_mtime(path, stat) -> None:
+    """What a coarse clock does to a save within the same tick: the new bytes
+    keep the old mtime."""
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_unchanged_is_one_plain_method_of_the_stamp_set():
+    # A method descriptor (METH_NOARGS), not a pybind11 function: the cheapest
+    # call CPython has, and it checks `self` before the C++ side reads it.
+    assert type(_core.StampSet.unchanged).__name__ == "method_descriptor"
+    assert _core.StampSet().unchanged() is True
+    with pytest.raises(TypeError):
+        _core.StampSet.unchanged(object())
+    with pytest.raises(TypeError, match="not initialised"):
+        _core.StampSet.__new__(_core.StampSet).unchanged()
+
+
+def test_each_stat_field_is_seen(tmp_path):
+    path = tmp_path / "a.h"
+    path.write_text("abc")
+    os.utime(path, ns=(1_700_000_000_000_000_000, 1_700_000_000_000_000_000))
+    stamps = _core.StampSet([str(path)])
+    assert stamps.unchanged()
+    before = path.stat()
+
+    path.write_text("abcd")  # size
+    _restore_mtime(path, before)
+    assert not stamps.unchanged()
+
+    path.write_text("abc")
+    _restore_mtime(path, before)
+    assert stamps.unchanged()  # the same stat again
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1))  # one nanosecond of mtime
+    assert not stamps.unchanged()
+
+    _restore_mtime(path, before)
+    replacement = tmp_path / "a.h.new"  # an editor's atomic save: a new inode, same size and mtime
+    replacement.write_text("abd")
+    _restore_mtime(replacement, before)
+    os.replace(replacement, path)
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+    assert not stamps.unchanged()
+
+    path.unlink()
+    assert not stamps.unchanged()
+
+
+def test_an_atomic_same_size_save_with_the_old_mtime_reaches_the_next_get(axpy_copy, compiles):
+    op = registry.get(axpy_copy.name, device="cpu")
+    assert _bias(op) == pytest.approx(0, abs=1e-6)
+    config = axpy_copy.path("include/axpy/config.h")  # two includes deep, through include_dirs
+    before = config.stat()
+    new = config.with_name("config.h.tmp")
+    new.write_text(config.read_text().replace("AXPY_BIAS 0.0f", "AXPY_BIAS 5.0f"))
+    _restore_mtime(new, before)
+    os.replace(new, config)
+    assert config.stat().st_size == before.st_size
+
+    assert registry.get(axpy_copy.name, device="cpu") is op
+    assert _bias(op) == pytest.approx(5.0, abs=1e-5)
+    assert any("include/axpy/config.h changed" in c for c in registry.status(axpy_copy.name, device="cpu").changes)
+
+
+def test_every_way_of_asking_finds_the_state_after_a_rebuild(axpy_copy, compiles, monkeypatch):
+    monkeypatch.delenv("REGISTRY_DEVICE", raising=False)
+    backend = "cuda" if torch.cuda.is_available() else "cpu"
+    op = registry.get(axpy_copy.name)
+    assert registry.get(axpy_copy.name, device=backend) is op
+    loaded = STATE.find(axpy_copy.name, None)
+    assert loaded is STATE.find(axpy_copy.name, backend) is STATE.kernels[(axpy_copy.name, backend)]
+
+    axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 4.0f")
+    registry.get(axpy_copy.name, device=backend)  # rebuilt through the explicit device
+    rebuilt = STATE.kernels[(axpy_copy.name, backend)]
+    assert rebuilt is not loaded
+    # Asking without a device must now find the rebuilt state, whose stamps
+    # are the new file's: the hot path answers, and the op runs the new code.
+    assert STATE.find(axpy_copy.name, None) is rebuilt
+    assert registry.get(axpy_copy.name) is op
+    assert registry.status(axpy_copy.name).outcome == "in-process"
+    assert _bias(op) == pytest.approx(4.0, abs=1e-5)
+    assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
