@@ -1,4 +1,5 @@
 #include "cache_store.h"
+#include "temp_dir_for_tests.h"
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
@@ -21,18 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = fs::temp_directory_path().string() + "/kreg-cache-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;

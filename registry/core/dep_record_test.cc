@@ -1,4 +1,5 @@
 #include "dep_record.h"
+#include "temp_dir_for_tests.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -12,18 +13,7 @@
 namespace kreg {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/kreg-deps-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 void write_text(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());

@@ -1,4 +1,5 @@
 #include "file_lock.h"
+#include "temp_dir_for_tests.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,18 +17,7 @@
 namespace kreg {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/kreg-lock-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 TEST(FileLock, ExclusiveUntilReleased) {
   TempDir dir;

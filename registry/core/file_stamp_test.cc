@@ -1,4 +1,5 @@
 #include "file_stamp.h"
+#include "temp_dir_for_tests.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,22 +17,7 @@
 namespace kreg {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/kreg-stamp-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
-    return p;
-  }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 // Sets the mtime to a fixed, distinct value: same-tick writes would otherwise
 // leave the stat unchanged and hide what the test is about.

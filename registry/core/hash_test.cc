@@ -1,4 +1,5 @@
 #include "hash.h"
+#include "temp_dir_for_tests.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -9,6 +10,8 @@
 
 namespace kreg {
 namespace {
+
+using test_support::TempDir;
 
 // Pinned once from XXH3-128; if these change, every cache key on every
 // machine changes with them.
@@ -59,27 +62,16 @@ TEST(HashTest, FromHexRejectsBadInput) {
 }
 
 TEST(HashTest, FileMatchesBytes) {
-  char path[] = "/tmp/kreg_hash_testXXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
+  TempDir dir;
   const std::string bytes("binary\0\r\n\xff data", 15);
-  {
-    std::ofstream out(path, std::ios::binary);
-    out << bytes;
-  }
-  std::optional<Digest> d = hash_file(path);
+  std::optional<Digest> d = hash_file(dir.write("f", bytes));
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(*d, hash_bytes(bytes));
-  unlink(path);
 }
 
 // Read in 64 KiB pieces: the digest must not depend on where they end.
 TEST(HashTest, LargeFileMatchesBytesAcrossReads) {
-  char path[] = "/tmp/kreg_hash_testXXXXXX";
-  int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
+  TempDir dir;
   std::string bytes(3 * 65536 + 12345, '\0');
   uint32_t x = 2463534242u;
   for (char& c : bytes) {
@@ -88,14 +80,9 @@ TEST(HashTest, LargeFileMatchesBytesAcrossReads) {
     x ^= x << 5;
     c = static_cast<char>(x);
   }
-  {
-    std::ofstream out(path, std::ios::binary);
-    out << bytes;
-  }
-  std::optional<Digest> d = hash_file(path);
+  std::optional<Digest> d = hash_file(dir.write("f", bytes));
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(*d, hash_bytes(bytes));
-  unlink(path);
 }
 
 TEST(HashTest, UnreadableFileIsNullopt) {

@@ -1,4 +1,5 @@
 #include "include_scan.h"
+#include "temp_dir_for_tests.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -13,25 +14,7 @@ namespace kreg {
 namespace {
 
 // A private folder that is deleted with the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/kreg-scan-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-    path_ = std::filesystem::canonical(path_).string();
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-  std::string write(const std::string& rel, const std::string& text) const {
-    const std::filesystem::path p = std::filesystem::path(path_) / rel;
-    std::filesystem::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
-  }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 bool contains(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();

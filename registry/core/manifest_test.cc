@@ -1,4 +1,5 @@
 #include "manifest.h"
+#include "temp_dir_for_tests.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -14,22 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // A scratch folder under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    char path[] = "/tmp/kreg_manifest_testXXXXXX";
-    if (mkdtemp(path) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = path;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 void write_file(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());

@@ -1,4 +1,5 @@
 #include "memo.h"
+#include "temp_dir_for_tests.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -10,18 +11,7 @@
 namespace kreg {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/kreg-memo-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 Memo sample_memo() {
   Memo memo;

@@ -12,28 +12,14 @@
 
 #include "hash.h"
 #include "launcher_header.h"
+#include "temp_dir_for_tests.h"
 
 namespace kreg {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char path[] = "/tmp/kreg_plan_testXXXXXX";
-    if (mkdtemp(path) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = path;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 void write_file(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());

@@ -15,6 +15,7 @@
 #include "cache_store.h"
 #include "dep_record.h"
 #include "memo.h"
+#include "temp_dir_for_tests.h"
 
 namespace {
 std::atomic<int> g_syncs{0};
@@ -42,18 +43,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = fs::temp_directory_path().string() + "/kreg-sync-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 TEST(SyncPolicy, PublishingAnEntryDoesNotFsync) {
   TempDir dir;

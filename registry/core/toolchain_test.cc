@@ -10,22 +10,12 @@
 #include <string>
 
 #include "file_stamp.h"
+#include "temp_dir_for_tests.h"
 
 namespace kreg {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/kreg-tool-XXXXXX";
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test_support::TempDir;
 
 // A fake compiler: a shell script that prints what a real one would.
 std::string write_script(const std::string& path, const std::string& body) {
