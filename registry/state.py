@@ -6,11 +6,11 @@ call its code), so none of it is ever dropped; keeping it in one place makes
 that rule visible and gives tests one thing to look at.
 
     kernels       (name, backend) -> kernel_status.KernelState: op handles, stamps, status
-    backends      (name, device as asked: None, "cpu", "cuda") -> the backend it resolved to.
-                  "No device" and the device it means must find the same state, or one
-                  kernel gets two handles and the one not asked for again runs old code.
-    requests      (name, device as asked) -> the state: kernels[(name, backends[...])] kept
-                  ready by keep(), so the hot path of `get` finds it in one dict lookup
+    requests      (name, device as asked: None, "cpu", "cuda") -> the state it resolved to,
+                  so the hot path of `get` finds it in one dict lookup. "No device" and
+                  the device it means must find the same state, or one kernel gets two
+                  handles and the one not asked for again runs old code: keep() moves
+                  every way of asking that resolved to a backend to its new state.
     libraries     kernel-lib key -> the dlopen'ed library (ctypes.CDLL)
     modules       module key -> a hand-written pybind module
     namespaces    binding namespace -> the file registered. Loading a second file that
@@ -35,7 +35,6 @@ from registry import _core
 class ProcessState:
     def __init__(self):
         self.kernels: dict = {}
-        self.backends: dict = {}
         self.requests: dict = {}
         self.libraries: dict[str, object] = {}
         self.modules: dict[str, object] = {}
@@ -56,11 +55,11 @@ class ProcessState:
 
     def keep(self, state, requested: str | None) -> None:
         self.kernels[(state.name, state.backend)] = state
-        self.backends[(state.name, requested)] = self.backends[(state.name, state.backend)] = state.backend
-        # Every way of asking that resolves to this backend now finds the new state.
-        for (name, asked), backend in self.backends.items():
-            if name == state.name and backend == state.backend:
-                self.requests[(name, asked)] = state
+        # Every way of asking that resolved to this backend now finds the new state.
+        for key, before in self.requests.items():
+            if key[0] == state.name and before.backend == state.backend:
+                self.requests[key] = state
+        self.requests[(state.name, requested)] = self.requests[(state.name, state.backend)] = state
 
 
 STATE = ProcessState()
