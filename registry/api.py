@@ -10,7 +10,6 @@ from __future__ import annotations
 from time import perf_counter
 
 from registry import _core, backend_choice, knobs
-from registry.errors import NotLoadedError
 from registry.op import Op, OpGroup
 from registry.state import STATE  # the loaded kernels, by (name, backend), and what each request resolved to
 
@@ -60,6 +59,8 @@ def status(name: str, *, device: str | None = None):
     requested = backend_choice.requested(device)
     state = STATE.find(name, requested)
     if state is None:
+        from registry.errors import NotLoadedError
+
         raise NotLoadedError(f"kernel {name!r} has not been loaded in this process; call registry.get({name!r}) first")
     return state.status
 

@@ -7,8 +7,7 @@ identity, so a cached `get` on a CPU machine never starts the CUDA driver.
 """
 from __future__ import annotations
 
-from registry import knobs
-from registry.errors import RegistryError
+from registry import _core, knobs
 
 
 def requested(device: str | None) -> str | None:
@@ -35,16 +34,21 @@ def for_manifest(manifest, requested: str | None, cache_root) -> str:
         from registry import environment
 
         requested = "cuda" if manifest.cuda.present and environment.cuda_available(cache_root) else "cpu"
-    spec = manifest.cuda if requested == "cuda" else manifest.cpu
-    if requested == "cuda" and spec.compiler in ("nvrtc", "nvcc-cubin") and manifest.binding == "pybind":
-        raise RegistryError(
+    spec = section(manifest, requested)
+    if spec.device_compiler and manifest.binding == "pybind":
+        raise _core.RegistryError(
             f"kernel {manifest.name!r}: compiler = \"{spec.compiler}\" needs the generated binding (its "
             f"launchers are bound to the cubin's module); remove binding = \"pybind\" from {manifest.file}, "
             f"or use compiler = \"nvcc\""
         )
     if not spec.present:
-        raise RegistryError(
+        raise _core.RegistryError(
             f"kernel {manifest.name!r} has no [{requested}] section in {manifest.file}; "
             f"add one, or ask for device={'cpu' if requested == 'cuda' else 'cuda'!r}"
         )
     return requested
+
+
+def section(manifest, backend: str):
+    """The manifest's section for `backend`: [cuda] or [cpu]."""
+    return manifest.cuda if backend == "cuda" else manifest.cpu

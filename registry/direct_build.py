@@ -31,7 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from registry import builder, ccache
-from registry.environment import DIRECT_RECIPE  # noqa: F401  (beside the other recipes: get reads it without this module)
 _COMPILE = ["-std=c++20", "-fPIC"]
 
 

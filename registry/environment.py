@@ -18,7 +18,6 @@ import sysconfig
 from pathlib import Path
 
 from registry import _core, cache_layout
-from registry.errors import BuildEnvironmentError
 
 
 # Asking torch about the GPU starts the CUDA driver (hundreds of ms), which a
@@ -85,7 +84,7 @@ def cuda_arch_list(cache_root: Path) -> str:
         return configured
     answer = _device_answer(cache_root)
     if answer == "none":
-        raise BuildEnvironmentError("no CUDA device is visible; build for the CPU (device='cpu') "
+        raise _environment_error("no CUDA device is visible; build for the CPU (device='cpu') "
                            "or set TORCH_CUDA_ARCH_LIST to build for a GPU elsewhere")
     return answer
 
@@ -98,6 +97,12 @@ def _read_lines(path: Path) -> list[str]:
         return path.read_bytes().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
+
+
+def _environment_error(message: str) -> Exception:
+    from registry.errors import BuildEnvironmentError  # only when raising: a cached `get` never loads it
+
+    return BuildEnvironmentError(message)
 
 
 def cxx_command() -> str:
@@ -123,7 +128,7 @@ def _ask_version(invoked: str) -> str:
     done = subprocess.run([invoked, "--version"], capture_output=True, text=True,
                           env={**os.environ, "LC_ALL": "C"}, check=False)
     if done.returncode != 0:
-        raise BuildEnvironmentError(f"'{invoked} --version' failed: {(done.stderr or done.stdout).strip()[:200]}")
+        raise _environment_error(f"'{invoked} --version' failed: {(done.stderr or done.stdout).strip()[:200]}")
     return done.stdout + done.stderr
 
 
@@ -139,12 +144,6 @@ LINK_RECIPE = "libstdc++ of the running torch, by path (1)"
 # a key input: a library built under an older recipe with the same sources and
 # flags is not what this one builds. Bump the number when the recipe changes.
 KERNEL_LIB_RECIPE = "top-level cflags reach nvcc too; kernel libraries linked with -z defs (2)"
-
-
-# Recorded in the key of directly built libraries (direct_build.py): bump when
-# the command changes. Kept here, not there, so a `get` that builds nothing
-# does not import the build machinery to read it.
-DIRECT_RECIPE = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined"
 
 
 def kernel_lib_recipe() -> str:

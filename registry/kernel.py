@@ -13,8 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from registry import _core, backend_choice, environment, keys, knobs
-from registry.errors import KernelNotFoundError, ManifestError
+from registry import _core, backend_choice, environment, knobs
 from registry.kernel_status import KernelState, Status
 from registry.state import STATE
 
@@ -33,6 +32,8 @@ def locate(name: str) -> str:
             return loc.manifest
     _refuse_a_second_name(name, found)
     names = [loc.name for loc in found]
+    from registry.errors import KernelNotFoundError
+
     raise KernelNotFoundError(name, names, _core.closest_name(name, names), roots)
 
 
@@ -44,7 +45,7 @@ def _refuse_a_second_name(name: str, found) -> None:
     for loc in found:
         try:
             _core.parse_manifest(loc.manifest)
-        except ManifestError as error:
+        except _core.ManifestError as error:
             if error.field == "name" and f'name = "{name}" differs' in str(error):
                 raise
 
@@ -68,10 +69,10 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     backend = backend_choice.for_manifest(manifest, requested_backend, cache_root)
     previous = previous_of(backend)
     store = _core.CacheStore(str(cache_root))
-    device_module = keys.uses_device_module(manifest, backend)
-    env = environment.build_environment(backend, cache_root, nvcc_optional=keys.uses_nvrtc(manifest, backend))
-    plan = _core.make_plan(manifest, store, backend, env, str(keys.REGISTRY_INCLUDE),
-                           keys.direct_recipe(manifest, backend), list(STATE.namespaces), rebuild)
+    device_compiler = backend_choice.section(manifest, backend).device_compiler  # "nvrtc", "nvcc-cubin" or ""
+    device_module = device_compiler != ""
+    env = environment.build_environment(backend, cache_root, nvcc_optional=device_compiler == "nvrtc")
+    plan = _core.make_plan(manifest, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), rebuild)
     planned = plan.artifacts  # a copy on each access (pybind11): read once
     device, device_job = None, None
     if device_module:

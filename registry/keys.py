@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from registry import _core
+from registry import _core, backend_choice
+from registry.knobs import REGISTRY_INCLUDE
 
-REGISTRY_INCLUDE = Path(__file__).resolve().parent / "include"
 LAUNCH_RUNTIME = REGISTRY_INCLUDE / "kreg" / "launch_runtime.cc"
 
 
@@ -21,17 +21,17 @@ def include_dirs(manifest) -> list[str]:
 
 def uses_nvrtc(manifest, backend: str) -> bool:
     """Device code through NVRTC: `sources` are then host launchers only."""
-    return backend == "cuda" and manifest.cuda.compiler == "nvrtc"
+    return backend_spec(manifest, backend).device_compiler == "nvrtc"
 
 
 def uses_device_module(manifest, backend: str) -> bool:
     """Device code in its own cubin (compiler = "nvrtc" or "nvcc-cubin"),
     loaded with the driver API: `sources` are then host launchers only."""
-    return backend == "cuda" and manifest.cuda.compiler in ("nvrtc", "nvcc-cubin")
+    return backend_spec(manifest, backend).device_compiler != ""
 
 
 def backend_spec(manifest, backend: str):
-    return manifest.cuda if backend == "cuda" else manifest.cpu
+    return backend_choice.section(manifest, backend)
 
 
 def kernel_sources(manifest, backend: str) -> list[str]:
@@ -72,22 +72,12 @@ def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:
 def built_directly(manifest, backend: str) -> bool:
     """Torch-free libraries the registry compiles itself (direct_build.py):
     CPU kernel libraries and the host launchers of device code in a cubin."""
-    return manifest.binding != "pybind" and (backend == "cpu" or uses_device_module(manifest, backend))
-
-
-def direct_recipe(manifest, backend: str) -> str:
-    """The "builder" key input of a directly built library ("" otherwise)."""
-    if not built_directly(manifest, backend):
-        return ""
-    from registry.environment import DIRECT_RECIPE
-
-    return DIRECT_RECIPE
+    return _core.built_directly(manifest, backend)
 
 
 def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]):
     """The base key of the kernel library over `files` (core/plan.h)."""
-    return _core.kernel_lib_key(manifest, backend, env, files, str(REGISTRY_INCLUDE),
-                                direct_recipe(manifest, backend))
+    return _core.kernel_lib_key(manifest, backend, env, files, str(REGISTRY_INCLUDE))
 
 
 def binding_namespace(signature, backend: str) -> str:

@@ -33,9 +33,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from registry.errors import SettingError
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
+CHECKOUT = PACKAGE.parent
+# The kernel ABI headers (kreg/*.h) every kernel library compiles against.
+REGISTRY_INCLUDE = PACKAGE / "include"
 # A checkout (or an editable install of one) has kernels/ beside the package;
 # a wheel installed into site-packages does not, and must not write there.
 IN_CHECKOUT = (CHECKOUT / "kernels").is_dir()
@@ -69,7 +71,7 @@ def kernel_roots() -> list[Path]:
 def device() -> str | None:
     value = os.environ.get("REGISTRY_DEVICE", "").strip().lower()
     if value and value not in ("cpu", "cuda"):
-        raise SettingError(f"REGISTRY_DEVICE must be 'cpu' or 'cuda', not {value!r}")
+        raise _setting_error(f"REGISTRY_DEVICE must be 'cpu' or 'cuda', not {value!r}")
     return value or None
 
 
@@ -102,9 +104,9 @@ def parse_size(text: str, what: str) -> int:
     try:
         size = int(float(number) * _SIZE_SUFFIXES[suffix])
     except (ValueError, OverflowError):
-        raise SettingError(f"{what} must be a size such as 20G, 500M or 1048576, not {text!r}") from None
+        raise _setting_error(f"{what} must be a size such as 20G, 500M or 1048576, not {text!r}") from None
     if size < 0:
-        raise SettingError(f"{what} must not be negative, got {text!r}")
+        raise _setting_error(f"{what} must not be negative, got {text!r}")
     return size
 
 
@@ -117,7 +119,7 @@ def remote_cache() -> str | None:
 def remote_mode() -> str:
     value = os.environ.get("REGISTRY_REMOTE_CACHE_MODE", "").strip().lower() or "read-write"
     if value not in ("read-write", "read-only"):
-        raise SettingError(f"REGISTRY_REMOTE_CACHE_MODE must be 'read-write' or 'read-only', not {value!r}")
+        raise _setting_error(f"REGISTRY_REMOTE_CACHE_MODE must be 'read-write' or 'read-only', not {value!r}")
     return value
 
 
@@ -128,5 +130,13 @@ def remote_timeout() -> float:
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise SettingError(f"REGISTRY_REMOTE_TIMEOUT must be a positive number of seconds, not {text!r}")
+        raise _setting_error(f"REGISTRY_REMOTE_TIMEOUT must be a positive number of seconds, not {text!r}")
     return value
+
+
+def _setting_error(message: str) -> Exception:
+    # registry.errors is imported where an error is raised, not on import: a
+    # fresh process's cached `get` never raises one and should not load it.
+    from registry.errors import SettingError
+
+    return SettingError(message)

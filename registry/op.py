@@ -13,10 +13,9 @@ when backward() reaches it.
 """
 from __future__ import annotations
 
-import ctypes
 import re
 
-from registry.errors import OpArgumentError, UsageError
+from registry import _core
 from registry.state import STATE
 
 # Launcher tables an Op has moved away from. A compiled graph (torch.compile,
@@ -33,6 +32,14 @@ _SCHEMA_MISMATCH = r"^kreg_\w+::call\(\) Expected a value of type '([^']+)' for 
 _MISSING = object()
 
 
+def _op_argument_error(message: str) -> Exception:
+    # registry.errors is imported where an error is raised, not on import: a
+    # fresh process's cached `get` never raises one and should not load it.
+    from registry.errors import OpArgumentError
+
+    return OpArgumentError(message)
+
+
 def _default_value(arg):
     """A signature default (Arg.default_text, canonical) as a Python value."""
     text = arg.default_text
@@ -46,7 +53,7 @@ def _default_value(arg):
         return float(text)
     if arg.type_name == "int[]":
         return [int(v) for v in text.strip("[]").split(",") if v.strip()]
-    raise UsageError(f"no default for {arg.type_text} {arg.name}")
+    raise _core.UsageError(f"no default for {arg.type_text} {arg.name}")
 
 
 class Op:
@@ -89,7 +96,7 @@ class Op:
         if self._table is not None:
             _retired_tables.append(self._table)
         self._table = table
-        self._fn, self._address = fn, (ctypes.addressof(table) if table is not None else 0)
+        self._fn, self._address = fn, (table.address if table is not None else 0)
         self._fast = fast(self._address) if fast is not None and table is not None else None
         self._fast_entry = fast if table is not None else None
         if self._fast is not None:
@@ -101,10 +108,9 @@ class Op:
     def _remove(self, reason: str) -> None:
         """The op left its kernel's manifest: this handle must not run the old
         code it still points at. Calling it raises RegistryError(reason)."""
-        from registry.errors import RegistryError
 
         def removed(*args):
-            raise RegistryError(reason)
+            raise _core.RegistryError(reason)
 
         self._swap(removed, None, self.backend, self.key)
         self._removed = reason
@@ -149,7 +155,7 @@ class Op:
             return None
 
         expected, argument, got = found.groups()
-        return OpArgumentError(
+        return _op_argument_error(
             f"{self.kernel}.{self.name}: argument {argument!r} must be {expected}, not {got}. "
             f"The op is {self.signature}"
         )
@@ -160,15 +166,15 @@ class Op:
 
     def _bind_arguments(self, args: tuple, kwargs: dict) -> tuple:
         if len(args) > self._positional:
-            raise OpArgumentError(f"{self.signature} takes {self._positional} positional arguments, got {len(args)}"
+            raise _op_argument_error(f"{self.signature} takes {self._positional} positional arguments, got {len(args)}"
                             + ("; pass the ones after '*' by keyword" if self._positional < len(self._arg_names) else ""))
         values = list(args) + [_MISSING] * (len(self._arg_names) - len(args))
         for name, value in kwargs.items():
             if name not in self._arg_names:
-                raise OpArgumentError(f"{self.signature} has no argument {name!r}")
+                raise _op_argument_error(f"{self.signature} has no argument {name!r}")
             index = self._arg_names.index(name)
             if index < len(args):
-                raise OpArgumentError(f"{self.signature} got argument {name!r} twice")
+                raise _op_argument_error(f"{self.signature} got argument {name!r} twice")
             values[index] = value
         for i, v in enumerate(values):
             if v is _MISSING:
@@ -176,7 +182,7 @@ class Op:
         missing = [n for n, v in zip(self._arg_names, values) if v is _MISSING]
         if missing:
             required = sum(1 for d in self._defaults if d is _MISSING)
-            raise OpArgumentError(f"{self.signature} takes {required} arguments, got {len(args) + len(kwargs)}: "
+            raise _op_argument_error(f"{self.signature} takes {required} arguments, got {len(args) + len(kwargs)}: "
                             f"missing {', '.join(missing)}")
         return tuple(values)
 

@@ -28,10 +28,7 @@ torch.compile, pass) and raises naming the argument otherwise.
 """
 from __future__ import annotations
 
-import ctypes
-
 from registry import _core
-from registry.errors import OpCallError
 from registry.state import STATE
 
 _libraries = STATE.torch_libraries   # namespace -> torch.library.Library (kept alive)
@@ -75,7 +72,7 @@ def register_binding_fake(namespace: str, spec, table, schema: str | None = None
     """A Meta kernel for kreg_<hash>::call (fake tensors fall back to it). Cheaper
     to register than torch.library.register_fake, and this runs on a fresh
     process's first `get`."""
-    _fakes_by_table[ctypes.addressof(table)] = _LazyFake(spec, schema)
+    _fakes_by_table[table.address] = _LazyFake(spec, schema)
     if namespace in _faked:
         return
     import torch
@@ -111,6 +108,8 @@ def _kernel(namespace: str, name: str, backend: str, handles: dict):
     def run(*args, **kwargs):
         handle = handles.get(backend)
         if handle is None:
+            from registry.errors import OpCallError
+
             raise OpCallError(f"torch.ops.{namespace}.{name} has no {backend} build loaded in this process; "
                                f"call registry.get({namespace!r}, device={backend!r}) first")
         # The dispatcher may leave defaulted arguments out or pass keyword-only ones by name.

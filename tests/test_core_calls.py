@@ -58,7 +58,7 @@ def test_a_get_crosses_into_the_core_a_few_times(private_cache, private_kernels)
     env = child_env(private_cache, private_kernels)
     cold = _get("axpy_calls", env)  # the binding is seeded: this builds the kernel library
     assert cold["outcome"] == "compiled", cold
-    assert sum(cold["first"].values()) <= 10, cold["first"]
+    assert sum(cold["first"].values()) <= 10, sorted(cold["first"].items())
     cached = _get("axpy_calls", env)
     assert cached["outcome"] == "cache", cached
     assert sum(cached["first"].values()) <= 5, cached["first"]
@@ -78,11 +78,14 @@ def test_the_memo_keeps_only_the_keys_it_reads(private_cache, private_kernels):
 # loading of a cached kernel. Anything else (the build machinery, tools, the
 # notebook layer, the remote cache) costs start-up time that torch's load()
 # does not pay, and must load on first use instead.
+# Each module costs a fresh process ~0.1 ms of import machinery plus reading
+# its code, so errors (imported where raised), the dtype table and keys.py
+# (the core fills launcher tables and decides how a backend is built) are not
+# on this list.
 CACHED_GET_MODULES = {
     "registry", "registry._core", "registry.api", "registry.backend_choice", "registry.cache_layout",
-    "registry.dtypes", "registry.environment", "registry.errors", "registry.kernel", "registry.kernel_load",
-    "registry.kernel_status", "registry.keys", "registry.knobs", "registry.launchers", "registry.op",
-    "registry.state", "registry.torch_ops",
+    "registry.environment", "registry.kernel", "registry.kernel_load", "registry.kernel_status",
+    "registry.knobs", "registry.launchers", "registry.op", "registry.state", "registry.torch_ops",
 }
 
 

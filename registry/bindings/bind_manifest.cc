@@ -54,7 +54,8 @@ void init_manifest(py::module_& m) {
   py::class_<BackendSpec> backend(m, "BackendSpec");
   defer_rest_of(backend)
       .def_readonly("present", &BackendSpec::present)
-      .def_readonly("compiler", &BackendSpec::compiler);
+      .def_readonly("compiler", &BackendSpec::compiler)
+      .def_property_readonly("device_compiler", &BackendSpec::device_compiler);
 
   py::class_<OpSpec> op(m, "OpSpec");
   defer_rest_of(op)

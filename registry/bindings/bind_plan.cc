@@ -3,7 +3,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <dlfcn.h>
+
 #include "discovery.h"
+#include "launcher_table.h"
 #include "manifest.h"
 #include "on_demand.h"
 #include "pin_set.h"
@@ -17,13 +20,12 @@ namespace kreg::python {
 namespace {
 
 PlanFacts facts_of(const std::string& backend, const std::map<std::string, std::string>& env,
-                   const std::string& registry_include, const std::string& direct_recipe,
-                   const std::vector<std::string>& loaded_namespaces, bool rebuild) {
+                   const std::string& registry_include, const std::vector<std::string>& loaded_namespaces,
+                   bool rebuild) {
   PlanFacts facts;
   facts.backend = backend;
   facts.env = env;
   facts.registry_include = registry_include;
-  facts.direct_recipe = direct_recipe;
   facts.loaded_namespaces = loaded_namespaces;
   facts.rebuild = rebuild;
   return facts;
@@ -66,13 +68,11 @@ void init_plan(py::module_& m) {
 
   m.def("make_plan", [](const Manifest& manifest, const CacheStore& store, const std::string& backend,
                         const std::map<std::string, std::string>& env, const std::string& registry_include,
-                        const std::string& direct_recipe, const std::vector<std::string>& loaded_namespaces,
-                        bool rebuild) {
-    return make_plan(manifest, facts_of(backend, env, registry_include, direct_recipe, loaded_namespaces, rebuild),
-                     store);
+                        const std::vector<std::string>& loaded_namespaces, bool rebuild) {
+    return make_plan(manifest, facts_of(backend, env, registry_include, loaded_namespaces, rebuild), store);
   }, py::arg("manifest"), py::arg("store"), py::arg("backend"), py::arg("env"), py::arg("registry_include"),
-        py::arg("direct_recipe") = "", py::arg("loaded_namespaces") = std::vector<std::string>{},
-        py::arg("rebuild") = false);
+        py::arg("loaded_namespaces") = std::vector<std::string>{}, py::arg("rebuild") = false);
+
 
   // The outcome of a get, recorded in one call: the memo, and after builds
   // the cache's size cap. Returns (changes, why gc could not run or "").
@@ -94,6 +94,18 @@ void init_plan(py::module_& m) {
   defer_rest_of(pins)
       .def(py::init<>())
       .def("hold", &PinSet::hold, py::arg("store"), py::arg("keys"));
+
+  // A launcher table (launcher_table.h) for `op`, its launchers looked up in
+  // the kernel library `library` (a dlopen handle: ctypes.CDLL(...)._handle).
+  py::class_<OwnedLauncherTable>(m, "LauncherTable")
+      .def_property_readonly("address", &OwnedLauncherTable::address);
+  m.def("launcher_table", [](uintptr_t library, const std::string& kernel, const OpSpec& op,
+                             const std::vector<std::pair<std::string, std::string>>& symbols) {
+    void* handle = reinterpret_cast<void*>(library);
+    return make_launcher_table(kernel, op, symbols, [handle](const std::string& symbol) {
+      return dlsym(handle, symbol.c_str());
+    });
+  }, py::arg("library"), py::arg("kernel"), py::arg("op"), py::arg("symbols"));
 }
 
 // What no cached `get` uses: registered on first use (module.cc).
@@ -117,6 +129,7 @@ void init_plan_on_demand(py::module_& m) {
       .def_readonly("memo", &Plan::memo)
       .def_readonly("stamps", &Plan::stamps)
       .def_readonly("sources", &Plan::sources)
+      .def_readonly("built_directly", &Plan::built_directly)
       .def_readonly("include_dirs", &Plan::include_dirs)
       .def_readonly("launcher_header", &Plan::launcher_header)
       .def_readonly("previous_build_seconds", &Plan::previous_build_seconds);
@@ -145,10 +158,11 @@ void init_plan_on_demand(py::module_& m) {
 
   m.def("kernel_lib_key", [](const Manifest& manifest, const std::string& backend,
                              const std::map<std::string, std::string>& env, const std::vector<std::string>& files,
-                             const std::string& registry_include, const std::string& direct_recipe) {
-    return kernel_lib_key(manifest, facts_of(backend, env, registry_include, direct_recipe, {}, false), files);
-  }, py::arg("manifest"), py::arg("backend"), py::arg("env"), py::arg("files"), py::arg("registry_include"),
-        py::arg("direct_recipe") = "");
+                             const std::string& registry_include) {
+    return kernel_lib_key(manifest, facts_of(backend, env, registry_include, {}, false), files);
+  }, py::arg("manifest"), py::arg("backend"), py::arg("env"), py::arg("files"), py::arg("registry_include"));
+  m.def("built_directly", &built_directly, py::arg("manifest"), py::arg("backend"));
+  m.attr("DIRECT_RECIPE") = kDirectRecipe;
   m.def("binding_namespace", &binding_namespace, py::arg("signature"), py::arg("backend"));
   m.def("binding_key", &binding_key, py::arg("signature"), py::arg("backend"), py::arg("env"),
         py::arg("registry_include"));

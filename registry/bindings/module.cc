@@ -58,6 +58,11 @@ bool register_on_demand() {
 }  // namespace kreg::python
 
 PYBIND11_MODULE(_core, m) {
+  // No generated signatures in docstrings: pybind11 formats one per function
+  // and member as it registers it, most of the ~1 ms this import cost in a
+  // fresh process. _core is private (registry's modules are its only callers).
+  py::options options;
+  options.disable_function_signatures();
   m.doc() = "The kernel registry's C++ core: manifests, include scanning, keys, the cache.";
 
   // The one place C++ exceptions become Python ones. Every class derives from

@@ -105,6 +105,13 @@ struct BackendSpec {
   std::string compiler;                     // [cuda]: "nvcc", "nvrtc" or "nvcc-cubin"; empty for [cpu]
   std::vector<std::string> device_sources;  // compiler != "nvcc": the device compiler's inputs
   std::vector<std::string> device_cflags;   // compiler != "nvcc": the device compiler's options
+
+  // "nvrtc" or "nvcc-cubin" when the device code is compiled into its own
+  // cubin and loaded with the driver API (`sources` are then host launchers
+  // only), else "".
+  std::string device_compiler() const {
+    return compiler == "nvrtc" || compiler == "nvcc-cubin" ? compiler : std::string();
+  }
 };
 
 struct OpSpec {

@@ -30,15 +30,6 @@ std::string join(const std::string& dir, const std::string& relative) {
   return (fs::path(dir) / relative).lexically_normal().string();
 }
 
-// Device code in its own cubin (NVRTC or nvcc -cubin): `sources` are host launchers only.
-bool uses_device_module(const Manifest& m, const std::string& backend) {
-  return backend == "cuda" && (m.cuda.compiler == "nvrtc" || m.cuda.compiler == "nvcc-cubin");
-}
-
-bool built_directly(const Manifest& m, const std::string& backend) {
-  return m.binding != "pybind" && (backend == "cpu" || uses_device_module(m, backend));
-}
-
 const BackendSpec& backend_spec(const Manifest& m, const std::string& backend) {
   return backend == "cuda" ? m.cuda : m.cpu;
 }
@@ -166,6 +157,14 @@ bool same_memo(const std::optional<Memo>& before, const Memo& after) {
 
 }  // namespace
 
+bool uses_device_module(const Manifest& m, const std::string& backend) {
+  return backend == "cuda" && !m.cuda.device_compiler().empty();
+}
+
+bool built_directly(const Manifest& m, const std::string& backend) {
+  return m.binding != "pybind" && (backend == "cpu" || uses_device_module(m, backend));
+}
+
 std::optional<DepMatch> ArtifactPlan::match_record(const std::string& path) const {
   if (!base) return std::nullopt;
   return match_dep_record(path, *base, DepLabels(label_roots));
@@ -203,7 +202,7 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   // kernel-lib: a new generator version is a different compile.
   if (m.binding != "pybind") kb.add("launcher_header", std::to_string(kLauncherHeaderVersion));
   const bool direct = built_directly(m, facts.backend);
-  if (direct) kb.add("builder", facts.direct_recipe);
+  if (direct) kb.add("builder", kDirectRecipe);
   for (const auto& [name, value] : facts.env) {
     if (!(direct && kNotDirectInputs.count(name))) kb.add(name, value);
   }
@@ -253,6 +252,7 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
   plan.memo = read_memo(plan.memo_path);
 
   plan.sources = kernel_sources(m, facts.backend, facts.registry_include);
+  plan.built_directly = built_directly(m, facts.backend);
   plan.include_dirs = include_dirs(m, facts.registry_include);
   ArtifactPlan lib = plan_lib(m, facts, store, plan);
   look_up(store, lib);

@@ -50,7 +50,6 @@ struct PlanFacts {
   std::string backend;                        // "cpu" | "cuda", already chosen
   std::map<std::string, std::string> env;     // env.* and toolchain.* key inputs
   std::string registry_include;               // the kernel ABI headers' folder (absolute)
-  std::string direct_recipe;                  // key input "builder" of direct builds
   std::vector<std::string> loaded_namespaces; // bindings registered in this process
   bool rebuild = false;                       // rebuild=True: build every artifact again
 };
@@ -92,6 +91,7 @@ struct Plan {
   // op -> (dtype, launcher symbol) for every listed dtype
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> launchers;
   std::vector<std::string> sources;       // what the kernel library compiles
+  bool built_directly = false;            // by the registry's own compiler call (built_directly())
   std::vector<std::string> include_dirs;  // its include path
   std::map<std::string, std::string> schemas;  // op -> its signature's canonical text
   std::vector<std::string> changes;  // why the lib key differs from the memo's (once it is known)
@@ -127,6 +127,16 @@ std::string collect_garbage(const CacheStore& store, int64_t max_bytes, const st
 
 // Why `key` differs from the memo's lib key (the lines status() shows).
 std::vector<std::string> key_changes(const std::optional<Memo>& memo, const Key& key, bool rebuild);
+
+// How a backend's code is built: the one rule, asked from Python too.
+// Device code in its own cubin: BackendSpec::device_compiler() of [cuda].
+bool uses_device_module(const Manifest& manifest, const std::string& backend);
+// Torch-free libraries the registry compiles itself (registry/direct_build.py):
+// CPU kernel libraries and the host launchers of device code in a cubin.
+bool built_directly(const Manifest& manifest, const std::string& backend);
+// The key input "builder" of a directly built library: bump when the command
+// direct_build.py runs changes.
+inline constexpr const char* kDirectRecipe = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined";
 
 // The kernel-lib base key and binding pieces, for tools and tests.
 Key kernel_lib_key(const Manifest& manifest, const PlanFacts& facts, const std::vector<std::string>& files);

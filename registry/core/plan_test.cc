@@ -43,7 +43,6 @@ class PlanTest : public ::testing::Test {
     facts_.backend = "cpu";
     facts_.env = {{"env.torch", "2.14.1"}, {"toolchain.cxx", "/usr/bin/c++ 13"}, {"toolchain.kernel_lib", "r2"}};
     facts_.registry_include = root_ + "/include";
-    facts_.direct_recipe = "direct-1";
   }
 
   Manifest manifest() const { return parse_manifest(dir_ + "/kernel.toml"); }

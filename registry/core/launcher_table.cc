@@ -1,0 +1,72 @@
+#include "launcher_table.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "launcher_header.h"
+
+namespace kreg {
+
+std::unique_ptr<OwnedLauncherTable> make_launcher_table(
+    const std::string& kernel, const OpSpec& op, const std::vector<std::pair<std::string, std::string>>& symbols,
+    const std::function<void*(const std::string&)>& find) {
+  auto owned = std::make_unique<OwnedLauncherTable>();
+  LauncherTable& t = owned->table_;
+  owned->op_name_ = kernel + "." + op.signature.name;
+  for (const std::string& dtype : op.dtypes) {
+    owned->dtypes_ += (owned->dtypes_.empty() ? "" : ", ") + dtype;
+  }
+  t.magic = kTableMagic;
+  t.op_name = owned->op_name_.c_str();
+  t.dtypes = owned->dtypes_.c_str();
+
+  // The manifest parser refuses more than the fixed arrays hold; checked again
+  // here because writing past them would corrupt the table silently.
+  const auto& args = op.signature.args;
+  if (op.arg_dtypes.size() > static_cast<size_t>(kMaxArgs) || op.outputs.size() > static_cast<size_t>(kMaxOutputs)) {
+    throw std::runtime_error("op " + owned->op_name_ + " has more arguments or outputs than a launcher table holds");
+  }
+  for (const std::string& name : op.same_shape) {
+    const auto at = std::find_if(args.begin(), args.end(), [&](const Arg& a) { return a.name == name; });
+    if (at != args.end()) t.same_shape_mask |= uint64_t{1} << (at - args.begin());
+  }
+  std::fill(std::begin(t.arg_dtypes), std::end(t.arg_dtypes), -1);
+  std::copy(op.arg_dtypes.begin(), op.arg_dtypes.end(), t.arg_dtypes);
+  for (size_t k = 0; k < op.outputs.size(); ++k) {
+    const OutputSpec& spec = op.outputs[k];
+    if (spec.dims.size() > static_cast<size_t>(kMaxOutputDims)) {
+      throw std::runtime_error("op " + owned->op_name_ + ": an output has more shape terms than a launcher table holds");
+    }
+    TableOutputDecl& decl = t.outputs[k];
+    decl.dtype_code = spec.dtype_code;
+    decl.dtype_arg = spec.dtype_arg;
+    decl.ndims = static_cast<int32_t>(spec.dims.size());
+    for (size_t j = 0; j < spec.dims.size(); ++j) {
+      const DimTerm& term = spec.dims[j];
+      decl.dims[j] = TableDimTerm{static_cast<int32_t>(term.kind), term.arg, term.a, term.b};
+    }
+  }
+
+  std::vector<std::string> exported;
+  bool missing = false;
+  for (const auto& [dtype, symbol] : symbols) {
+    const int code = dtype_code(dtype);
+    void* address = code >= 0 && code < kTableDtypeSlots ? find(symbol) : nullptr;
+    if (address == nullptr) {
+      missing = true;
+      continue;
+    }
+    t.launchers[code] = address;
+    exported.push_back(launcher_symbol(op, dtype));
+  }
+  if (missing) {
+    std::string message;
+    for (const std::string& line : missing_launchers(kernel, {op}, exported)) {
+      message += (message.empty() ? "" : "; ") + line;
+    }
+    throw std::runtime_error(message);
+  }
+  return owned;
+}
+
+}  // namespace kreg

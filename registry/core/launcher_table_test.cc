@@ -1,0 +1,86 @@
+#include "launcher_table.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <stdexcept>
+
+#include "launcher_header.h"
+#include "output_spec.h"
+
+namespace kreg {
+namespace {
+
+OpSpec op(const std::string& signature, std::vector<std::string> dtypes) {
+  OpSpec spec;
+  spec.signature = parse_signature(signature);
+  spec.dtypes = std::move(dtypes);
+  spec.launcher = spec.signature.name;
+  spec.arg_dtypes.assign(spec.signature.args.size(), -1);
+  return spec;
+}
+
+std::vector<std::pair<std::string, std::string>> symbols_of(const OpSpec& spec) {
+  std::vector<std::pair<std::string, std::string>> symbols;
+  for (const std::string& dtype : spec.dtypes) symbols.emplace_back(dtype, launcher_symbol(spec, dtype));
+  return symbols;
+}
+
+int f32_launcher, bf16_launcher;  // stand-ins: only their addresses matter
+
+void* lookup(const std::string& symbol) {
+  static const std::map<std::string, void*> exported = {{"axpy_f32", &f32_launcher}, {"axpy_bf16", &bf16_launcher}};
+  const auto it = exported.find(symbol);
+  return it == exported.end() ? nullptr : it->second;
+}
+
+TEST(LauncherTable, HasOneSlotPerDtypeOfTheTable) {
+  EXPECT_EQ(dtype_table().size(), static_cast<size_t>(kTableDtypeSlots));
+}
+
+TEST(LauncherTable, FillsLaunchersByDtypeCodeAndNamesTheOp) {
+  OpSpec axpy = op("axpy(Tensor x, Tensor y, float alpha) -> Tensor", {"float32", "bfloat16"});
+  axpy.same_shape = {"y"};
+  const auto owned = make_launcher_table("demo", axpy, symbols_of(axpy), lookup);
+  const LauncherTable& t = owned->table();
+  EXPECT_EQ(t.magic, kTableMagic);
+  EXPECT_STREQ(t.op_name, "demo.axpy");
+  EXPECT_STREQ(t.dtypes, "float32, bfloat16");
+  EXPECT_EQ(t.launchers[dtype_code("float32")], &f32_launcher);
+  EXPECT_EQ(t.launchers[dtype_code("bfloat16")], &bf16_launcher);
+  EXPECT_EQ(t.launchers[dtype_code("float16")], nullptr);
+  EXPECT_EQ(t.same_shape_mask, uint64_t{1} << 1);
+  EXPECT_EQ(t.arg_dtypes[0], -1);
+  EXPECT_EQ(owned->address(), reinterpret_cast<uintptr_t>(&t));
+}
+
+TEST(LauncherTable, CopiesOutputDeclarations) {
+  OpSpec rows = op("rows(Tensor x, int k) -> Tensor", {"float32"});
+  rows.launcher = "axpy";  // reuse the lookup's symbols
+  rows.outputs = {parse_output_spec("float32[x.size(0), 4]", rows.signature, "out")};
+  rows.arg_dtypes = {-1, -1};
+  const auto owned = make_launcher_table("demo", rows, symbols_of(rows), lookup);
+  const TableOutputDecl& out = owned->table().outputs[0];
+  EXPECT_EQ(out.dtype_code, dtype_code("float32"));
+  ASSERT_EQ(out.ndims, 2);
+  EXPECT_EQ(out.dims[0].kind, DimTerm::kSize);
+  EXPECT_EQ(out.dims[0].arg, 0);
+  EXPECT_EQ(out.dims[0].a, 0);
+  EXPECT_EQ(out.dims[1].kind, DimTerm::kConst);
+  EXPECT_EQ(out.dims[1].a, 4);
+}
+
+TEST(LauncherTable, AMissingLauncherSaysWhatToDefine) {
+  const OpSpec axpy = op("axpy(Tensor x, Tensor y, float alpha) -> Tensor", {"float32", "float16"});
+  try {
+    make_launcher_table("demo", axpy, symbols_of(axpy), lookup);
+    FAIL() << "a missing launcher must throw";
+  } catch (const std::runtime_error& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("kernel demo, op axpy: no launcher for float16"), std::string::npos) << text;
+    EXPECT_EQ(text.find("float32"), std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace kreg
