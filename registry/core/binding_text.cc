@@ -9,10 +9,11 @@
 namespace kreg {
 namespace {
 
-// The fixed part of every binding. The launcher table is filled in by the
-// Python driver (registry/launchers.py mirrors this struct) and passed to the
-// op as an integer, so one compiled binding serves any number of kernels and
-// kernel versions that share a signature. (Three pieces: the AOT units of
+// The fixed part of every binding. The launcher table is filled by the core
+// (core/launcher_table.h, whose struct this text repeats: generated code
+// includes no core header) and passed to the op as an integer, so one
+// compiled binding serves any number of kernels and kernel versions that
+// share a signature. (Three pieces: the AOT units of
 // codegen_aot.cc use the head and the checks, with constant tables.)
 constexpr const char* kPrologueHead = R"CPP(#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>

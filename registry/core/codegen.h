@@ -7,7 +7,7 @@
 // library, which includes no torch header at all.
 //
 // The module registers kreg_<hash>::call(<signature args>, int kreg_table).
-// The table (LauncherTable below; registry/launchers.py mirrors it) carries
+// The table (core/launcher_table.h defines and fills it) carries
 // everything that is not the signature: the launcher address per dtype (from
 // dlsym on the kernel library), each argument's fixed dtype, each output's
 // declared dtype and shape (core/output_spec.h) and the same-shape mask. The

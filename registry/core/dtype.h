@@ -2,7 +2,7 @@
 //
 // Everything else derives from it: the manifest's accepted names, launcher
 // symbol suffixes (axpy_f32), the launcher table slots of the generated
-// binding (registry/launchers.py reads kDtypes through _core), the codes a
+// binding (core/launcher_table.h), the codes a
 // launcher receives for a ScalarType? argument (KREG_DTYPE_* in
 // registry/include/kreg/abi.h, checked against this table by dtype_test.cc),
 // and the torch dtype names Python maps to.
