@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import re
 import shutil
 import socket
@@ -152,28 +151,10 @@ def kernel_lib_recipe() -> str:
     return f"{KERNEL_LIB_RECIPE}; host flags: {' '.join(host_cxx_flags()) or 'none'}"
 
 
-@functools.lru_cache(maxsize=None)
 def host_cxx_flags() -> tuple[str, ...]:
-    """Default flags for the C++ units of kernel libraries, from this CPU.
-
-    -mf16c where the CPU has F16C (x86-64 since 2012): without it every
-    float16 <-> float conversion (kreg::half is _Float16) is a call into
-    libgcc's soft-float routines, and float16 kernels run ~60x slower than
-    float32 ones. Not -march=native: that would also enable FMA (changing
-    float32 results by contraction) and name no CPU a key could record.
-    Part of the key (kernel_lib_recipe), so a library built with them is
-    never reused where they would not run.
-    """
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return ()
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:  # the first CPU's "flags" line is enough
-                if line.startswith("flags"):
-                    return ("-mf16c",) if "f16c" in line.split(":", 1)[1].split() else ()
-    except OSError:
-        pass
-    return ()
+    """Default flags for the C++ units of kernel libraries, from this CPU
+    (-mf16c where it has F16C; core/toolchain.h says why)."""
+    return _core.HOST_CXX_FLAGS
 
 
 @functools.lru_cache(maxsize=None)

@@ -43,6 +43,8 @@ PyMethodDef stamp_set_unchanged_def = {
 
 
 void init_build(py::module_& m) {
+  // A constant, not a call: every `get` reads it (environment.host_cxx_flags).
+  m.attr("HOST_CXX_FLAGS") = py::tuple(py::cast(host_cxx_flags()));
   // A fresh `get` asks a StampSet whether anything changed; the rest of this
   // area is deferred (on_demand.h).
   py::class_<StampSet> stamp_set(m, "StampSet");

@@ -225,4 +225,12 @@ CompilerIdentity identify_compiler(const std::string& command, const std::string
   return identity;
 }
 
+std::vector<std::string> host_cxx_flags() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("f16c")) return {"-mf16c"};
+#endif
+  return {};
+}
+
 }  // namespace kreg

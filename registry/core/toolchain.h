@@ -31,4 +31,16 @@ CompilerIdentity identify_compiler(const std::string& command, const std::string
 // PATH lookup like `which`; empty when not found.
 std::string find_in_path(const std::string& name);
 
+// Default flags for the C++ units of kernel libraries, from this CPU.
+//
+// -mf16c where the CPU has F16C (x86-64 since 2012): without it every
+// float16 <-> float conversion (kreg::half is _Float16) is a call into
+// libgcc's soft-float routines, and float16 kernels run ~60x slower than
+// float32 ones. Not -march=native: that would also enable FMA (changing
+// float32 results by contraction) and name no CPU a key could record. Part of
+// the key (the kernel-lib recipe), so a library built with them is never
+// reused where they would not run. Asked of CPUID, as the compiler's own
+// feature checks do: reading /proc/cpuinfo cost a fresh process's `get` ~0.2 ms.
+std::vector<std::string> host_cxx_flags();
+
 }  // namespace kreg

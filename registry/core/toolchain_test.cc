@@ -87,4 +87,26 @@ TEST(Toolchain, FailuresNameTheCommand) {
 }
 
 }  // namespace
+// The same answer as the kernel's own view of the CPU (the first "flags" line).
+TEST(Toolchain, HostFlagsFollowTheCpu) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line;
+  bool f16c = false, found = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    found = true;
+    f16c = (line + " ").find(" f16c ") != std::string::npos;
+    break;
+  }
+#if defined(__x86_64__)
+  ASSERT_TRUE(found);
+  EXPECT_EQ(host_cxx_flags(), f16c ? std::vector<std::string>{"-mf16c"} : std::vector<std::string>{});
+#else
+  (void)found;
+  (void)f16c;
+  EXPECT_TRUE(host_cxx_flags().empty());
+#endif
+}
+
 }  // namespace kreg
