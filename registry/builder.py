@@ -53,6 +53,9 @@ class BuildPlan:
     # kernel-lib only: the launcher symbols the library must export, as the
     # plan names them (core/plan.h); asked of the core when empty.
     launchers: list[str] = field(default_factory=list)
+    # kernel-lib only: the library of this kernel loaded before, if any (a
+    # direct build links lean when it needed no C++ runtime; direct_build.py).
+    previous_library: str | None = None
 
     @property
     def is_python_module(self) -> bool:

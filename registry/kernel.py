@@ -108,9 +108,10 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
         targets = {a.what: Target(a) for a in planned if a.missing}
         estimate = previous.status.last_build_seconds if previous is not None else plan.previous_build_seconds
+        previous_library = previous.status.artifacts.get("kernel library") if previous is not None else None
         try:
             built, ccache_delta = build_missing(store, plan, manifest, dict(targets), estimate, cache_root,
-                                                env.get("env.cuda_arch"))
+                                                env.get("env.cuda_arch"), previous_library)
         except Exception:
             if device_job is not None:
                 device_job.result()  # a device compile error is the one to read first, as before

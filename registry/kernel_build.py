@@ -12,7 +12,8 @@ from registry.artifacts import Artifact, Target, ensure, fetch_remote
 from registry.builder import BuildPlan
 
 
-def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = None, plan=None) -> BuildPlan:
+def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = None, plan=None,
+             previous_library: str | None = None) -> BuildPlan:
     """The kernel library's (or pybind module's) build. plan: the _core.Plan,
     whose sources, include path, launcher prototypes (written) and launcher
     symbols it takes; asked of the core when not given (tools, tests)."""
@@ -47,6 +48,7 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
         ops=[] if pybind else list(manifest.ops),
         manifest_file=manifest.file,
         launchers=[] if pybind or plan is None else [s for symbols in plan.launchers.values() for _, s in symbols],
+        previous_library=previous_library,
     )
 
 
@@ -94,11 +96,13 @@ def _write_generated(path: Path, text: str) -> None:
     _core.write_file_atomic(str(path), text)
 
 
-def build_missing(store, plan, manifest, targets: dict, estimate_s, cache_root: Path, cuda_arch: str | None):
+def build_missing(store, plan, manifest, targets: dict, estimate_s, cache_root: Path, cuda_arch: str | None,
+                  previous_library: str | None = None):
     """targets: what -> Target for each artifact the plan misses. The team's
     remote cache first (REGISTRY_REMOTE_CACHE); what is still missing builds
     under the compiler environment, side by side (the binding, with torch
-    headers, is the slow one). Returns (what -> Artifact, ccache counts or None)."""
+    headers, is the slow one). previous_library: the kernel library loaded
+    before in this process, if any. Returns (what -> Artifact, ccache counts or None)."""
     artifacts, rejected = {}, {}
     team = remote.current()
     if team is not None and team.available():
@@ -112,7 +116,7 @@ def build_missing(store, plan, manifest, targets: dict, estimate_s, cache_root: 
                 elif note:
                     rejected[what] = note
     if targets:
-        builds = {what: (target, _build_plan(plan, manifest, target, estimate_s, cache_root))
+        builds = {what: (target, _build_plan(plan, manifest, target, estimate_s, cache_root, previous_library))
                   for what, target in targets.items()}
         counting = ccache.ccache_executable() is not None and any(
             plan.through_ccache(team) for _, plan in builds.values())
@@ -129,10 +133,10 @@ def build_missing(store, plan, manifest, targets: dict, estimate_s, cache_root: 
     return artifacts, delta
 
 
-def _build_plan(plan, manifest, target: Target, estimate_s, cache_root: Path) -> BuildPlan:
+def _build_plan(plan, manifest, target: Target, estimate_s, cache_root: Path, previous_library) -> BuildPlan:
     a = target.artifact
     if a.what == "lib":
-        return lib_plan(manifest, plan.backend, a.lock_key, estimate_s, plan)
+        return lib_plan(manifest, plan.backend, a.lock_key, estimate_s, plan, previous_library)
     op = next(op for op in manifest.ops if op.name == a.what)
     return binding_plan(manifest, op, plan.backend, cache_root, a)
 

@@ -1,6 +1,7 @@
 """Torch-free kernel libraries built by the registry's own compiler call
 (registry/direct_build.py): no libtorch on the link line, keys without torch's
-version, one compile-and-link step for a CPU edit, load()-style diagnostics."""
+version, one compile-and-link step for a CPU edit (linked lean when it can
+be), load()-style diagnostics."""
 from __future__ import annotations
 
 import shutil
@@ -133,6 +134,64 @@ def test_edit_links_libstdcxx_once_and_still_needs_it(axpy_copy, monkeypatch, ca
         assert not [a for a in link if "libstdc++" in a], link
     lib = registry.status(axpy_copy.name, device="cpu").artifacts["kernel library"]
     assert "libstdc++.so.6" in _needed(lib)
+
+
+def test_an_edit_links_lean_when_the_library_needed_no_cxx_runtime(axpy_copy, monkeypatch):
+    # axpy calls nothing of libstdc++: reading it would be ~13 ms of the link.
+    commands = _commands_of_an_edit(axpy_copy, monkeypatch)
+    assert len(commands) == 1 and "-nodefaultlibs" in commands[0], commands
+    lib = registry.status(axpy_copy.name, device="cpu").artifacts["kernel library"]
+    assert not [n for n in _needed(lib) if "libstdc++" in n], _needed(lib)
+
+
+def test_an_edit_that_starts_using_the_cxx_runtime_links_it(axpy_copy, monkeypatch):
+    op = registry.get(axpy_copy.name, device="cpu")
+    source = axpy_copy.path("axpy_cpu.cpp")
+    source.write_text(source.read_text() + '\n#include <string>\nextern "C" unsigned long kreg_test_length'
+                      '(const char* s) { return std::string(s).size(); }\n')
+    axpy_copy.edit("axpy_cpu.cpp", "axpy_element(alpha,", "1.0f + axpy_element(alpha,")
+    commands = []
+    run = direct_build._run
+
+    def recording(command, *args, **kwargs):
+        commands.append(list(command))
+        return run(command, *args, **kwargs)
+
+    monkeypatch.setattr(direct_build, "_run", recording)
+    registry.get(axpy_copy.name, device="cpu")
+    # The lean step's link fails under -z defs; the usual one links libstdc++.
+    assert len(commands) == 2 and "-nodefaultlibs" in commands[0] and "-nodefaultlibs" not in commands[1]
+    assert op(torch.ones(4), torch.ones(4), 2.0)[0].item() == 4.0
+    lib = registry.status(axpy_copy.name, device="cpu").artifacts["kernel library"]
+    assert "libstdc++.so.6" in _needed(lib)
+
+
+def test_a_compile_error_in_a_lean_step_is_reported_without_a_second_compile(axpy_copy, monkeypatch):
+    from registry.errors import BuildError
+
+    registry.get(axpy_copy.name, device="cpu")
+    axpy_copy.edit("axpy_cpu.cpp", "T* os = static_cast<T*>(out.data);", "T* os = static_cast<T*>(out.data)")
+    commands = []
+    run = direct_build._run
+
+    def recording(command, *args, **kwargs):
+        commands.append(list(command))
+        return run(command, *args, **kwargs)
+
+    monkeypatch.setattr(direct_build, "_run", recording)
+    with pytest.raises(BuildError) as caught:
+        registry.get(axpy_copy.name, device="cpu")
+    assert len(commands) == 1 and "-nodefaultlibs" in commands[0], commands
+    assert caught.value.first is not None and caught.value.first.file.endswith("axpy_cpu.cpp")
+
+
+def test_a_library_naming_libstdcxx_is_not_linked_lean(tmp_path):
+    assert not direct_build._needed_no_cxx_runtime(None)
+    assert not direct_build._needed_no_cxx_runtime(str(tmp_path / "missing.so"))
+    (tmp_path / "a.so").write_bytes(b"\x7fELF...libc.so.6\0libstdc++.so.6\0")
+    (tmp_path / "b.so").write_bytes(b"\x7fELF...libc.so.6\0libm.so.6\0")
+    assert not direct_build._needed_no_cxx_runtime(str(tmp_path / "a.so"))
+    assert direct_build._needed_no_cxx_runtime(str(tmp_path / "b.so"))
 
 
 def test_compile_error_reads_file_line_with_the_line_marked(axpy_copy):
