@@ -32,40 +32,17 @@ void init_manifest(py::module_& m) {
       .def("canonical", &Signature::canonical)
       .def("__repr__", [](const Signature& s) { return "<Signature " + s.canonical() + ">"; });
 
-  py::class_<DimTerm>(m, "DimTerm")
-      .def_property_readonly("kind", [](const DimTerm& t) { return static_cast<int>(t.kind); })
-      .def_readonly("arg", &DimTerm::arg)
-      .def_readonly("a", &DimTerm::a)
-      .def_readonly("b", &DimTerm::b);
-  py::class_<OutputSpec> output(m, "OutputSpec");
-  defer_rest_of(output)
-      .def_readonly("dtype_code", &OutputSpec::dtype_code)
-      .def_readonly("dtype_arg", &OutputSpec::dtype_arg)
-      .def_readonly("dims", &OutputSpec::dims);
-
-  // The dtype table (core/dtype.h): (name, suffix, element size), in code order.
-  py::list dtypes;
-  for (const DtypeInfo& d : dtype_table()) dtypes.append(py::make_tuple(d.name, d.suffix, d.element_size));
-  m.attr("DTYPES") = py::tuple(dtypes);
-  m.attr("BINDING_MAX_ARGS") = kMaxArgs;
-  m.attr("BINDING_MAX_OUTPUTS") = kMaxOutputs;
-  m.attr("BINDING_MAX_OUTPUT_DIMS") = kMaxOutputDims;
-
   py::class_<BackendSpec> backend(m, "BackendSpec");
   defer_rest_of(backend)
       .def_readonly("present", &BackendSpec::present)
       .def_readonly("compiler", &BackendSpec::compiler)
       .def_property_readonly("device_compiler", &BackendSpec::device_compiler);
 
+  // Launcher tables and fakes read the rest in C++ (launcher_table.h, output_spec.h).
   py::class_<OpSpec> op(m, "OpSpec");
   defer_rest_of(op)
       .def_readonly("signature", &OpSpec::signature)
-      .def_readonly("dtypes", &OpSpec::dtypes)
-      .def_readonly("launcher", &OpSpec::launcher)
-      .def_readonly("same_shape", &OpSpec::same_shape)
       .def_readonly("backward", &OpSpec::backward)
-      .def_readonly("arg_dtypes", &OpSpec::arg_dtypes)
-      .def_readonly("outputs", &OpSpec::outputs)
       .def_property_readonly("name", [](const OpSpec& op) { return op.signature.name; });
 
   py::class_<Manifest> manifest(m, "Manifest");
@@ -103,13 +80,32 @@ void init_manifest_on_demand(py::module_& m) {
       .def("tensor_count", &Signature::tensor_count)
       .def("first_tensor", &Signature::first_tensor);
 
-  registered_class<OutputSpec>().def_readonly("text", &OutputSpec::text);
+  py::class_<DimTerm>(m, "DimTerm")
+      .def_property_readonly("kind", [](const DimTerm& t) { return static_cast<int>(t.kind); })
+      .def_readonly("arg", &DimTerm::arg)
+      .def_readonly("a", &DimTerm::a)
+      .def_readonly("b", &DimTerm::b);
+  py::class_<OutputSpec>(m, "OutputSpec")
+      .def_readonly("text", &OutputSpec::text)
+      .def_readonly("dtype_code", &OutputSpec::dtype_code)
+      .def_readonly("dtype_arg", &OutputSpec::dtype_arg)
+      .def_readonly("dims", &OutputSpec::dims);
+
+  // The dtype table (core/dtype.h): (name, suffix, element size), in code order.
+  py::list dtypes;
+  for (const DtypeInfo& d : dtype_table()) dtypes.append(py::make_tuple(d.name, d.suffix, d.element_size));
+  m.attr("DTYPES") = py::tuple(dtypes);
   registered_class<BackendSpec>()
       .def_readonly("sources", &BackendSpec::sources)
       .def_readonly("cflags", &BackendSpec::cflags)
       .def_readonly("device_sources", &BackendSpec::device_sources)
       .def_readonly("device_cflags", &BackendSpec::device_cflags);
   registered_class<OpSpec>()
+      .def_readonly("dtypes", &OpSpec::dtypes)
+      .def_readonly("launcher", &OpSpec::launcher)
+      .def_readonly("same_shape", &OpSpec::same_shape)
+      .def_readonly("arg_dtypes", &OpSpec::arg_dtypes)
+      .def_readonly("outputs", &OpSpec::outputs)
       .def_readonly("reference", &OpSpec::reference)
       .def_readonly("baseline", &OpSpec::baseline)
       .def_readonly("sweep", &OpSpec::sweep);
