@@ -346,7 +346,7 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-    from registry import cache_cap
-
-    cache_cap.collect_garbage(store, keep=[published.key])
+    # The size cap is applied after the result, with the other artifacts of
+    # this get (kernel.resolve: cache_cap.collect_garbage_soon), not here in
+    # the middle of the edit.
     return DeviceArtifact(published, built, nv, reason, snapshot.stamps)

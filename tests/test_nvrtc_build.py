@@ -79,6 +79,20 @@ def test_an_unchanged_kernel_is_a_cache_hit(kernel, store):
     assert again.built is None and again.key == first.key
 
 
+def test_a_cubin_build_leaves_the_cache_cap_to_after_the_result(kernel, store, monkeypatch, tmp_path):
+    # The cap runs on a worker thread once the get has its result (kernel.py);
+    # an entry over the cap is still there when the cubin build returns.
+    staging = tmp_path / "old-staging"
+    staging.mkdir()
+    (staging / "old.so").write_bytes(b"old bytes")
+    entry = _core.Entry()
+    entry.key, entry.kernel, entry.backend, entry.kind, entry.artifact = "cd" * 16, "old", "cpu", "kernel-lib", "old.so"
+    store.publish(str(staging), entry)
+    monkeypatch.setenv("REGISTRY_CACHE_MAX_BYTES", "1")
+    assert build(kernel, store).built is not None
+    assert store.lookup("cd" * 16).entry is not None
+
+
 @pytest.mark.parametrize("header", ["include/axpy_nvrtc/config.h", "axpy_math.h"])
 def test_header_edit_changes_key_and_cubin(kernel, store, header):
     first = build(kernel, store)
