@@ -19,7 +19,9 @@ def test_stopping_a_process_builds_is_imported_from_its_owner():
 
 def test_which_backend_a_manifest_gets_has_one_rule():
     assert not hasattr(kernel, "choose_backend")  # backend_choice.for_manifest is the one rule
-    spec = lambda present, compiler="nvcc": types.SimpleNamespace(present=present, compiler=compiler)  # noqa: E731
+    # As _core.BackendSpec reads: device_compiler names a device compiler with its own cubin, else "".
+    spec = lambda present, compiler="nvcc": types.SimpleNamespace(  # noqa: E731
+        present=present, compiler=compiler, device_compiler="" if compiler == "nvcc" else compiler)
     cpu_only = types.SimpleNamespace(name="k", file="k/kernel.toml", binding="generated",
                                      cpu=spec(True), cuda=spec(False))
     assert backend_choice.for_manifest(cpu_only, "cpu", "/nonexistent") == "cpu"
