@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
 import threading
 from pathlib import Path
 
-from registry import _core, cache_layout, knobs
+from registry import cache_layout, knobs
 from registry.environment import cxx_command, nvcc_command
 
 _env_lock = threading.Lock()
@@ -34,7 +35,10 @@ def _cxx_wrapper(cache_root: Path, ccache: str, real_cxx: str) -> Path:
     """The wrapper script, checked on every build: its bytes must be exactly
     what this function writes and it must be executable, or it is written
     again (a damaged wrapper would fail every build with "Exec format error")."""
-    folder = cache_layout.path("ccache_bin", cache_root) / _core.hash_fields_hex([("cxx", real_cxx), ("ccache", ccache)])[:16]
+    # The folder names the pair; hashed here, not by the core: a cold get's
+    # build should not cross into it for a folder name.
+    pair = hashlib.sha256(f"{real_cxx}\0{ccache}".encode()).hexdigest()[:16]
+    folder = cache_layout.path("ccache_bin", cache_root) / pair
     wrapper = folder / Path(real_cxx).name
     text = f'#!/bin/sh\nexec {ccache} {real_cxx} "$@"\n'.encode()
     if not _holds(wrapper, text) or not os.access(wrapper, os.X_OK):

@@ -18,15 +18,16 @@ compiler itself, unless a remote could serve or share the compile.
 
 Linked lean where it fits: most kernel libraries call nothing of the C++
 runtime, and reading libstdc++ is ~13 ms of GNU ld's ~25 ms here, a tenth of
-an edit. So when the library this build replaces needed no libstdc++
-(_needed_no_cxx_runtime), the step links only libc, libm and libgcc
-(-nodefaultlibs). An edit that starts using the C++ runtime then fails that
-link under -z defs with an undefined reference, and the step runs again with
-the usual link: never a library that loads wrong, at worst one compile more.
+an edit. So when the library this build replaces needed nothing beyond libc,
+libm and libgcc (_needs_only_c_runtime: its DT_NEEDED entries), the step
+links only those (-nodefaultlibs). An edit that starts using libstdc++ (or
+OpenMP, ...) then fails that link under -z defs with an undefined reference,
+and the step runs again with the usual link: never a library that loads
+wrong, at worst one compile more, once.
 
-Diagnostics read as load()'s do: file:line with the offending line marked. The key of such a library leaves out torch's and
-Python's versions (keys.kernel_lib_key), so upgrading torch rebuilds only the
-bindings.
+Diagnostics read as load()'s do: file:line with the offending line marked.
+The key of such a library leaves out torch's and Python's versions
+(keys.kernel_lib_key), so upgrading torch rebuilds only the bindings.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ import functools
 import os
 import re
 import shutil
+import struct
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -59,7 +61,7 @@ def build(plan, staging: Path):
             return _run([real_cxx, *flags, "-pipe", "-MMD", "-MF", "0.d", plan.sources[0], *link_flags,
                          "-o", str(out)], plan, staging, progress=True, check=check)
 
-        if _needed_no_cxx_runtime(plan.previous_library):
+        if _needs_only_c_runtime(plan.previous_library):
             returncode, log = step(_lean_link_flags(plan), check=False)
             if returncode != 0 and not _undefined_references_only(log):
                 raise builder.build_error(plan, log, staging)
@@ -104,25 +106,63 @@ def _lean_link_flags(plan) -> list[str]:
     return ["-shared", *plan.ldflags, "-Wl,--no-undefined", *_LEAN_LIBS]
 
 
-def _needed_no_cxx_runtime(library: str | None) -> bool:
-    """Whether `library` (a kernel library built here) names no libstdc++ among
-    the libraries it needs. Linked as needed (the toolchain's default), a
-    library needs libstdc++.so.6 only if it uses it, and then the name is in
-    its dynamic string table: absent from the whole file, it is not needed.
-    (A toolchain that always records libstdc++ simply never links lean.)"""
-    if library is None:
-        return False
+# What a lean link provides (and ld.so itself).
+_C_RUNTIME = {"libc.so.6", "libm.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+
+
+def _needs_only_c_runtime(library: str | None) -> bool:
+    """Whether `library` (a kernel library built here) needs no library a lean
+    link leaves out. Linked as needed (the toolchain's default), a library
+    records libstdc++, libgomp, ... only if it uses them; a toolchain that
+    records them anyway simply never links lean."""
+    needed = _needed_libraries(library) if library is not None else None
+    return needed is not None and set(needed) <= _C_RUNTIME
+
+
+def _needed_libraries(path: str) -> list[str] | None:
+    """The DT_NEEDED names of a 64-bit little-endian ELF shared library, or
+    None when `path` is not one (or cannot be read)."""
     try:
-        with open(library, "rb") as f:
-            return b"libstdc++.so" not in f.read()
-    except OSError:
-        return False
+        data = Path(path).read_bytes()
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+            return None
+        phoff, = struct.unpack_from("<Q", data, 32)
+        phentsize, phnum = struct.unpack_from("<HH", data, 54)
+        loads, dynamic = [], None
+        for i in range(phnum):
+            at = phoff + i * phentsize
+            p_type, = struct.unpack_from("<I", data, at)
+            p_offset, p_vaddr, _, p_filesz = struct.unpack_from("<QQQQ", data, at + 8)
+            if p_type == 1:  # PT_LOAD
+                loads.append((p_vaddr, p_offset, p_filesz))
+            elif p_type == 2:  # PT_DYNAMIC
+                dynamic = (p_offset, p_filesz)
+        if dynamic is None:
+            return []
+        offsets, strtab = [], None
+        for at in range(dynamic[0], dynamic[0] + dynamic[1], 16):
+            tag, value = struct.unpack_from("<qQ", data, at)
+            if tag == 0:  # DT_NULL
+                break
+            if tag == 1:  # DT_NEEDED
+                offsets.append(value)
+            elif tag == 5:  # DT_STRTAB (an address)
+                strtab = value
+        base = next((offset + strtab - vaddr for vaddr, offset, size in loads
+                     if strtab is not None and vaddr <= strtab < vaddr + size), None)
+        if base is None:
+            return None if offsets else []
+        return [data[base + n:data.index(b"\0", base + n)].decode() for n in offsets]
+    except (OSError, struct.error, ValueError, UnicodeDecodeError):
+        return None
 
 
 def _undefined_references_only(log: str) -> bool:
     """The lean step compiled but did not link: the linker names undefined
-    references, and the compiler reported no error of its own (file:line:col)."""
-    return "undefined reference to" in log and re.search(r":\d+:\d+: (fatal )?error:", log) is None
+    references (GNU ld) or symbols (lld, mold), and the compiler reported no
+    error of its own (file:line:col)."""
+    return (re.search(r"undefined (reference to|symbol)", log) is not None
+            and re.search(r":\d+:\d+: (fatal )?error:", log) is None)
 
 
 def _libstdcxx_flags(cxx: str) -> list[str]:

@@ -20,7 +20,8 @@ from registry import _core
 counts = collections.Counter()
 
 def hook(frame, event, arg):
-    if event == "c_call":
+    # The cache cap's worker runs after the get has its result (cache_cap.py).
+    if event == "c_call" and not threading.current_thread().name.startswith("kreg-cache-cap"):
         owner = getattr(arg, "__self__", None)
         if getattr(arg, "__module__", None) == "registry._core" or owner is _core \
                 or (owner is not None and type(owner).__module__ == "registry._core"):

@@ -185,13 +185,32 @@ def test_a_compile_error_in_a_lean_step_is_reported_without_a_second_compile(axp
     assert caught.value.first is not None and caught.value.first.file.endswith("axpy_cpu.cpp")
 
 
-def test_a_library_naming_libstdcxx_is_not_linked_lean(tmp_path):
-    assert not direct_build._needed_no_cxx_runtime(None)
-    assert not direct_build._needed_no_cxx_runtime(str(tmp_path / "missing.so"))
-    (tmp_path / "a.so").write_bytes(b"\x7fELF...libc.so.6\0libstdc++.so.6\0")
-    (tmp_path / "b.so").write_bytes(b"\x7fELF...libc.so.6\0libm.so.6\0")
-    assert not direct_build._needed_no_cxx_runtime(str(tmp_path / "a.so"))
-    assert direct_build._needed_no_cxx_runtime(str(tmp_path / "b.so"))
+def _shared_library(tmp_path, name: str, source: str, *flags: str) -> str:
+    (tmp_path / f"{name}.cpp").write_text(source)
+    out = str(tmp_path / f"{name}.so")
+    subprocess.run(["c++", "-shared", "-fPIC", *flags, str(tmp_path / f"{name}.cpp"), "-o", out], check=True)
+    return out
+
+
+def test_only_a_library_needing_the_c_runtime_alone_is_linked_lean(tmp_path):
+    plain = _shared_library(tmp_path, "plain", 'extern "C" int f(int x) { return x + 1; }\n')
+    cxx = _shared_library(tmp_path, "cxx", '#include <string>\n'
+                          'extern "C" unsigned long f(const char* s) { return std::string(s).size(); }\n')
+    omp = _shared_library(tmp_path, "omp", 'extern "C" void f(float* x, int n) {\n'
+                          '#pragma omp parallel for\n  for (int i = 0; i < n; ++i) x[i] += 1;\n}\n', "-fopenmp")
+    assert direct_build._needs_only_c_runtime(plain), direct_build._needed_libraries(plain)
+    assert "libstdc++.so.6" in direct_build._needed_libraries(cxx) and not direct_build._needs_only_c_runtime(cxx)
+    assert "libgomp.so.1" in direct_build._needed_libraries(omp) and not direct_build._needs_only_c_runtime(omp)
+    (tmp_path / "not_elf.so").write_bytes(b"libc.so.6")
+    for path in (None, str(tmp_path / "missing.so"), str(tmp_path / "not_elf.so")):
+        assert not direct_build._needs_only_c_runtime(path)
+
+
+def test_a_lean_link_falls_back_on_any_linkers_undefined_symbols():
+    assert direct_build._undefined_references_only("/usr/bin/ld: x.o: undefined reference to `operator new(unsigned long)'")
+    assert direct_build._undefined_references_only("ld.lld: error: undefined symbol: operator new(unsigned long)")
+    assert not direct_build._undefined_references_only("axpy_cpu.cpp:12:5: error: expected ';'\n"
+                                                       "undefined reference to `f'")
 
 
 def test_compile_error_reads_file_line_with_the_line_marked(axpy_copy):
