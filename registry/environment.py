@@ -84,7 +84,7 @@ def cuda_arch_list(cache_root: Path) -> str:
     answer = _device_answer(cache_root)
     if answer == "none":
         raise _environment_error("no CUDA device is visible; build for the CPU (device='cpu') "
-                           "or set TORCH_CUDA_ARCH_LIST to build for a GPU elsewhere")
+                                 "or set TORCH_CUDA_ARCH_LIST to build for a GPU elsewhere")
     return answer
 
 

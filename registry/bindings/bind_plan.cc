@@ -73,7 +73,6 @@ void init_plan(py::module_& m) {
   }, py::arg("manifest"), py::arg("store"), py::arg("backend"), py::arg("env"), py::arg("registry_include"),
         py::arg("loaded_namespaces") = std::vector<std::string>{}, py::arg("rebuild") = false);
 
-
   // The outcome of a get, recorded in one call: the memo, and after builds
   // the cache's size cap. Returns (changes, why gc could not run or "").
   m.def("record_outcome", [](Plan& plan, const CacheStore& store, std::optional<Key> lib_key,

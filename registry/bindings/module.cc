@@ -59,8 +59,8 @@ bool register_on_demand() {
 
 PYBIND11_MODULE(_core, m) {
   // No generated signatures in docstrings: pybind11 formats one per function
-  // and member as it registers it, most of the ~1 ms this import cost in a
-  // fresh process. _core is private (registry's modules are its only callers).
+  // and member as it registers it (~0.1 ms of a fresh process's import).
+  // _core is private: registry's modules are its only callers.
   py::options options;
   options.disable_function_signatures();
   m.doc() = "The kernel registry's C++ core: manifests, include scanning, keys, the cache.";
