@@ -334,6 +334,8 @@ def _print_report(report, summary: str) -> None:
         print(f"removed {key}")
     print(f"removed {len(report.removed)} entries, freed {_human(report.freed_bytes)}; "
           + summary.format(total=_human(report.total_bytes)))
+    if report.records_removed:
+        print(f"removed {report.records_removed} dependency records that named only removed entries")
     if report.kept_live:
         print(f"kept {report.kept_live} entries that live processes have loaded "
               f"(they go once those processes exit)")

@@ -79,6 +79,7 @@ void init_cache_on_demand(py::module_& m) {
       .def_readonly("freed_bytes", &GcReport::freed_bytes)
       .def_readonly("kept_live", &GcReport::kept_live)
       .def_readonly("total_bytes", &GcReport::total_bytes)
+      .def_readonly("records_removed", &GcReport::records_removed)
       .def("__repr__", [](const GcReport& r) {
         return "<GcReport removed=" + std::to_string(r.removed.size()) +
                " freed_bytes=" + std::to_string(r.freed_bytes) +

@@ -15,6 +15,8 @@
 
 #include "cache_fs.h"
 #include "cache_store.h"
+#include "dep_record.h"
+#include "file_lock.h"
 #include "toml_util.h"
 
 namespace kreg {
@@ -199,7 +201,26 @@ GcReport CacheStore::evict(int64_t max_bytes, const std::vector<std::string>& ke
     }
     ::close(fd);
   }
+  if (!report.removed.empty()) report.records_removed = prune_dep_records();
   return report;
+}
+
+int CacheStore::prune_dep_records() const {
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(v1_ + "/deps", ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path path = it->path();
+    if (path.extension() != ".toml") continue;
+    // A build adding an entry rewrites the record under this lock.
+    std::optional<FileLock> lock = FileLock::try_acquire(lock_path(path.stem().string()));
+    if (!lock) continue;
+    const std::optional<DepRecord> record = read_dep_record(path.string());
+    const bool live = record && std::any_of(record->entries.begin(), record->entries.end(),
+                                            [&](const DepEntry& e) { return fs::exists(object_dir(e.key)); });
+    std::error_code remove_ec;
+    if (!live && fs::remove(path, remove_ec)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace kreg

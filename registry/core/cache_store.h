@@ -15,7 +15,8 @@
 //   v1/memo/<kernel>.<backend>.<8 hex of the manifest path>.toml
 //                              the last build's file stamps and keys (memo.h)
 //   v1/deps/<base key>.toml    what the compiler read beyond the include scan,
-//                              per base key (see dep_record.h)
+//                              per base key (see dep_record.h); gc() and clear()
+//                              remove a record once no entry it names is left
 //   v1/generated/              binding sources and launcher headers (plan.h),
 //                              named by content or signature
 //   v1/toolchains.toml         compiler identities, by the binary's stat (toolchain.h)
@@ -127,6 +128,7 @@ struct GcReport {
   int64_t freed_bytes = 0;
   int kept_live = 0;        // entries it would have removed, kept: pinned by a live process
   int64_t total_bytes = 0;  // what objects/ holds afterwards
+  int records_removed = 0;  // dependency records none of whose builds is left
 };
 
 struct Lookup {
@@ -183,7 +185,8 @@ class CacheStore {
 
   // When objects/ holds more than max_bytes, removes entries least recently
   // used first until it fits, skipping pinned ones and the keys in `keep`.
-  // Also removes staging folders of dead processes.
+  // Also removes staging folders of dead processes, and, after removing
+  // entries, the dependency records that name no entry left.
   GcReport gc(int64_t max_bytes, const std::vector<std::string>& keep = {}) const;
   // Removes every entry that is not pinned.
   GcReport clear() const;
@@ -195,6 +198,10 @@ class CacheStore {
 
  private:
   GcReport evict(int64_t max_bytes, const std::vector<std::string>& keep) const;
+  // Removes deps/<base>.toml records whose every entry's key is gone from
+  // objects/ (or that cannot be read): they could only ever miss. Each is
+  // removed under its base key's build lock, skipped while a build holds it.
+  int prune_dep_records() const;
   // Renames a verified staging folder to objects/<key> (keeping another
   // process's verified entry if it got there first); no fsync.
   Entry install(const std::string& staging_dir, Entry entry) const;
