@@ -192,7 +192,11 @@ def test_eight_processes_race_for_a_remote_only_kernel(tmp_path, redis_server, f
     assert [b for r in results for b in r["builds"]] == [], results
     fetched = sorted(o for r in results for _, o in r["fetches"])
     assert fetched == ["hit", "hit"], fetched  # one fetch of the library, one of the binding
-    assert sorted(r["outcome"] for r in results) == ["cache"] * 7 + ["remote"], results
+    # Each artifact is claimed, then fetched, by one process: usually the same
+    # one for both, but under load one process may claim the library while
+    # another claims the binding. Either way nothing is fetched twice.
+    outcomes = sorted(r["outcome"] for r in results)
+    assert outcomes in (["cache"] * 7 + ["remote"], ["cache"] * 6 + ["remote"] * 2), results
 
 
 def test_read_only_mode_fetches_but_never_stores(tmp_path, redis_server, first_machine):

@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <cerrno>
 #include <cstring>
@@ -227,8 +230,16 @@ CompilerIdentity identify_compiler(const std::string& command, const std::string
 
 std::vector<std::string> host_cxx_flags() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("f16c")) return {"-mf16c"};
+  // CPUID leaf 1: F16C (ECX bit 29) is a VEX encoding, so it also needs AVX
+  // (bit 28) with the OS saving the YMM state (OSXSAVE, bit 27, and XCR0's
+  // SSE and AVX bits): the same conditions under which Linux lists f16c.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return {};
+  const unsigned needed = (1u << 27) | (1u << 28) | (1u << 29);
+  if ((ecx & needed) != needed) return {};
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  if ((xcr0_low & 0x6u) == 0x6u) return {"-mf16c"};
 #endif
   return {};
 }
