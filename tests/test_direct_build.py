@@ -144,20 +144,25 @@ def test_an_edit_links_lean_when_the_library_needed_no_cxx_runtime(axpy_copy, mo
     assert not [n for n in _needed(lib) if "libstdc++" in n], _needed(lib)
 
 
-def test_an_edit_that_starts_using_the_cxx_runtime_links_it(axpy_copy, monkeypatch):
-    op = registry.get(axpy_copy.name, device="cpu")
-    source = axpy_copy.path("axpy_cpu.cpp")
-    source.write_text(source.read_text() + '\n#include <string>\nextern "C" unsigned long kreg_test_length'
-                      '(const char* s) { return std::string(s).size(); }\n')
-    axpy_copy.edit("axpy_cpu.cpp", "axpy_element(alpha,", "1.0f + axpy_element(alpha,")
-    commands = []
-    run = direct_build._run
+def _recording_direct_commands(monkeypatch) -> list:
+    """The compiler commands direct_build runs from now on, as they start."""
+    commands, run = [], direct_build._run
 
     def recording(command, *args, **kwargs):
         commands.append(list(command))
         return run(command, *args, **kwargs)
 
     monkeypatch.setattr(direct_build, "_run", recording)
+    return commands
+
+
+def test_an_edit_that_starts_using_the_cxx_runtime_links_it(axpy_copy, monkeypatch):
+    op = registry.get(axpy_copy.name, device="cpu")
+    source = axpy_copy.path("axpy_cpu.cpp")
+    source.write_text(source.read_text() + '\n#include <string>\nextern "C" unsigned long kreg_test_length'
+                      '(const char* s) { return std::string(s).size(); }\n')
+    axpy_copy.edit("axpy_cpu.cpp", "axpy_element(alpha,", "1.0f + axpy_element(alpha,")
+    commands = _recording_direct_commands(monkeypatch)
     registry.get(axpy_copy.name, device="cpu")
     # The lean step's link fails under -z defs; the usual one links libstdc++.
     assert len(commands) == 2 and "-nodefaultlibs" in commands[0] and "-nodefaultlibs" not in commands[1]
@@ -171,14 +176,7 @@ def test_a_compile_error_in_a_lean_step_is_reported_without_a_second_compile(axp
 
     registry.get(axpy_copy.name, device="cpu")
     axpy_copy.edit("axpy_cpu.cpp", "T* os = static_cast<T*>(out.data);", "T* os = static_cast<T*>(out.data)")
-    commands = []
-    run = direct_build._run
-
-    def recording(command, *args, **kwargs):
-        commands.append(list(command))
-        return run(command, *args, **kwargs)
-
-    monkeypatch.setattr(direct_build, "_run", recording)
+    commands = _recording_direct_commands(monkeypatch)
     with pytest.raises(BuildError) as caught:
         registry.get(axpy_copy.name, device="cpu")
     assert len(commands) == 1 and "-nodefaultlibs" in commands[0], commands
