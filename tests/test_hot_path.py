@@ -1,6 +1,7 @@
 """The hot path of `get` (api.py): one core call, StampSet.unchanged, that
-stats every file the build read; anything a stat can see must make the next
-get take the slow path. (Content edits through every kind of file are in
+reads the change watch once the stamps are watched and else stats every file
+the build read; anything a stat can see must make the next get take the slow
+path. (Content edits through every kind of file are in
 test_hot_reload.py; these cover the stat fields one at a time.)"""
 from __future__ import annotations
 
@@ -102,3 +103,35 @@ def test_every_way_of_asking_finds_the_state_after_a_rebuild(axpy_copy, compiles
     assert registry.status(axpy_copy.name).outcome == "in-process"
     assert _bias(op) == pytest.approx(4.0, abs=1e-5)
     assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
+
+
+def test_once_watched_an_unchanged_get_reads_no_file_and_edits_still_reach_it(axpy_copy, compiles):
+    # The first hot check adds the change watch (core/change_watch.h) and
+    # stats; from then on "nothing changed" is one read() of the watch, and
+    # any edit makes the next get stat and rebuild as before.
+    op = registry.get(axpy_copy.name, device="cpu")
+    assert registry.get(axpy_copy.name, device="cpu") is op
+    assert STATE.kernels[(axpy_copy.name, "cpu")].stamps.watched
+    for before, after in ((0, 1), (1, 2), (2, 3)):  # same-size saves, two includes deep
+        axpy_copy.edit("include/axpy/config.h", f"AXPY_BIAS {before}.0f", f"AXPY_BIAS {after}.0f")
+        assert registry.get(axpy_copy.name, device="cpu") is op
+        assert _bias(op) == pytest.approx(after, abs=1e-5)
+        assert registry.get(axpy_copy.name, device="cpu") is op
+        assert registry.status(axpy_copy.name, device="cpu").outcome == "in-process"
+        assert STATE.kernels[(axpy_copy.name, "cpu")].stamps.watched
+    assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 4
+
+
+def test_a_kernel_reached_through_a_symlink_is_stat_checked(axpy_copy, compiles, tmp_path, monkeypatch):
+    # An edit of a symlink's target raises no event in the link's folder, so
+    # such paths are never watched: every hot check stats them.
+    link = tmp_path / "linked-kernels"
+    link.symlink_to(axpy_copy.dir.parent, target_is_directory=True)
+    monkeypatch.setenv("REGISTRY_KERNELS_PATH", str(link))
+    op = registry.get(axpy_copy.name, device="cpu")
+    registry.get(axpy_copy.name, device="cpu")
+    stamps = STATE.kernels[(axpy_copy.name, "cpu")].stamps
+    assert any(p.startswith(str(link)) for p in stamps.paths) and not stamps.watched
+    axpy_copy.edit("include/axpy/config.h", "AXPY_BIAS 0.0f", "AXPY_BIAS 6.0f")  # through the real path
+    assert registry.get(axpy_copy.name, device="cpu") is op
+    assert _bias(op) == pytest.approx(6.0, abs=1e-5)

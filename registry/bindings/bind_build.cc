@@ -26,18 +26,19 @@ namespace {
 // method descriptor has already checked that `self` is a StampSet.
 PyObject* stamp_set_unchanged(PyObject* self, PyObject* /*no args*/) {
   auto* instance = reinterpret_cast<py::detail::instance*>(self);
-  const auto* set = static_cast<const StampSet*>(instance->get_value_and_holder().value_ptr());
+  auto* set = static_cast<StampSet*>(instance->get_value_and_holder().value_ptr());
   if (set == nullptr) {
     PyErr_SetString(PyExc_TypeError, "StampSet.unchanged(): the StampSet was not initialised");
     return nullptr;
   }
-  if (stamps_unchanged(set->stamps)) Py_RETURN_TRUE;
+  if (stamps_unchanged_watched(set->stamps, set->watch)) Py_RETURN_TRUE;
   Py_RETURN_FALSE;
 }
 
 PyMethodDef stamp_set_unchanged_def = {
     "unchanged", stamp_set_unchanged, METH_NOARGS,
-    "True when every file still has the stat it had when stamped (one stat() each)."};
+    "True when every file still has the stat it had when stamped (one read() of the change watch "
+    "while nothing happened, else one stat() each)."};
 
 }  // namespace
 
@@ -92,7 +93,14 @@ void init_build_on_demand(py::module_& m) {
       .def_readonly("changed", &StampCheck::changed)
       .def_readonly("refreshed", &StampCheck::refreshed);
   registered_class<StampSet>()
-      .def_readwrite("stamps", &StampSet::stamps)
+      .def_property(
+          "stamps", [](const StampSet& set) { return set.stamps; },
+          [](StampSet& set, std::vector<FileStamp> stamps) {
+            set.stamps = std::move(stamps);
+            set.watch = WatchState();  // the new files are not watched yet
+          })
+      .def_property_readonly("watched",
+                             [](const StampSet& set) { return set.watch.mode == WatchState::kWatched; })
       .def("check", [](StampSet& set) { return check_stamps(set.stamps); })
       .def_property_readonly("paths", [](const StampSet& set) {
         std::vector<std::string> paths;

@@ -1,0 +1,174 @@
+#include "change_watch.h"
+#include "temp_dir_for_tests.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kreg {
+namespace {
+
+using test_support::TempDir;
+
+std::vector<FileStamp> stamped(const std::vector<std::string>& paths) {
+  std::vector<FileStamp> stamps;
+  for (const std::string& path : paths) stamps.push_back(*stamp_file(path));
+  return stamps;
+}
+
+// Runs each test only where the temporary folder's filesystem is one the
+// watch trusts (on any other, every set is stat'ed, which file_stamp_test covers).
+class ChangeWatch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TempDir probe;
+    std::vector<FileStamp> stamps = {*stamp_file(probe.write("p.h", "p"))};
+    WatchState state;
+    stamps_unchanged_watched(stamps, state);
+    if (state.mode != WatchState::kWatched) GTEST_SKIP() << "the temporary folder is not on a local filesystem";
+  }
+};
+
+// A watched set whose stats were just found unchanged.
+WatchState verified(const std::vector<FileStamp>& stamps) {
+  WatchState state;
+  EXPECT_TRUE(stamps_unchanged_watched(stamps, state));
+  EXPECT_EQ(state.mode, WatchState::kWatched);
+  return state;
+}
+
+// The way to tell the watch answered, not a stat: a stamp whose recorded stat
+// is wrong makes any stat() say "changed", so "unchanged" can only come from
+// a quiet watch.
+void forget_true_stat(std::vector<FileStamp>& stamps) { stamps[0].stat.size += 1000; }
+
+TEST_F(ChangeWatch, AQuietWatchAnswersWithoutStat) {
+  TempDir dir;
+  std::vector<FileStamp> stamps = stamped({dir.write("k/a.h", "abc"), dir.write("k/b.cu", "x")});
+  WatchState state = verified(stamps);
+  forget_true_stat(stamps);
+  EXPECT_TRUE(stamps_unchanged_watched(stamps, state));
+  EXPECT_FALSE(stamps_unchanged(stamps));  // what a stat says
+}
+
+TEST_F(ChangeWatch, AnEditIsSeen) {
+  TempDir dir;
+  const std::string path = dir.write("k/a.h", "abc");
+  std::vector<FileStamp> stamps = stamped({path});
+  WatchState state = verified(stamps);
+  dir.write("k/a.h", "abd");  // same size
+  EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
+  EXPECT_FALSE(stamps_unchanged_watched(stamps, state));  // still changed: stat'ed again, not trusted
+}
+
+TEST_F(ChangeWatch, OtherFilesInTheFolderLeaveItQuiet) {
+  TempDir dir;
+  std::vector<FileStamp> stamps = stamped({dir.write("k/a.h", "abc")});
+  WatchState state = verified(stamps);
+  forget_true_stat(stamps);
+  dir.write("k/.a.h.swp", "editor state");
+  dir.write("k/notes.txt", "more");
+  EXPECT_TRUE(stamps_unchanged_watched(stamps, state));
+}
+
+TEST_F(ChangeWatch, ASaveThatRenamesOverTheFileIsSeen) {
+  TempDir dir;
+  const std::string path = dir.write("k/a.h", "abc");
+  std::vector<FileStamp> stamps = stamped({path});
+  WatchState state = verified(stamps);
+  const std::string temp = dir.write("k/a.h.tmp", "abz");
+  ASSERT_EQ(std::rename(temp.c_str(), path.c_str()), 0);
+  EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
+}
+
+TEST_F(ChangeWatch, AnEditThroughAHardLinkElsewhereIsSeen) {
+  TempDir dir;
+  const std::string path = dir.write("k/a.h", "abc");
+  const std::string link = dir.path() + "/elsewhere.h";
+  ASSERT_EQ(::link(path.c_str(), link.c_str()), 0);
+  std::vector<FileStamp> stamps = stamped({path});
+  WatchState state = verified(stamps);
+  int fd = ::open(link.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "Z", 1, 0), 1);
+  ::close(fd);
+  EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
+}
+
+TEST_F(ChangeWatch, AFolderAboveReplacedIsSeen) {
+  TempDir dir;
+  const std::string path = dir.write("kernels/axpy/include/a.h", "abc");
+  std::vector<FileStamp> stamps = stamped({path});
+  WatchState state = verified(stamps);
+  std::filesystem::rename(dir.path() + "/kernels", dir.path() + "/kernels.old");
+  dir.write("kernels/axpy/include/a.h", "abd");
+  EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
+}
+
+TEST_F(ChangeWatch, ADeletedFileIsSeenAndItsReplacementWatched) {
+  TempDir dir;
+  const std::string path = dir.write("k/a.h", "abc");
+  std::vector<FileStamp> stamps = stamped({path});
+  WatchState state = verified(stamps);
+  std::filesystem::remove(path);
+  EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
+  dir.write("k/a.h", "abc");
+  std::vector<FileStamp> again = stamped({path});
+  WatchState fresh = verified(again);
+  dir.write("k/a.h", "abd");
+  EXPECT_FALSE(stamps_unchanged_watched(again, fresh));
+}
+
+TEST_F(ChangeWatch, PathsThroughASymlinkAreStatted) {
+  TempDir dir;
+  dir.write("real/a.h", "abc");
+  std::filesystem::create_directory_symlink(dir.path() + "/real", dir.path() + "/link");
+  std::vector<FileStamp> stamps = stamped({dir.path() + "/link/a.h"});
+  WatchState state;
+  EXPECT_TRUE(stamps_unchanged_watched(stamps, state));
+  EXPECT_EQ(state.mode, WatchState::kUnwatchable);
+  forget_true_stat(stamps);
+  EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
+}
+
+TEST_F(ChangeWatch, AForkedChildDoesNotTakeTheParentsEvents) {
+  TempDir dir;
+  const std::string path = dir.write("k/a.h", "abc");
+  std::vector<FileStamp> stamps = stamped({path});
+  WatchState state = verified(stamps);
+  dir.write("k/a.h", "abd");  // queued for the parent
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    WatchState copy = state;
+    bool changed = !stamps_unchanged_watched(stamps, copy);
+    ::_exit(changed ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
+}
+
+TEST_F(ChangeWatch, UnchangedAfterAChangeWasStattedIsQuietAgain) {
+  TempDir dir;
+  const std::string path = dir.write("k/a.h", "abc");
+  std::vector<FileStamp> stamps = stamped({path});
+  WatchState state = verified(stamps);
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // a touch: an event, and a new stat
+  EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
+  stamps = stamped({path});  // what a new build stamps
+  state = verified(stamps);
+  forget_true_stat(stamps);
+  EXPECT_TRUE(stamps_unchanged_watched(stamps, state));
+}
+
+}  // namespace
+}  // namespace kreg
