@@ -1,6 +1,9 @@
 """axpy bandwidth beside torch.add(y, x, alpha=a), one run, one GPU.
 
-    python bench/axpy_bandwidth.py [--n 268435456] [--out bench/results]
+    python bench/axpy_bandwidth.py [--n 268435456] [--kernel axpy] [--out bench/results]
+
+--kernel names another build of axpy's op (axpy_nvrtc: device code through
+NVRTC; axpy_cubin: nvcc -cubin); its files are named axpy_bandwidth-<kernel>.
 
 Napkin math: axpy moves 3 * n * sizeof(T) bytes (read x, read y, write out);
 GB/s below counts exactly those. The ceiling is a device-to-device copy of
@@ -32,9 +35,10 @@ def copy_gbps() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1 << 28)
+    ap.add_argument("--kernel", default="axpy")
     ap.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
     args = ap.parse_args()
-    axpy = registry.get("axpy", device="cuda")
+    axpy = registry.get(args.kernel, device="cuda")
     rows = []
     copy = copy_gbps()
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
@@ -50,20 +54,23 @@ def main() -> None:
         del x, y
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "gpu": torch.cuda.get_device_name(0),
             "torch": torch.__version__, "n": args.n, "copy_GBps": copy,
-            "command": f"python bench/axpy_bandwidth.py --n {args.n}"}
+            "kernel": args.kernel, "device_code": registry.status(args.kernel, device="cuda").device,
+            "command": f"python bench/axpy_bandwidth.py --n {args.n} --kernel {args.kernel}"}
+    stem = "axpy_bandwidth" if args.kernel == "axpy" else f"axpy_bandwidth-{args.kernel}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "axpy_bandwidth.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    md = [f"# axpy bandwidth on {meta['gpu']}", "",
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    md = [f"# {args.kernel} bandwidth on {meta['gpu']}", "",
           f"{meta['date']}, torch {meta['torch']}, n = {args.n}. Command: `{meta['command']}`.",
-          f"Device copy ceiling in the same run: {copy:.0f} GB/s (read + write).", "",
+          f"Device copy ceiling in the same run: {copy:.0f} GB/s (read + write).",
+          *([f"Device code: {meta['device_code']}."] if meta["device_code"] else []), "",
           "| dtype | registry axpy | torch.add(y, x, alpha) | registry / torch.add bandwidth | of copy | max abs err |",
           "|---|---|---|---|---|---|"]
     for r in rows:
         md.append(f"| {r['dtype']} | {r['registry_ms']:.4f} ms, {r['registry_GBps']:.0f} GB/s | "
                   f"{r['torch_add_ms']:.4f} ms, {r['torch_add_GBps']:.0f} GB/s | {r['ratio']:.3f} | "
                   f"{r['registry_GBps'] / copy:.3f} | {r['max_abs_err']:.2g} |")
-    (out / "axpy_bandwidth.md").write_text("\n".join(md) + "\n")
+    (out / f"{stem}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
 

@@ -11,7 +11,8 @@ cached cubin (the device half of `get`: scan, snapshot, key, compile, publish):
   header_edit     edit include/axpy_nvrtc/config.h (stale = a cubin seen before)
   cubin_device_edit, cubin_header_edit
                   the same through nvcc -cubin (kernels/axpy_cubin), when nvcc is installed
-  floors          NVRTC alone on the same unit; `nvcc -cubin` and `nvcc -c` of
+  floors          NVRTC alone on the same unit, each time new source (with the
+                  registry's options, and in one thread); `nvcc -cubin` and `nvcc -c` of
                   kernels/axpy/axpy.cu, and `nvcc -cubin` of kernels/axpy_cubin's
                   device code, when nvcc is installed
 --device cuda: each step is timed from the edit to a checked result of the op:
@@ -19,7 +20,8 @@ cached cubin (the device half of `get`: scan, snapshot, key, compile, publish):
   nvcc_cubin_edit, nvcc_cubin_header_edit (kernels/axpy_cubin: nvcc -cubin),
   nvcc_edit (kernels/axpy's .cu through the nvcc -c path: the comparison),
   cold_get (a renamed copy of axpy_nvrtc in a fresh process: its signature was
-  built before), and torch load()'s source and header edits of kernels/axpy
+  built before), the same floors as --device cpu (for this GPU's arch), and
+  torch load()'s source and header edits of kernels/axpy
   (bench/edit_loop_torch.py; --torch-reps of each, 20-40 s a build).
 Each step's result is printed as it completes; at the end, writes
 nvrtc_edit_loop-<device>.json and .md with medians. `--device cuda --reps 5`
@@ -154,20 +156,37 @@ def cpu_steps(reps: int, work: Path) -> dict:
     return results
 
 
-def floors(nv, copy: Copy, manifest, reps: int, work: Path) -> dict:
+def floors(nv, copy: Copy, manifest, reps: int, work: Path, arch: str = "sm_90") -> dict:
+    """The compilers alone on the same code. Each NVRTC compile gets source
+    no compile before it saw (the loop's device edit with a new constant):
+    NVRTC answers an identical recompile from the CUDA compute cache (0.07 s
+    against 0.28 s on the H200), which no edit ever gets."""
     from registry import device_build, keys
 
     out: dict = {}
-    options = device_build.nvrtc_options(manifest, "sm_90") + [
-        f"-I{d}" for d in keys.include_dirs(manifest) + [str(device_build.SHIM_DIR), nv.include_dir]]
-    source = (copy.dir / "axpy_device.cu").read_bytes()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        cubin, log = nv.compile(source, str(copy.dir / "axpy_device.cu"), options)
-        times.append(time.perf_counter() - t)
-        assert cubin is not None, log
-    out["nvrtc_compile"] = {"s": median(times), "n": reps}
+    includes = [f"-I{d}" for d in keys.include_dirs(manifest) + [str(device_build.SHIM_DIR), nv.include_dir]]
+    original = (copy.dir / "axpy_device.cu").read_text()
+    fresh = iter(range(10_000, 1_000_000))
+
+    def new_source() -> bytes:
+        k = next(fresh)
+        text = original
+        for _, old, new in (DEVICE_EDIT, VECTOR_EDIT):
+            text = text.replace(old, new.format(k=k), 1)
+        return text.encode()
+
+    variants = {"nvrtc_compile": device_build.nvrtc_options(manifest, arch, split=nv.splits_compiles),
+                "nvrtc_compile_one_thread": device_build.nvrtc_options(manifest, arch, split=False)}
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(reps):  # in turn, so both see the same load
+        for name, options in variants.items():
+            source = new_source()
+            t = time.perf_counter()
+            cubin, log = nv.compile(source, str(copy.dir / "axpy_device.cu"), options + includes)
+            times[name].append(time.perf_counter() - t)
+            assert cubin is not None, log
+    for name, ts in times.items():
+        out[name] = {"s": median(ts), "n": reps}
     nvcc = nvcc_path()
     if nvcc:
         axpy = CHECKOUT / "kernels" / "axpy"
@@ -176,7 +195,7 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path) -> dict:
             times = []
             for _ in range(reps):
                 t = time.perf_counter()
-                subprocess.run([nvcc, "-O3", "-arch=sm_90", "-std=c++17", *inc, *flags, str(axpy / "axpy.cu"),
+                subprocess.run([nvcc, "-O3", f"-arch={arch}", "-std=c++17", *inc, *flags, str(axpy / "axpy.cu"),
                                 "-o", str(work / "floor.out")], check=True, capture_output=True)
                 times.append(time.perf_counter() - t)
             out[what] = {"s": median(times), "n": reps}
@@ -185,7 +204,7 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path) -> dict:
         times = []
         for _ in range(reps):
             t = time.perf_counter()
-            subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-std=c++17", f"-I{cubin}", f"-I{cubin / 'include'}",
+            subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-std=c++17", f"-I{cubin}", f"-I{cubin / 'include'}",
                             f"-I{keys.REGISTRY_INCLUDE}", str(cubin / "axpy_device.cu"), "-o", str(work / "floor.out")],
                            check=True, capture_output=True)
             times.append(time.perf_counter() - t)
@@ -253,6 +272,12 @@ def gpu_steps(reps: int, torch_reps: int, work: Path) -> dict:
         assert p.returncode == 0, p.stderr[-2000:]
         cold.append(float(p.stdout.strip().splitlines()[-1]))
     results["cold_get"] = {"s": median(cold), "n": reps}
+    # The compilers alone on the same code, in this run: what the steps above are read against.
+    from registry import _core, nvrtc
+
+    major, minor = torch.cuda.get_device_capability()
+    manifest = _core.parse_manifest(str(copy.dir / "kernel.toml"))
+    results["floors"] = floors(nvrtc.load(), copy, manifest, reps, work, f"sm_{major}{minor}")
     results["device"] = torch.cuda.get_device_name()
     results["status"] = str(registry.status("axpy_nvrtc", device="cuda"))
     if torch_reps > 0:  # last: the slowest part by far

@@ -7,6 +7,7 @@ functions here ask the same core functions, so nothing is spelled twice.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from registry import _core, backend_choice
@@ -50,14 +51,14 @@ def nvcc_flags(manifest) -> list[str]:
 
 def _label(path: str, manifest) -> str:
     """Paths in key inputs are relative where possible, so a checkout moved to
-    another folder keeps its keys' readable names (content still decides)."""
-    p = Path(path)
-    for base, prefix in ((Path(manifest.dir), ""), (REGISTRY_INCLUDE, "registry/include/")):
-        try:
-            return prefix + str(p.relative_to(base))
-        except ValueError:
-            pass
-    return str(p)
+    another folder keeps its keys' readable names (content still decides).
+    (String prefixes, as Path.relative_to compares: lexically.)"""
+    path = os.path.normpath(path)
+    for base, prefix in ((manifest.dir, ""), (str(REGISTRY_INCLUDE), "registry/include/")):
+        base = os.path.normpath(base)
+        if path.startswith(base + "/"):
+            return prefix + path[len(base) + 1:]
+    return path
 
 
 def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:

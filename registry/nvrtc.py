@@ -40,6 +40,19 @@ class Nvrtc:
         self.distribution = distribution  # e.g. "nvidia-cuda-nvrtc 13.0.88", or "" when unknown
         self._lib = None
 
+    @property
+    def splits_compiles(self) -> bool:
+        """Whether it takes --split-compile (NVRTC 12.4 and later), told
+        from the wheel's version or the library's soname without loading it."""
+        version = self.distribution.rpartition(" ")[2] if self.distribution else ""
+        if not version:
+            version = self.library.rpartition(".so.")[2]  # "13" of libnvrtc.so.13; "" when unversioned
+        try:
+            parts = tuple(int(p) for p in version.split(".")[:2])
+        except ValueError:
+            return False
+        return parts >= (12, 4) if len(parts) == 2 else parts >= (13,)
+
     def identity(self) -> str:
         """The wheel's name and version, the file, its size and mtime."""
         st = os.stat(self.library)

@@ -253,3 +253,20 @@ def test_aot_export_refuses_nvrtc_device_code_and_names_the_way_out(tmp_path):
         aot.export_package("axpy_nvrtc", tmp_path / "pkg")
     out = aot.export_package("axpy_nvrtc", tmp_path / "pkg", backends=["cpu"])
     assert (out / "setup.py").is_file()
+
+
+@pytest.mark.parametrize("library, distribution, splits", [
+    ("/w/nvidia/cu13/lib/libnvrtc.so.13", "nvidia-cuda-nvrtc 13.0.88", True),
+    ("/w/nvidia/cuda_nvrtc/lib/libnvrtc.so.12", "nvidia-cuda-nvrtc-cu12 12.8.93", True),
+    ("/w/nvidia/cuda_nvrtc/lib/libnvrtc.so.12", "nvidia-cuda-nvrtc-cu12 12.1.105", False),
+    ("/opt/cuda/lib64/libnvrtc.so.13", "", True),   # REGISTRY_NVRTC: no wheel, the soname tells
+    ("/opt/cuda/lib64/libnvrtc.so.12", "", False),  # which 12.x is unknown: not asked
+    ("/opt/cuda/lib64/libnvrtc.so", "", False),
+])
+def test_split_compile_only_where_nvrtc_takes_it(kernel, library, distribution, splits):
+    from registry.nvrtc import Nvrtc
+
+    manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
+    compiler = device_build.NvrtcDevice(Nvrtc(library, None, distribution))
+    options = compiler.options(manifest, "sm_90")
+    assert (f"--split-compile={device_build.SPLIT_COMPILE_THREADS}" in options) is splits, options
