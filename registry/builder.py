@@ -25,7 +25,7 @@ from pathlib import Path
 from registry import environment, knobs
 from registry.diagnostics import parse_diagnostics
 from registry.errors import BuildError
-from registry.launchers import open_library
+from registry.kernel_load import open_library
 from registry.progress import build_progress
 
 

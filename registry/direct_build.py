@@ -46,7 +46,7 @@ _COMPILE = ["-std=c++20", "-fPIC"]
 
 
 def build(plan, staging: Path):
-    from registry.launchers import open_library
+    from registry.kernel_load import open_library
     from registry.progress import build_progress
 
     builder.builds_run.append((plan.kernel, plan.kind))

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 
 from registry import _core, backend_choice, environment, knobs
-from registry.kernel_status import KernelState, Status
-from registry.state import STATE
+from registry.state import STATE, KernelState, Status
 
 __all__ = ["KernelState", "Status", "locate", "resolve"]
 

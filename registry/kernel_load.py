@@ -4,15 +4,34 @@ dlopen the kernel library (RTLD_LOCAL, never unloaded), register each binding
 once per process, fill the launcher tables with the symbols the plan named,
 swap them into the Op handles (the same objects: a notebook's old handle runs
 the new code). Everything loaded is kept by the process state (state.py).
+
+The generated binding is compiled once per op signature; the kernel library
+is compiled per kernel version. The binding's op takes the address of a
+launcher table holding the launcher addresses found in the kernel library
+(core/launcher_table.h defines and fills it). Swapping a table is how a new
+kernel version goes live without touching the binding.
 """
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
-from registry import torch_ops
-from registry.launchers import build_table, open_library
+from registry import _core, torch_ops
 from registry.op import Op, link_backwards
 from registry.state import STATE
+
+
+def open_library(path: str) -> ctypes.CDLL:
+    # RTLD_LOCAL: two versions of one kernel export the same launcher names.
+    return ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+
+
+def build_table(library: ctypes.CDLL, op_spec, kernel: str, symbols: list[tuple[str, str]]):
+    """The launcher table (_core.LauncherTable; .address is what the binding
+    takes) of `op_spec`, its launchers looked up in `library`. symbols:
+    (dtype, launcher symbol) per listed dtype, as a plan names them (core/plan.h).
+    Raises naming every missing launcher and what to define."""
+    return _core.launcher_table(library._handle, kernel, op_spec, symbols)
 
 
 def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op]:
@@ -74,7 +93,6 @@ def _fast_entry(path: str):
     none. The library is loaded already (torch.ops.load_library, or load()
     when it was built): RTLD_NOLOAD finds it and never loads a second copy,
     whose TORCH_LIBRARY would register the namespace again and abort."""
-    import ctypes
     import os
 
     try:

@@ -1,11 +1,13 @@
-"""Everything this process has loaded, owned by one object.
+"""Everything this process has loaded, owned by one object, and what each
+`get` reported (Status, what registry.status returns; KernelState, a loaded
+kernel as the hot path finds it).
 
 A loaded library, a registered binding or a pinned cache entry lives as long
 as the process (an old op handle, or a graph torch.compile traced, may still
 call its code), so none of it is ever dropped; keeping it in one place makes
 that rule visible and gives tests one thing to look at.
 
-    kernels       (name, backend) -> kernel_status.KernelState: op handles, stamps, status
+    kernels       (name, backend) -> KernelState: op handles, stamps, status (below)
     requests      (name, device as asked: None, "cpu", "cuda") -> the state it resolved to,
                   so the hot path of `get` finds it in one dict lookup. "No device" and
                   the device it means must find the same state, or one kernel gets two
@@ -28,8 +30,99 @@ that rule visible and gives tests one thing to look at.
 from __future__ import annotations
 
 import threading
+import time
 
 from registry import _core
+
+# Plain classes, not dataclasses: generating a dataclass costs ~2 ms at
+# import, and this module is on the path of a fresh process's first `get`.
+class Status:
+    """What the last `get` of a kernel did, and why.
+
+    outcome             "compiled", "cache" (loaded from disk), "remote" (fetched
+                        from the team's remote cache, nothing compiled) or "in-process"
+    key                 the kernel library's content key
+    artifacts           what -> path of each loaded file
+    build_seconds       compile time of this get (0 on a hit)
+    last_build_seconds  how long the current kernel library took to build
+    changes             why the key differs from the previous build's
+    compiled            which artifacts this get compiled
+    notes               rejected cache entries, includes that resolved nowhere
+    ccache              (hits, misses) during this get's builds, when it built
+    ccache_remote       (hits, misses) of ccache's remote storage during those builds
+    sources             what -> "cache", "remote" or "compiled", per artifact
+    remote              the remote cache's part, when one is configured: where,
+                        mode, and this get's hit / miss / rejected / stored counts
+    device              compiler = "nvrtc" / "nvcc-cubin": which NVRTC or nvcc compiled the device code, and the cubin's key
+    """
+
+    def __init__(self, *, kernel, backend, outcome, key, manifest, artifacts, build_seconds,
+                 last_build_seconds, built_at, changes, compiled, notes=(), ccache=None,
+                 sources=None, remote=None, device=None):
+        self.kernel, self.backend, self.outcome, self.key = kernel, backend, outcome, key
+        self.manifest, self.artifacts = manifest, artifacts
+        self.build_seconds, self.last_build_seconds, self.built_at = build_seconds, last_build_seconds, built_at
+        self.changes, self.compiled, self.notes = list(changes), list(compiled), list(notes)
+        self.ccache = tuple(ccache[:2]) if ccache is not None else None
+        self.ccache_remote = tuple(ccache[2:]) if ccache is not None and len(ccache) > 2 else None
+        self.sources, self.remote = dict(sources or {}), remote
+        self.device = device
+        self.get_seconds = 0.0
+
+    def __str__(self) -> str:
+        lines = [
+            f"kernel {self.kernel} [{self.backend}]  key {self.key}",
+            f"  last get: {self.outcome} in {self.get_seconds * 1e3:.1f} ms"
+            + (f", compiled {', '.join(self.compiled)} in {self.build_seconds:.2f} s"
+               if self.compiled and self.outcome == "compiled" else ""),
+            f"  built {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.built_at))}"
+            f" in {self.last_build_seconds:.2f} s",
+            f"  manifest {self.manifest}",
+            *(f"  {what}: {path}" for what, path in self.artifacts.items()),
+        ]
+        if self.device is not None:
+            lines.append(f"  device code: {self.device}")
+        if self.ccache is not None:
+            lines.append(f"  ccache: {self.ccache[0]} hits, {self.ccache[1]} misses"
+                         + (f" (remote storage: {self.ccache_remote[0]} hits, {self.ccache_remote[1]} misses)"
+                            if self.ccache_remote else ""))
+        if self.remote is not None:
+            r = self.remote
+            lines.append(f"  remote cache {r['where']} ({r['mode']}): {r['hit']} hits, {r['miss']} misses"
+                         + (f", {r['rejected']} rejected" if r["rejected"] else "")
+                         + (f", {r['stored']} stored" if r["stored"] else "")
+                         + (f"; from the remote: {', '.join(w for w, s in self.sources.items() if s == 'remote')}"
+                            if "remote" in self.sources.values() else ""))
+        lines += ["  changed since the previous build:"] + [f"    {c}" for c in self.changes or ["nothing"]]
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def served_in_process(self) -> "Status":
+        """The status of a later get that found nothing changed: the same
+        library and key, and nothing compiled, rejected or changed by it."""
+        return Status(kernel=self.kernel, backend=self.backend, outcome="in-process", key=self.key,
+                      manifest=self.manifest, artifacts=self.artifacts, build_seconds=0.0,
+                      last_build_seconds=self.last_build_seconds, built_at=self.built_at,
+                      changes=(), compiled=(), device=self.device)
+
+
+class KernelState:
+    """A kernel loaded in this process: its op handles and what they depend on.
+
+    status is what the last get did; in_process, made once here, is what
+    every get served by the hot path reports (so that path allocates nothing).
+    """
+
+    __slots__ = ("name", "backend", "ops", "stamps", "status", "in_process", "handle")
+
+    def __init__(self, name: str, backend: str, ops: dict, stamps, status: Status):
+        # stamps: a _core.StampSet over every file the build depends on
+        self.name, self.backend, self.ops, self.stamps, self.status = name, backend, ops, stamps, status
+        self.in_process = status.served_in_process()
+        self.handle = None  # what get returns (api.py: the Op, or an OpGroup of several)
+
 
 
 class ProcessState:

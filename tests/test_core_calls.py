@@ -85,8 +85,8 @@ def test_the_memo_keeps_only_the_keys_it_reads(private_cache, private_kernels):
 # on this list.
 CACHED_GET_MODULES = {
     "registry", "registry._core", "registry.api", "registry.backend_choice", "registry.cache_layout",
-    "registry.environment", "registry.kernel", "registry.kernel_load", "registry.kernel_status",
-    "registry.knobs", "registry.launchers", "registry.op", "registry.state", "registry.torch_ops",
+    "registry.environment", "registry.kernel", "registry.kernel_load",
+    "registry.knobs", "registry.op", "registry.state", "registry.torch_ops",
 }
 
 
