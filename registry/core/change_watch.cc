@@ -122,11 +122,6 @@ class Watch {
     return epoch_;
   }
 
-  uint64_t epoch_for_tests() {
-    std::lock_guard<std::mutex> lock(mu);
-    return fd_ < 0 ? epoch_ : drain();
-  }
-
  private:
   struct Target {
     bool is_file = false;
@@ -227,7 +222,5 @@ bool stamps_unchanged_watched(const std::vector<FileStamp>& stamps, WatchState& 
   state.epoch = same ? now : now - 1;
   return same;
 }
-
-uint64_t change_watch_epoch_for_tests() { return Watch::instance().epoch_for_tests(); }
 
 }  // namespace kreg

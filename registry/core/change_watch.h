@@ -12,9 +12,11 @@
 //
 // Where inotify would miss a change, stamps are never watched and keep
 // stat'ing: a path through a symlink (an edit of the target is not an event
-// of the link's folder), a relative path, and a folder on a filesystem another
-// machine can write to unseen by this kernel (NFS, SMB, FUSE, 9p, ...: only
-// local filesystems are trusted, kLocalFilesystems in change_watch.cc).
+// of the link's folder), a path not absolute and normalized, and a folder on
+// a filesystem another machine can write to unseen by this kernel (NFS, SMB,
+// FUSE, 9p, ...: only local filesystems are trusted, kLocalFilesystems in
+// change_watch.cc). A process holds one inotify instance (of the user's
+// max_user_instances, 128 by default); where none is left, sets are stat'ed.
 // Writes through a shared writable mmap() raise no inotify event at all; no
 // editor or compiler saves a file that way.
 //
@@ -44,9 +46,5 @@ struct WatchState {
 // stamps_unchanged(stamps), from the watch while it is quiet. The first call
 // adds the watches (before it stats, so no edit falls between the two).
 bool stamps_unchanged_watched(const std::vector<FileStamp>& stamps, WatchState& state);
-
-// For tests: the process's watch counts this many epochs (events that named
-// a watched file or folder, overflows) so far.
-uint64_t change_watch_epoch_for_tests();
 
 }  // namespace kreg
