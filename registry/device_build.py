@@ -132,10 +132,11 @@ def scan_files(manifest, recorded: list[str]) -> list[str]:
     return sorted(set(closure.files) | {p for p in recorded if Path(p).is_file()})
 
 
-# NVVM optimizes and ptxas assembles in this many threads: 0.28 -> 0.22 s for
-# axpy_nvrtc's six kernels on the H200's 16 cores, the same on 2 cores. A
-# fixed count, not 0 ("all cores"): the cubin's bytes depend on it, and they
-# must depend only on the key.
+# NVVM optimizes and ptxas assembles in this many threads. axpy_nvrtc's six
+# kernels, new source each time (bench/nvrtc_edit_loop.py's floors): 0.263 ->
+# 0.215 s on the H200's 16 cores, 0.233 -> 0.201 s on 2. A fixed count, not 0
+# ("all cores"): the cubin's bytes depend on it, and they must depend only on
+# the key.
 SPLIT_COMPILE_THREADS = 8
 
 
