@@ -34,7 +34,7 @@ PHASES = [
     ("registry.ccache", "remote_storage_configured", "ccache remote storage asked"),
     ("registry.direct_build", "_run", "compiler"),
     ("registry.direct_build", "_depfile_deps", "depfile read"),
-    ("registry.launchers", "open_library", "dlopen"),
+    ("registry.kernel_load", "open_library", "dlopen"),
     ("registry._core", "publish_claim", "publish (entry, dep record)"),
     ("registry._core", "record_outcome", "record (memo)"),
     ("registry.kernel_load", "load", "load (tables, swap)"),
