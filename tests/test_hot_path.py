@@ -109,6 +109,9 @@ def test_once_watched_an_unchanged_get_reads_no_file_and_edits_still_reach_it(ax
     # The first hot check adds the change watch (core/change_watch.h) and
     # stats; from then on "nothing changed" is one read() of the watch, and
     # any edit makes the next get stat and rebuild as before.
+    probe = _core.StampSet([str(axpy_copy.path("kernel.toml"))])
+    if not (probe.unchanged() and probe.watched):
+        pytest.skip("the kernels' folder is not on a filesystem the change watch trusts: every check stats")
     op = registry.get(axpy_copy.name, device="cpu")
     assert registry.get(axpy_copy.name, device="cpu") is op
     assert STATE.kernels[(axpy_copy.name, "cpu")].stamps.watched
