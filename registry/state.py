@@ -34,6 +34,7 @@ import time
 
 from registry import _core
 
+
 # Plain classes, not dataclasses: generating a dataclass costs ~2 ms at
 # import, and this module is on the path of a fresh process's first `get`.
 class Status:
