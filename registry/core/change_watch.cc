@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <mutex>
 #include <new>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <unordered_map>
 #include <unordered_set>
@@ -52,18 +52,10 @@ bool on_local_filesystem(const std::string& path) {
   return false;
 }
 
-// Absolute and normalized: no "." or ".." component, no doubled or trailing slash.
+// Absolute and normalized: no "." or ".." component, no doubled slash (a
+// trailing one names no regular file, which add() then refuses).
 bool is_normal_absolute(const std::string& path) {
-  if (path.size() < 2 || path[0] != '/' || path.back() == '/') return false;
-  std::string::size_type start = 1;
-  while (start <= path.size()) {
-    std::string::size_type end = path.find('/', start);
-    if (end == std::string::npos) end = path.size();
-    const std::string_view part(path.data() + start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return true;
+  return !path.empty() && path[0] == '/' && std::filesystem::path(path).lexically_normal().string() == path;
 }
 
 // The last path component, and the folder holding it ("/" for "/x").
