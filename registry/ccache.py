@@ -18,7 +18,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from registry import cache_layout, knobs
+from registry import knobs
 from registry.environment import cxx_command, nvcc_command
 
 _env_lock = threading.Lock()
@@ -38,7 +38,7 @@ def _cxx_wrapper(cache_root: Path, ccache: str, real_cxx: str) -> Path:
     # The folder names the pair; hashed here, not by the core: a cold get's
     # build should not cross into it for a folder name.
     pair = hashlib.sha256(f"{real_cxx}\0{ccache}".encode()).hexdigest()[:16]
-    folder = cache_layout.path("ccache_bin", cache_root) / pair
+    folder = knobs.cache_path("ccache_bin", cache_root) / pair
     wrapper = folder / Path(real_cxx).name
     text = f'#!/bin/sh\nexec {ccache} {real_cxx} "$@"\n'.encode()
     if not _holds(wrapper, text) or not os.access(wrapper, os.X_OK):

@@ -29,9 +29,9 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
 
 
 def _layout_exists(root) -> bool:
-    from registry import cache_layout
+    from registry import knobs
 
-    return cache_layout.path("root", root).is_dir()
+    return knobs.cache_path("root", root).is_dir()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,10 +170,10 @@ def _aot(args) -> int:
 def _store():
     """The cache store, or None when no cache exists yet (a command that only
     looks must not create one)."""
-    from registry import _core, cache_layout, knobs
+    from registry import _core, knobs
 
     root = knobs.cache_dir()
-    if not cache_layout.path("root", root).is_dir():
+    if not knobs.cache_path("root", root).is_dir():
         return None
     return _core.CacheStore(str(root))
 

@@ -1,8 +1,10 @@
-"""What a build depends on besides files: compilers, versions, target arch.
+"""What this machine offers: whether a GPU is visible, so which backend a
+request runs on (the one rule, `backend_for` and `for_manifest`), and what a
+build depends on besides files (compilers, versions, target arch).
 
-Each value becomes an `env.*` or `toolchain.*` key input, so upgrading torch,
-switching compilers, or moving to another GPU generation changes the key and
-`status()` names which one did.
+Each build fact becomes an `env.*` or `toolchain.*` key input, so upgrading
+torch, switching compilers, or moving to another GPU generation changes the
+key and `status()` names which one did.
 """
 from __future__ import annotations
 
@@ -16,13 +18,13 @@ import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
-from registry import _core, cache_layout
+from registry import _core, knobs
 
 
 # Asking torch about the GPU starts the CUDA driver (hundreds of ms), which a
 # `get` that finds everything cached should not pay. So the answer (is there a
 # GPU, which compute capability) is asked once per machine identity and kept
-# in the cache (cache_layout "cuda_arch"). The identity is cheap to read and changes with
+# in the cache (knobs.cache_path("cuda_arch")). The identity is cheap to read and changes with
 # anything that could change the answer: the host, the boot (hardware is only
 # swapped across one), CUDA_VISIBLE_DEVICES, and the GPU models the driver
 # lists in /proc where it does.
@@ -51,7 +53,7 @@ def _device_answer(cache_root: Path) -> str:
         return "none"
     if torch.cuda.is_initialized():
         return _ask_torch(torch)
-    memo = cache_layout.path("cuda_arch", cache_root)
+    memo = knobs.cache_path("cuda_arch", cache_root)
     identity = _machine_identity()
     # A line that is not "identity<TAB>none|major.minor" is ignored, and a
     # missing answer asked again: the file is a memo, never trusted blindly.
@@ -73,6 +75,46 @@ def _ask_torch(torch) -> str:
 
 def cuda_available(cache_root: Path) -> bool:
     return _device_answer(cache_root) != "none"
+
+
+# Which backend a request runs on: a device named by the caller wins, then
+# REGISTRY_DEVICE (knobs.requested_device); with neither, CUDA when the kernel
+# has a [cuda] section and a GPU is visible, else the CPU. "Is a GPU visible"
+# is cuda_available: memoized in the cache per machine identity, so a cached
+# `get` on a CPU machine never starts the CUDA driver.
+def backend_for(device: str | None, has_cuda: bool = True) -> str:
+    """"cpu" or "cuda": `device` if named (after REGISTRY_DEVICE), else the
+    default for a kernel that has (or not) a [cuda] section."""
+    chosen = knobs.requested_device(device)
+    if chosen is not None:
+        return chosen
+    return "cuda" if has_cuda and cuda_available(knobs.cache_dir()) else "cpu"
+
+
+def for_manifest(manifest, requested: str | None, cache_root) -> str:
+    """The backend a `get` of this kernel builds: `requested` (the caller's
+    device, after REGISTRY_DEVICE) if given, else backend_for's default. Says
+    what to change when the kernel has no section for it."""
+    if requested is None:
+        requested = "cuda" if manifest.cuda.present and cuda_available(cache_root) else "cpu"
+    spec = section(manifest, requested)
+    if spec.device_compiler and manifest.binding == "pybind":
+        raise _core.RegistryError(
+            f"kernel {manifest.name!r}: compiler = \"{spec.compiler}\" needs the generated binding (its "
+            f"launchers are bound to the cubin's module); remove binding = \"pybind\" from {manifest.file}, "
+            f"or use compiler = \"nvcc\""
+        )
+    if not spec.present:
+        raise _core.RegistryError(
+            f"kernel {manifest.name!r} has no [{requested}] section in {manifest.file}; "
+            f"add one, or ask for device={'cpu' if requested == 'cuda' else 'cuda'!r}"
+        )
+    return requested
+
+
+def section(manifest, backend: str):
+    """The manifest's section for `backend`: [cuda] or [cpu]."""
+    return manifest.cuda if backend == "cuda" else manifest.cpu
 
 
 def cuda_arch_list(cache_root: Path) -> str:
@@ -191,7 +233,7 @@ def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = Fals
     CUDA toolkit simply has no toolchain.nvcc."""
     import torch
 
-    memo = str(cache_layout.path("toolchains", cache_root))
+    memo = str(knobs.cache_path("toolchains", cache_root))
     env = {
         "env.torch": torch.__version__,
         "env.torch_cxx11_abi": str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from registry import _core, backend_choice, environment, knobs
+from registry import _core, environment, knobs
 from registry.state import STATE, KernelState, Status
 
 __all__ = ["KernelState", "Status", "locate", "resolve"]
@@ -65,10 +65,10 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     start = time.perf_counter()
     manifest = find(name)
     cache_root = knobs.cache_dir()
-    backend = backend_choice.for_manifest(manifest, requested_backend, cache_root)
+    backend = environment.for_manifest(manifest, requested_backend, cache_root)
     previous = previous_of(backend)
     store = _core.CacheStore(str(cache_root))
-    device_compiler = backend_choice.section(manifest, backend).device_compiler  # "nvrtc", "nvcc-cubin" or ""
+    device_compiler = environment.section(manifest, backend).device_compiler  # "nvrtc", "nvcc-cubin" or ""
     device_module = device_compiler != ""
     env = environment.build_environment(backend, cache_root, nvcc_optional=device_compiler == "nvrtc")
     plan = _core.make_plan(manifest, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), rebuild)

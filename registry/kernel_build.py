@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from registry import _core, ccache, environment, keys, remote
+from registry import _core, ccache, environment, keys, knobs, remote
 from registry.artifacts import Artifact, Target, ensure, fetch_remote
 from registry.builder import BuildPlan
 
@@ -54,11 +54,9 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
 
 def _launcher_header(manifest) -> str:
     """The prototypes outside a plan (tools, tests): written where a plan writes them."""
-    from registry import cache_layout
-
     text = _core.generate_launcher_header(manifest.name, list(manifest.ops))
     digest = _core.hash_fields_hex([("launchers", text)])[:16]
-    path = cache_layout.path("generated") / f"kreg_launchers_{manifest.name}_{digest}.h"
+    path = knobs.cache_path("generated") / f"kreg_launchers_{manifest.name}_{digest}.h"
     _write_generated(path, text)
     return str(path)
 
@@ -70,9 +68,7 @@ def binding_plan(manifest, op, backend: str, cache_root: Path, artifact=None) ->
         namespace, source = artifact.namespace, artifact.source
     else:
         namespace = keys.binding_namespace(op.signature, backend)
-        from registry import cache_layout
-
-        source = str(cache_layout.path("generated", cache_root) / f"{namespace}.cpp")
+        source = str(knobs.cache_path("generated", cache_root) / f"{namespace}.cpp")
         _write_generated(Path(source), _core.generate_binding(op.signature, backend, namespace))
     return BuildPlan(
         kernel=manifest.name, backend=backend, kind="binding", module_name=namespace,

@@ -1,7 +1,7 @@
 """Loading what a plan found or built, and swapping it into the op handles.
 
 dlopen the kernel library (RTLD_LOCAL, never unloaded), register each binding
-once per process, fill the launcher tables with the symbols the plan named,
+once per process (with its Meta kernel, for torch.compile), fill the launcher tables with the symbols the plan named,
 swap them into the Op handles (the same objects: a notebook's old handle runs
 the new code). Everything loaded is kept by the process state (state.py).
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-from registry import _core, torch_ops
+from registry import _core
 from registry.op import Op, link_backwards
 from registry.state import STATE
 
@@ -74,13 +74,15 @@ def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op
             STATE.fast_entries[namespace] = _fast_entry(STATE.namespaces[namespace])
         fn = getattr(torch.ops, namespace).call.default
         table = build_table(handle, spec, manifest.name, launchers[spec.name])
-        torch_ops.register_binding_fake(namespace, spec, table, schemas[spec.name])
+        _register_meta(namespace, spec, table, schemas[spec.name])
         op = before.get(spec.name) or Op.of(manifest.name, spec, schemas[spec.name])
         op._swap(fn, table, backend, lib.entry.key, *_signature_of(spec, schemas),
                  fast=STATE.fast_entries[namespace])
         op._set_spec(spec)
         ops[spec.name] = op
         if manifest.binding == "torch-library":
+            from registry import torch_ops
+
             torch_ops.expose(manifest.name, spec, backend, op)
     link_backwards(ops, manifest)
     _remove_dropped(manifest, before, ops)
@@ -102,6 +104,30 @@ def _fast_entry(path: str):
         return None
     entry.restype, entry.argtypes = ctypes.py_object, [ctypes.c_int64]
     return entry
+
+
+def _register_meta(namespace: str, spec, table, schema: str) -> None:
+    """A Meta kernel for kreg_<hash>::call: fake tensors (torch.compile) fall
+    back to it. One binding serves every op with its signature, so the kernel
+    picks the op's fake by the launcher table the call carries; the fake is
+    made on its first call (torch_ops.fake_of_table). Cheaper to register than
+    torch.library.register_fake, and this runs on a fresh process's first `get`."""
+    STATE.fakes_by_table[table.address] = (spec, schema)
+    if namespace in STATE.faked_namespaces:
+        return
+    import torch
+
+    library = STATE.torch_libraries.get(namespace)
+    if library is None:
+        library = STATE.torch_libraries[namespace] = torch.library.Library(namespace, "IMPL")
+    library.impl("call", _meta_kernel, "Meta")
+    STATE.faked_namespaces.add(namespace)
+
+
+def _meta_kernel(*args):
+    from registry import torch_ops
+
+    return torch_ops.fake_of_table(args[-1])(*args[:-1])
 
 
 def _signature_of(spec, schemas) -> tuple[str, list[str]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from registry import _core, backend_choice
+from registry import _core, environment
 from registry.knobs import REGISTRY_INCLUDE
 
 LAUNCH_RUNTIME = REGISTRY_INCLUDE / "kreg" / "launch_runtime.cc"
@@ -32,7 +32,7 @@ def uses_device_module(manifest, backend: str) -> bool:
 
 
 def backend_spec(manifest, backend: str):
-    return backend_choice.section(manifest, backend)
+    return environment.section(manifest, backend)
 
 
 def kernel_sources(manifest, backend: str) -> list[str]:

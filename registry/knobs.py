@@ -33,6 +33,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from registry import _core
+
 
 PACKAGE = Path(__file__).resolve().parent
 CHECKOUT = PACKAGE.parent
@@ -52,6 +54,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernel-registry"
 
 
+def cache_path(what: str, root: Path | str | None = None) -> Path:
+    """A path inside the cache root (`root`, else cache_dir()). `what` names
+    an entry of _core.CACHE_LAYOUT: "generated", "toolchains", "cuda_arch",
+    "inline", "tmp", "ccache_bin", "objects", "memo", "root", ... The layout
+    (and its version folder, "v1") is defined once, in core/cache_store.h."""
+    return Path(cache_dir() if root is None else root) / _core.CACHE_LAYOUT[what]
+
+
 def kernel_roots() -> list[Path]:
     """Where kernels are found, in order (an earlier root shadows a later one
     of the same kernel name): REGISTRY_KERNELS_PATH, the working directory's
@@ -69,10 +79,17 @@ def kernel_roots() -> list[Path]:
 
 
 def device() -> str | None:
+    """REGISTRY_DEVICE: "cpu", "cuda" or None."""
     value = os.environ.get("REGISTRY_DEVICE", "").strip().lower()
     if value and value not in ("cpu", "cuda"):
         raise _setting_error(f"REGISTRY_DEVICE must be 'cpu' or 'cuda', not {value!r}")
     return value or None
+
+
+def requested_device(named: str | None) -> str | None:
+    """The device a request asks for: the one the caller named, else
+    REGISTRY_DEVICE, else None (the default: environment.backend_for's rule)."""
+    return named or device()
 
 
 def ccache_enabled() -> bool:

@@ -37,9 +37,9 @@ from registry.errors import MagicUsageError
 
 
 def inline_root() -> Path:
-    from registry import cache_layout
+    from registry import knobs
 
-    return cache_layout.path("inline")
+    return knobs.cache_path("inline")
 
 
 def ensure_discoverable(root: Path) -> None:
@@ -167,12 +167,12 @@ class RegistryMagics(Magics):
     def kernel_magic(self, line: str, cell: str):
         """Build the cell as kernel NAME and bind its op to NAME (see the module doc)."""
         import registry
-        from registry import backend_choice, knobs
+        from registry import environment, knobs
 
         args = parse_argstring(self.kernel_magic, line)
         if args.cuda and args.cpu:
             raise MagicUsageError("%%kernel: pass --cuda or --cpu, not both")
-        backend = "cuda" if args.cuda else "cpu" if args.cpu else backend_choice.backend_for(None)
+        backend = "cuda" if args.cuda else "cpu" if args.cpu else environment.backend_for(None)
         dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
         unknown = [d for d in dtypes if d not in DTYPE_SUFFIXES]
         if unknown:

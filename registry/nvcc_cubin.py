@@ -26,7 +26,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from registry import _core, cache_layout, environment, knobs
+from registry import _core, environment, knobs
 
 # Bumped when what the registry hands nvcc changes (options, mirror layout).
 RECIPE = "nvcc-cubin-1"
@@ -55,7 +55,7 @@ class NvccCubin:
     def __init__(self, nvcc: str | None = None, host: str | None = None, cache_root: Path | None = None):
         self.nvcc = nvcc or environment.nvcc_command()
         self.host = host or host_compiler()
-        memo = str(cache_layout.path("toolchains", cache_root or knobs.cache_dir()))
+        memo = str(knobs.cache_path("toolchains", cache_root or knobs.cache_dir()))
         try:
             self._identity = _core.compiler_identity_text(self.nvcc, memo, _ask_version)
             self._host_identity = _core.compiler_identity_text(self.host, memo, _ask_version)

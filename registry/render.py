@@ -58,9 +58,9 @@ def resolve_source(file: str, log: str = "") -> str:
         return file
     candidates = []
     try:
-        from registry import cache_layout
+        from registry import knobs
 
-        candidates.append(os.path.normpath(cache_layout.path("tmp") / "staging" / file))
+        candidates.append(os.path.normpath(knobs.cache_path("tmp") / "staging" / file))
     except ImportError:  # rendering outside the package
         pass
     candidates.append(os.path.abspath(file))

@@ -4,7 +4,9 @@ Two registrations, each done once per process (registering a namespace twice
 aborts the process, which is exactly what torch's own JIT reload does):
 
 * every generated binding `kreg_<hash>::call` gets a fake (meta) kernel, so
-  torch.compile can trace through an Op handle;
+  torch.compile can trace through an Op handle. kernel_load.py registers it
+  with the binding (a fresh process's first `get` does not import this
+  module); the fake itself is made here, on its first call (fake_of_table);
 * kernels with `binding = "torch-library"` are also defined as
   `torch.ops.<kernel>.<op>` with their manifest signature (its canonical
   text: defaults, keyword-only arguments and Tensor(a!) included). The CPU and
@@ -33,8 +35,7 @@ from registry.state import STATE
 
 _libraries = STATE.torch_libraries   # namespace -> torch.library.Library (kept alive)
 _handles = STATE.torch_handles   # (namespace, op) -> backend -> Op
-_faked = STATE.faked_namespaces  # binding namespaces with a Meta kernel
-_fakes_by_table = STATE.fakes_by_table  # launcher table address -> fake function
+_fakes_by_table = STATE.fakes_by_table  # launcher table address -> fake function, or (spec, schema) until made
 _compiled: dict[tuple[str, str], object] = {}  # (signature, declarations) -> fake function
 
 
@@ -53,35 +54,15 @@ def fake_for(spec, schema: str | None = None):
     return fn
 
 
-class _LazyFake:
-    """fake_for(spec), made on the first fake call: most processes never trace,
-    and a fresh process's first `get` should not generate and compile it."""
-
-    __slots__ = ("spec", "schema", "fn")
-
-    def __init__(self, spec, schema):
-        self.spec, self.schema, self.fn = spec, schema, None
-
-    def __call__(self, *args):
-        if self.fn is None:
-            self.fn = fake_for(self.spec, self.schema)
-        return self.fn(*args)
-
-
-def register_binding_fake(namespace: str, spec, table, schema: str | None = None) -> None:
-    """A Meta kernel for kreg_<hash>::call (fake tensors fall back to it). Cheaper
-    to register than torch.library.register_fake, and this runs on a fresh
-    process's first `get`."""
-    _fakes_by_table[table.address] = _LazyFake(spec, schema)
-    if namespace in _faked:
-        return
-    import torch
-
-    library = _libraries.get(namespace)
-    if library is None:
-        library = _libraries[namespace] = torch.library.Library(namespace, "IMPL")
-    library.impl("call", lambda *args: _fakes_by_table[args[-1]](*args[:-1]), "Meta")
-    _faked.add(namespace)
+def fake_of_table(address: int):
+    """The fake of the op whose launcher table is at `address`: the binding's
+    Meta kernel (kernel_load.py) asks on each call. Made on the first: most
+    processes never trace, and a fresh process's first `get` should not
+    generate and compile it."""
+    fake = _fakes_by_table[address]
+    if isinstance(fake, tuple):
+        fake = _fakes_by_table[address] = fake_for(*fake)
+    return fake
 
 
 def expose(namespace: str, op_spec, backend: str, handle) -> None:

@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from registry import backend_choice, build_processes, kernel, kernel_build, progress
+from registry import build_processes, environment, kernel, kernel_build, progress
 from registry.errors import RegistryError
 
 
@@ -18,16 +18,16 @@ def test_stopping_a_process_builds_is_imported_from_its_owner():
 
 
 def test_which_backend_a_manifest_gets_has_one_rule():
-    assert not hasattr(kernel, "choose_backend")  # backend_choice.for_manifest is the one rule
+    assert not hasattr(kernel, "choose_backend")  # environment.for_manifest is the one rule
     # As _core.BackendSpec reads: device_compiler names a device compiler with its own cubin, else "".
     spec = lambda present, compiler="nvcc": types.SimpleNamespace(  # noqa: E731
         present=present, compiler=compiler, device_compiler="" if compiler == "nvcc" else compiler)
     cpu_only = types.SimpleNamespace(name="k", file="k/kernel.toml", binding="generated",
                                      cpu=spec(True), cuda=spec(False))
-    assert backend_choice.for_manifest(cpu_only, "cpu", "/nonexistent") == "cpu"
+    assert environment.for_manifest(cpu_only, "cpu", "/nonexistent") == "cpu"
     with pytest.raises(RegistryError, match=r"no \[cuda\] section .* device='cpu'"):
-        backend_choice.for_manifest(cpu_only, "cuda", "/nonexistent")
+        environment.for_manifest(cpu_only, "cuda", "/nonexistent")
     nvrtc_pybind = types.SimpleNamespace(name="k", file="k/kernel.toml", binding="pybind",
                                          cpu=spec(True), cuda=spec(True, "nvrtc"))
     with pytest.raises(RegistryError, match="needs the generated binding"):
-        backend_choice.for_manifest(nvrtc_pybind, "cuda", "/nonexistent")
+        environment.for_manifest(nvrtc_pybind, "cuda", "/nonexistent")
