@@ -15,9 +15,9 @@ namespace kreg::python {
 
 void init_cache(py::module_& m) {
   // A fresh `get` reads where a hit lies and when it was built, and hands a
-  // store to the plan; the rest is deferred (on_demand.h). Entry() and Memo()
-  // register it first: Python sets their fields, and setting an attribute
-  // does not pass through __getattr__.
+  // store to the plan; the rest is deferred (on_demand.h). Entry() registers it
+  // first: Python sets its fields, and setting an attribute does not pass
+  // through __getattr__.
   py::class_<Entry> entry(m, "Entry");
   defer_rest_of(entry)
       .def(py::init([] {
@@ -32,12 +32,6 @@ void init_cache(py::module_& m) {
 
   py::class_<CacheStore> store(m, "CacheStore");
   defer_rest_of(store).def(py::init<std::string>(), py::arg("root"));
-
-  py::class_<Memo> memo(m, "Memo");
-  defer_rest_of(memo).def(py::init([] {
-    register_on_demand();
-    return Memo{};
-  }));
 }
 
 // What no cached `get` uses: registered on first use (module.cc).
@@ -111,7 +105,9 @@ void init_cache_on_demand(py::module_& m) {
       .def("list", &CacheStore::list)
       .def("remove", &CacheStore::remove)
       .def("clean_staging", &CacheStore::clean_staging);
-  registered_class<Memo>()
+  // Only deferred members return a Memo (Plan.memo), so it is deferred whole.
+  py::class_<Memo>(m, "Memo")
+      .def(py::init<>())
       .def_readwrite("kernel", &Memo::kernel)
       .def_readwrite("backend", &Memo::backend)
       .def_readwrite("env", &Memo::env)

@@ -30,6 +30,57 @@ PyObject* new_error(const char* name, const char* doc, std::initializer_list<PyO
 // The module, for the deferred registration (module objects are never freed).
 PyObject* on_demand_module = nullptr;
 
+// The error classes, made on first use (a C++ exception to translate, or
+// `_core.RegistryError` read) and set on the module then: a cached `get`
+// raises none, and making five classes costs a fresh process's import
+// ~0.05 ms. Every class derives from RegistryError (registry.errors
+// re-exports them all, and its own errors derive from the same class), so a
+// tool catches one type; each also keeps the builtin base it replaces, so
+// `except ValueError` around a call still holds. Leaked on purpose: they must
+// outlive every translation. Named "registry.errors.*": where users import
+// them from.
+struct ErrorClasses {
+  PyObject* registry;
+  PyObject* manifest;   // keeps .file and .field, so tools can point at them
+  PyObject* signature;
+  PyObject* usage;
+  PyObject* core;
+};
+
+const char* const kErrorNames[] = {"RegistryError", "ManifestError", "SignatureError", "UsageError", "CoreError"};
+
+const ErrorClasses& error_classes() {
+  static const ErrorClasses classes = [] {
+    ErrorClasses c{};
+    c.registry = new_error("RegistryError", "Base class of every error the kernel registry raises.",
+                           {PyExc_Exception});
+    c.manifest = new_error("ManifestError", "A kernel.toml problem; .file and .field say where.",
+                           {c.registry, PyExc_ValueError});
+    c.signature = new_error("SignatureError",
+                            "An op signature the registry cannot read; the message says which part.",
+                            {c.registry, PyExc_ValueError});
+    c.usage = new_error("UsageError",
+                        "A registry function got an argument it cannot use; the message says what it takes.",
+                        {c.registry, PyExc_ValueError});
+    c.core = new_error("CoreError",
+                       "The core could not do what was asked (a cache file it cannot read or write, ...); "
+                       "the message says what to do next.", {c.registry, PyExc_RuntimeError});
+    py::module_ m = py::reinterpret_borrow<py::module_>(on_demand_module);
+    for (PyObject* error : {c.registry, c.manifest, c.signature, c.usage, c.core}) {
+      m.attr(py::handle(error).attr("__name__")) = py::handle(error);
+    }
+    return c;
+  }();
+  return classes;
+}
+
+bool is_error_name(const std::string& name) {
+  for (const char* error : kErrorNames) {
+    if (name == error) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 namespace kreg::python {
@@ -65,29 +116,7 @@ PYBIND11_MODULE(_core, m) {
   options.disable_function_signatures();
   m.doc() = "The kernel registry's C++ core: manifests, include scanning, keys, the cache.";
 
-  // The one place C++ exceptions become Python ones. Every class derives from
-  // RegistryError (registry.errors re-exports them all, and its own errors
-  // derive from the same class), so a tool catches one type; each also keeps
-  // the builtin base it replaces, so `except ValueError` around a call still
-  // holds. The class objects are leaked on purpose: they must outlive every
-  // translation. Named "registry.errors.*": where users import them from.
-  static PyObject* registry_error = new_error("RegistryError",
-      "Base class of every error the kernel registry raises.", {PyExc_Exception});
-  // ManifestError keeps file and field as attributes so tools can point at them.
-  static PyObject* manifest_error = new_error("ManifestError",
-      "A kernel.toml problem; .file and .field say where.", {registry_error, PyExc_ValueError});
-  static PyObject* signature_error = new_error("SignatureError",
-      "An op signature the registry cannot read; the message says which part.",
-      {registry_error, PyExc_ValueError});
-  static PyObject* usage_error = new_error("UsageError",
-      "A registry function got an argument it cannot use; the message says what it takes.",
-      {registry_error, PyExc_ValueError});
-  static PyObject* core_error = new_error("CoreError",
-      "The core could not do what was asked (a cache file it cannot read or write, ...); "
-      "the message says what to do next.", {registry_error, PyExc_RuntimeError});
-  for (PyObject* error : {registry_error, manifest_error, signature_error, usage_error, core_error}) {
-    m.attr(py::handle(error).attr("__name__")) = py::handle(error);
-  }
+  // The one place C++ exceptions become Python ones (error_classes above).
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -96,18 +125,19 @@ PYBIND11_MODULE(_core, m) {
     } catch (const py::builtin_exception&) {
       throw;  // pybind11's own (a failed cast, ...): its translator maps them
     } catch (const kreg::ManifestError& e) {
+      PyObject* manifest_error = error_classes().manifest;
       py::object err = py::handle(manifest_error)(e.what());
       err.attr("file") = e.file();
       err.attr("field") = e.field();
       PyErr_SetObject(manifest_error, err.ptr());
     } catch (const kreg::SignatureError& e) {
-      PyErr_SetString(signature_error, e.what());
+      PyErr_SetString(error_classes().signature, e.what());
     } catch (const std::invalid_argument& e) {
-      PyErr_SetString(usage_error, e.what());
+      PyErr_SetString(error_classes().usage, e.what());
     } catch (const std::bad_alloc&) {
       throw;  // MemoryError, as pybind11 maps it
     } catch (const std::exception& e) {
-      PyErr_SetString(core_error, e.what());
+      PyErr_SetString(error_classes().core, e.what());
     }
   });
 
@@ -120,7 +150,8 @@ PYBIND11_MODULE(_core, m) {
   // checks that a cached get leaves it unregistered.
   on_demand_module = m.ptr();
   m.def("__getattr__", [](const std::string& name) -> py::object {
-    if (name.rfind("__", 0) != 0 && kreg::python::register_on_demand()) {
+    if (is_error_name(name)) error_classes();  // sets them on the module
+    if (name.rfind("__", 0) != 0 && (is_error_name(name) || kreg::python::register_on_demand())) {
       if (PyObject* value = PyDict_GetItemString(PyModule_GetDict(on_demand_module), name.c_str())) {
         return py::reinterpret_borrow<py::object>(value);
       }

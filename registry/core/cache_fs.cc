@@ -24,6 +24,10 @@ bool is_dir(const std::string& path) {
 // mkdir -p with mode 0700 for every folder it creates (the cache holds code
 // that gets loaded into the process: other users must not write there).
 void make_dirs(const std::string& path) {
+  // Almost always the folder is there already: one stat, not a mkdir and a
+  // stat for each component of the path (a cache store makes five folders
+  // on each slow `get`).
+  if (is_dir(path)) return;
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i != path.size() && path[i] != '/') continue;
     const std::string prefix = path.substr(0, i);
