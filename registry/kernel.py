@@ -6,7 +6,7 @@
   -> act on it: fetch or build what misses (kernel_build.py), pin, load and
      swap (kernel_load.py) -> record the outcome (one core call: the memo)
 
-Nothing here runs when `get` finds its stamps unchanged (see api.py).
+Nothing here runs when `get` finds its stamps unchanged (registry/__init__.py).
 """
 from __future__ import annotations
 

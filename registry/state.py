@@ -122,8 +122,7 @@ class KernelState:
         # stamps: a _core.StampSet over every file the build depends on
         self.name, self.backend, self.ops, self.stamps, self.status = name, backend, ops, stamps, status
         self.in_process = status.served_in_process()
-        self.handle = None  # what get returns (api.py: the Op, or an OpGroup of several)
-
+        self.handle = None  # what get returns (the Op, or an OpGroup of several)
 
 
 class ProcessState:

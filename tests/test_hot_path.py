@@ -1,4 +1,4 @@
-"""The hot path of `get` (api.py): one core call, StampSet.unchanged, that
+"""The hot path of `get` (registry/__init__.py): one core call, StampSet.unchanged, that
 reads the change watch once the stamps are watched and else stats every file
 the build read; anything a stat can see must make the next get take the slow
 path. (Content edits through every kind of file are in
