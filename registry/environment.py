@@ -24,10 +24,10 @@ from registry import _core, knobs
 # Asking torch about the GPU starts the CUDA driver (hundreds of ms), which a
 # `get` that finds everything cached should not pay. So the answer (is there a
 # GPU, which compute capability) is asked once per machine identity and kept
-# in the cache (knobs.cache_path("cuda_arch")). The identity is cheap to read and changes with
-# anything that could change the answer: the host, the boot (hardware is only
-# swapped across one), CUDA_VISIBLE_DEVICES, and the GPU models the driver
-# lists in /proc where it does.
+# in the cache (knobs.cache_path("cuda_arch")). The identity is cheap to read
+# and changes with anything that could change the answer: the host, the boot
+# (hardware is only swapped across one), CUDA_VISIBLE_DEVICES, and the GPU
+# models the driver lists in /proc where it does.
 _PROC_GPUS = Path("/proc/driver/nvidia/gpus")
 
 

@@ -1,9 +1,10 @@
 """Loading what a plan found or built, and swapping it into the op handles.
 
 dlopen the kernel library (RTLD_LOCAL, never unloaded), register each binding
-once per process (with its Meta kernel, for torch.compile), fill the launcher tables with the symbols the plan named,
-swap them into the Op handles (the same objects: a notebook's old handle runs
-the new code). Everything loaded is kept by the process state (state.py).
+once per process (with its Meta kernel, for torch.compile), fill the launcher
+tables with the symbols the plan named, swap them into the Op handles (the
+same objects: a notebook's old handle runs the new code). Everything loaded is
+kept by the process state (state.py).
 
 The generated binding is compiled once per op signature; the kernel library
 is compiled per kernel version. The binding's op takes the address of a
