@@ -27,7 +27,8 @@ def main(argv: list[str]) -> int:
         print(f"{CHECKOUT / NOTEBOOK} is missing: run this from a checkout of the project.", file=sys.stderr)
         return 1
     if importlib.util.find_spec("jupyterlab") is None:
-        print("JupyterLab is not installed in this Python: pip install -e '.[notebook]'", file=sys.stderr)
+        print("JupyterLab is not installed in this Python: ./dev deps in a checkout, "
+              "or pip install '.[notebook]'", file=sys.stderr)
         return 1
     argv = command(argv)
     os.execv(argv[0], argv)  # JupyterLab takes over this process (Ctrl-C stops it)

@@ -35,7 +35,7 @@ def missing_browser() -> str | None:
         try:
             __import__(module)
         except ImportError:
-            return f"{module} is not installed: pip install -e '.[test,notebook]'"
+            return f"{module} is not installed: ./dev deps in a checkout (or pip install '.[test,notebook]')"
     if not any(shutil.which(name) for name in CHROMIUM_NAMES):
         return f"no Chromium on PATH: apt-get install {APT_PACKAGES}"
     if not shutil.which("chromedriver"):
