@@ -47,8 +47,6 @@ struct ErrorClasses {
   PyObject* core;
 };
 
-const char* const kErrorNames[] = {"RegistryError", "ManifestError", "SignatureError", "UsageError", "CoreError"};
-
 const ErrorClasses& error_classes() {
   static const ErrorClasses classes = [] {
     ErrorClasses c{};
@@ -72,13 +70,6 @@ const ErrorClasses& error_classes() {
     return c;
   }();
   return classes;
-}
-
-bool is_error_name(const std::string& name) {
-  for (const char* error : kErrorNames) {
-    if (name == error) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -150,11 +141,12 @@ PYBIND11_MODULE(_core, m) {
   // checks that a cached get leaves it unregistered.
   on_demand_module = m.ptr();
   m.def("__getattr__", [](const std::string& name) -> py::object {
-    if (is_error_name(name)) error_classes();  // sets them on the module
-    if (name.rfind("__", 0) != 0 && (is_error_name(name) || kreg::python::register_on_demand())) {
-      if (PyObject* value = PyDict_GetItemString(PyModule_GetDict(on_demand_module), name.c_str())) {
-        return py::reinterpret_borrow<py::object>(value);
-      }
+    if (name.rfind("__", 0) != 0) {
+      error_classes();  // made once, and set on the module
+      PyObject* names = PyModule_GetDict(on_demand_module);
+      PyObject* value = PyDict_GetItemString(names, name.c_str());
+      if (value == nullptr && kreg::python::register_on_demand()) value = PyDict_GetItemString(names, name.c_str());
+      if (value != nullptr) return py::reinterpret_borrow<py::object>(value);
     }
     throw py::attribute_error("module 'registry._core' has no attribute '" + name + "'");
   }, py::arg("name"));
