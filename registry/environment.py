@@ -88,7 +88,11 @@ def backend_for(device: str | None, has_cuda: bool = True) -> str:
     chosen = knobs.requested_device(device)
     if chosen is not None:
         return chosen
-    return "cuda" if has_cuda and cuda_available(knobs.cache_dir()) else "cpu"
+    return _default_backend(has_cuda, knobs.cache_dir())
+
+
+def _default_backend(has_cuda: bool, cache_root) -> str:
+    return "cuda" if has_cuda and cuda_available(cache_root) else "cpu"
 
 
 def for_manifest(manifest, requested: str | None, cache_root) -> str:
@@ -96,7 +100,7 @@ def for_manifest(manifest, requested: str | None, cache_root) -> str:
     device, after REGISTRY_DEVICE) if given, else backend_for's default. Says
     what to change when the kernel has no section for it."""
     if requested is None:
-        requested = "cuda" if manifest.cuda.present and cuda_available(cache_root) else "cpu"
+        requested = _default_backend(manifest.cuda.present, cache_root)
     spec = section(manifest, requested)
     if spec.device_compiler and manifest.binding == "pybind":
         raise _core.RegistryError(
