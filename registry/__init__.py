@@ -21,6 +21,7 @@ except ImportError as error:  # pragma: no cover - a checkout without the built 
         "Install the package (`./dev deps` in a checkout, or `pip install .`; see README.md)."
     ) from error
 
+from os import environ as _environ
 from time import perf_counter
 
 from registry import knobs
@@ -30,11 +31,12 @@ from registry.state import STATE  # the loaded kernels, by (name, backend), and 
 __all__ = [
     "get", "list", "status", "Op", "OpGroup", "KernelInfo",
     "RegistryError", "BuildError", "KernelNotFoundError", "LockTimeoutError", "ManifestError",
-    "sweep", "watch",
+    "sweep", "watch", "KernelFault",
 ]
 
 
-def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | OpGroup:
+def get(name: str, *, rebuild: bool = False, device: str | None = None, isolate: bool | None = None,
+        checked: bool = False) -> Op | OpGroup:
     """The ready op of kernel `name` (an OpGroup when it has several ops).
 
     Builds on first use, reuses the cache when nothing changed, rebuilds and
@@ -43,7 +45,16 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
     `rebuild=True` compiles the kernel again even if nothing changed.
     `device` picks the backend ("cpu" or "cuda"); by default CUDA when
     available and the kernel has a [cuda] section.
+    `isolate=True` (default: REGISTRY_ISOLATE) returns ops whose launcher runs
+    in a worker process: a crash, a device fault or a hang raises KernelFault
+    and the process keeps working. `checked=True` (implies isolate) builds a
+    variant with sanitizers (CPU: ASan + UBSan; CUDA: line info, run under
+    compute-sanitizer) whose faults name the kernel source's file:line.
     """
+    if checked or isolate or (isolate is None and "REGISTRY_ISOLATE" in _environ and knobs.isolate()):
+        from registry.isolation.entry import get_isolated
+
+        return get_isolated(name, rebuild=rebuild, device=device, checked=checked)
     start = perf_counter()
     requested = knobs.requested_device(device)
     # Everything per call is here, on purpose: one dict lookup, one C++ call
@@ -114,6 +125,7 @@ _LAZY = {
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
     "sweep": "registry.dtype_sweep", "watch": "registry.watcher",
+    "KernelFault": "registry.isolation.faults",
 }
 
 

@@ -27,6 +27,10 @@ REGISTRY_REMOTE_CACHE_MODE  "read-write" (default) or "read-only": only fetch,
                        never store (CI, readers without write access)
 REGISTRY_REMOTE_TIMEOUT  seconds any one network wait on the remote cache may
                        take before the registry goes on locally (default: 1)
+REGISTRY_ISOLATE       "1": every `get` returns isolated ops, whose launchers run
+                       in a worker process (registry/isolation/; default: 0)
+REGISTRY_ISOLATE_TIMEOUT  seconds an isolated call may run before its worker is
+                       killed and the call raises KernelFault (default: 30)
 """
 from __future__ import annotations
 
@@ -148,6 +152,28 @@ def remote_timeout() -> float:
         value = -1.0
     if not value > 0:
         raise _setting_error(f"REGISTRY_REMOTE_TIMEOUT must be a positive number of seconds, not {text!r}")
+    return value
+
+
+def isolate() -> bool:
+    """REGISTRY_ISOLATE (also what `%registry isolate on|off` sets)."""
+    value = os.environ.get("REGISTRY_ISOLATE")
+    if value is None:
+        return False
+    value = value.strip().lower()
+    if value not in ("0", "1", "", "on", "off", "true", "false"):
+        raise _setting_error(f"REGISTRY_ISOLATE must be 1 or 0, not {value!r}")
+    return value in ("1", "on", "true")
+
+
+def isolate_timeout() -> float:
+    text = os.environ.get("REGISTRY_ISOLATE_TIMEOUT", "").strip() or "30"
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise _setting_error(f"REGISTRY_ISOLATE_TIMEOUT must be a positive number of seconds, not {text!r}")
     return value
 
 

@@ -29,6 +29,7 @@ that rule visible and gives tests one thing to look at.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -83,6 +84,9 @@ class Status:
         ]
         if self.device is not None:
             lines.append(f"  device code: {self.device}")
+        isolation = sys.modules.get("registry.isolation")  # only once an isolated op was made
+        if isolation is not None:
+            lines += isolation.status_lines(self.kernel, self.backend)
         if self.ccache is not None:
             lines.append(f"  ccache: {self.ccache[0]} hits, {self.ccache[1]} misses"
                          + (f" (remote storage: {self.ccache_remote[0]} hits, {self.ccache_remote[1]} misses)"

@@ -1,0 +1,81 @@
+"""Isolated ops: a kernel's launcher runs in a worker process, so a faulty
+kernel raises registry.KernelFault instead of killing the notebook.
+
+    op = registry.get("axpy", isolate=True)     # or REGISTRY_ISOLATE=1, %registry isolate on
+    op(x, y, 2.0)                                 # same results as the normal op
+    op.call(x, y, 2.0, timeout=5)                 # a per-call timeout
+    registry.get("axpy", checked=True)            # sanitizers: faults named at file:line
+
+How it fits together (each module's docstring has the details):
+
+  handle.py      IsolatedOp: an Op on the SAME binding with a proxy launcher
+                 table; turns a recorded fault into KernelFault
+  proxy.py       the proxy table: a byte copy of the op's table whose launchers
+                 are ctypes callbacks of the launcher's exact prototype; they
+                 translate data pointers and forward the call to the worker
+  supervisor.py  the workers: started on the first isolated call (not on
+                 import), reused, replaced after a fault, a timeout or Ctrl-C
+  launch_env.py  how a worker is started: python -E -s -S worker.py FD (no
+                 torch, no registry import), libasan preloaded for checked CPU
+                 builds, compute-sanitizer for checked CUDA builds
+  worker.py      the worker: dlopens the kernel library (binds a cubin as
+                 device_module does), maps shared memory, calls launchers
+  wire.py        the messages between the two (versioned)
+  cuda_memory.py CUDA pointers as IPC handles + offsets
+  checked.py     checked builds: a variant of the kernel keyed apart
+  sanitizer_report.py  ASan/UBSan/memcheck reports as KernelFault fields
+
+Memory: CPU tensor arguments are moved into shared memory in place (torch's
+fd-backed shared storage, once per storage) and the worker maps them; memory
+that is not shared (outputs the binding allocated, a contiguous copy it made)
+is staged through a shared buffer, copied in before and back after the call.
+`registry.status(name)` says how many calls staged how many bytes. CUDA
+tensors go by IPC (cuIpcGetMemHandle of the allocation's base, once per
+allocation); the parent synchronizes its stream before the call and the
+worker its own before replying, so stream order holds.
+"""
+from __future__ import annotations
+
+import atexit
+
+from registry.isolation.faults import KernelFault
+from registry.isolation.supervisor import SUPERVISOR
+
+__all__ = ["KernelFault", "isolated", "status_lines", "SUPERVISOR"]
+
+atexit.register(SUPERVISOR.shutdown)
+
+
+def isolated(handle, flavor: str = "plain"):
+    """The isolated twin of an Op (or an OpGroup of twins)."""
+    from registry.isolation.handle import twin_of
+    from registry.op import Op, OpGroup
+
+    if isinstance(handle, Op):
+        twin = twin_of(handle, flavor)
+        twin._follow()
+        return twin
+    group = _groups.get((id(handle), flavor))
+    if group is None:
+        group = _groups[(id(handle), flavor)] = OpGroup(handle.kernel, {n: isolated(o, flavor) for n, o in handle.ops.items()})
+    for op in group.ops.values():
+        op._follow()
+    return group
+
+
+_groups: dict = {}
+
+
+def status_lines(kernel: str, backend: str) -> list[str]:
+    """What registry.status() says about isolation in this process."""
+    lines = []
+    for (flavor, worker_backend), worker in SUPERVISOR.workers.items():
+        if worker_backend != backend:
+            continue
+        memory = ("CUDA IPC, no copies" if backend == "cuda" else
+                  f"CPU tensors in shared memory; {worker.staged_calls} of {worker.calls} calls staged "
+                  f"{worker.staged_bytes} bytes through a copy (outputs the binding allocates, contiguous copies)")
+        lines.append(f"  isolated worker ({flavor}): pid {worker.process.pid}, {worker.calls} calls; {memory}")
+    if SUPERVISOR.started:
+        lines.append(f"  isolation: {SUPERVISOR.started} workers started in this process, {SUPERVISOR.faults} faults")
+    return lines

@@ -1,0 +1,76 @@
+"""CUDA memory the worker can map: an allocation's base and size from the
+driver (cuMemGetAddressRange), its IPC handle (cuIpcGetMemHandle of the base,
+sent once per allocation and worker), and the pointer's offset in it.
+
+An allocation is known by (base, CU_POINTER_ATTRIBUTE_BUFFER_ID): torch's
+caching allocator may free a segment and get a new one at the same base, whose
+buffer id differs, so a stale handle is never reused.
+"""
+from __future__ import annotations
+
+import ctypes
+
+from registry.isolation import wire
+
+CU_POINTER_ATTRIBUTE_BUFFER_ID = 7
+_driver = None
+
+
+def _cuda():
+    global _driver
+    if _driver is None:
+        from registry.device_module import _cuda as loaded
+
+        driver = loaded()
+
+        def entry(name):
+            return getattr(driver, name + "_v2", None) or getattr(driver, name)
+
+        _driver = {
+            "range": entry("cuMemGetAddressRange"), "attribute": driver.cuPointerGetAttribute,
+            "ipc": driver.cuIpcGetMemHandle, "sync": entry("cuStreamSynchronize"), "lib": driver,
+        }
+        _driver["sync"].argtypes = [ctypes.c_void_p]
+        _driver["range"].argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64]
+        _driver["attribute"].argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
+        _driver["ipc"].argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+    return _driver
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        from registry.device_module import _check as check
+
+        check(result, what)
+
+
+def synchronize(stream) -> None:
+    """Wait for the parent's stream: the work queued before the call has written its inputs."""
+    _check(_cuda()["sync"](stream), "cuStreamSynchronize (before an isolated call)")
+
+
+def region_of(worker, address: int) -> tuple[int, int]:
+    driver = _cuda()
+    base, size, buffer_id = ctypes.c_uint64(), ctypes.c_size_t(), ctypes.c_uint64()
+    _check(driver["range"](ctypes.byref(base), ctypes.byref(size), address), "cuMemGetAddressRange")
+    _check(driver["attribute"](ctypes.byref(buffer_id), CU_POINTER_ATTRIBUTE_BUFFER_ID, base.value),
+           "cuPointerGetAttribute")
+    known = worker.cuda_regions.get(base.value)
+    if known is not None and known[0] == buffer_id.value:
+        return known[1], address - base.value
+    handle = (ctypes.c_char * 64)()
+    result = driver["ipc"](handle, base.value)
+    if result != 0:
+        from registry.errors import OpCallError
+
+        raise OpCallError(
+            f"this tensor's memory cannot be shared with the isolated worker (cuIpcGetMemHandle failed with CUDA "
+            f"error {result}): CUDA IPC needs memory from cudaMalloc, and e.g. PYTORCH_CUDA_ALLOC_CONF="
+            f"expandable_segments:True allocates otherwise. Turn that setting off for isolated ops, or call the "
+            f"op without isolate=True.")
+    region = worker.new_region_id()
+    if known is not None:
+        worker.sock.send(wire.DROP.pack(b"X", known[1]))
+    worker.sock.send(wire.CUDA_REGION_HEAD.pack(b"G", region) + bytes(handle))
+    worker.cuda_regions[base.value] = (buffer_id.value, region)
+    return region, address - base.value

@@ -1,0 +1,137 @@
+"""IsolatedOp: an op handle whose launcher runs in a worker process.
+
+It is an Op (registry/op.py) calling the SAME generated binding through the
+same code (argument binding, defaults, keyword-only arguments, the fast
+entry, the dispatcher's op, autograd), with its own launcher table: a proxy
+copy of its source op's table (proxy.py). So checks, messages, output
+allocation, in-place writes, Tensor? and streams are the normal op's by
+construction; only the launcher call crosses into the worker.
+
+It follows its source op: when the source handle swaps to a new build (a
+get, a watcher, a rebuild) the next call copies the new table, so an
+isolated op hot-reloads too. Before each call the CPU tensors among the
+arguments move into shared memory (once per storage, in place) so the worker
+reads and writes them without a copy.
+"""
+from __future__ import annotations
+
+import torch
+
+from registry import knobs
+from registry.isolation import proxy
+from registry.isolation.faults import KernelFault
+from registry.isolation.supervisor import SUPERVISOR
+from registry.op import Op
+from registry.state import STATE
+
+_Tensor = torch.Tensor
+_twins: dict[tuple[int, str], "IsolatedOp"] = {}  # (id of the source op, flavor) -> its isolated twin
+
+
+def twin_of(source: Op, flavor: str = "plain") -> "IsolatedOp":
+    twin = _twins.get((id(source), flavor))
+    if twin is None or twin._source is not source:
+        twin = _twins[(id(source), flavor)] = IsolatedOp(source, flavor)
+    return twin
+
+
+class IsolatedOp(Op):
+    __slots__ = ("_source", "_mirrored", "_flavor", "_proxy")
+
+    def __init__(self, source: Op, flavor: str):
+        super().__init__(source.kernel, source.name, source.signature, list(source._arg_names), source._spec)
+        self._source, self._mirrored, self._flavor, self._proxy = source, None, flavor, None
+
+    @property
+    def isolated(self) -> str:
+        return self._flavor
+
+    def _follow(self) -> None:
+        source = self._source
+        if source._table is self._mirrored and self._proxy is not None:
+            return
+        if source._removed:
+            self._remove(source._removed)
+            self._proxy, self._mirrored = "removed", source._table
+            return
+        if source._table is None:
+            from registry.errors import OpCallError
+
+            raise OpCallError(f"{source.kernel}.{source.name} is a hand-written pybind module's function, which "
+                              f"cannot run in an isolated worker (its launcher is not the registry's C ABI). "
+                              f"Declare the op in kernel.toml with the generated binding, or call it without "
+                              f"isolate=True.")
+        cubin = library = ""
+        state = STATE.kernels.get((source.kernel, source.backend))
+        if state is not None:
+            cubin = state.status.artifacts.get("device code (cubin)", "")
+            library = state.status.artifacts.get("kernel library", "")
+        ordinal = torch.cuda.current_device() if source.backend == "cuda" else 0
+        table = proxy.ProxyTable(source._table, source._spec, source.kernel, source.name, source.backend,
+                                 self._flavor, cubin=cubin, ordinal=ordinal, library=library)
+        self._adopt(table, source)
+
+    def _adopt(self, table, source: Op) -> None:
+        self._swap(source._fn, table, source.backend, source.key, source.signature, list(source._arg_names),
+                   fast=source._fast_entry)
+        self._set_spec(source._spec)
+        fake = STATE.fakes_by_table.get(source._table.address) if source._table is not None else None
+        if fake is not None:
+            STATE.fakes_by_table[table.address] = fake  # torch.compile's Meta kernel finds the op by table
+        self._proxy, self._mirrored = table, source._table
+        self._backward = twin_of(source._backward, self._flavor) if source._backward is not None else None
+
+    def __call__(self, *args, **kwargs):
+        return self._run(args, kwargs, None)
+
+    def call(self, *args, timeout: float | None = None, **kwargs):
+        """Like calling the op; timeout: seconds before the worker is killed
+        (default REGISTRY_ISOLATE_TIMEOUT)."""
+        return self._run(args, kwargs, timeout)
+
+    def _call_raw(self, args: tuple):
+        # autograd's forward and backward come here (registry/autograd.py)
+        return self._run(args, {}, None, raw=True)
+
+    def _run(self, args: tuple, kwargs: dict, timeout: float | None, raw: bool = False):
+        self._follow()
+        with SUPERVISOR.lock:
+            outer = proxy.CALL.timeout
+            if timeout is not None or not raw:
+                proxy.CALL.timeout = timeout if timeout is not None else knobs.isolate_timeout()
+            proxy.CALL.outcome = None
+            if self.backend == "cpu":
+                worker = SUPERVISOR.worker(self._flavor, "cpu")
+                for value in (*args, *kwargs.values()):
+                    if type(value) is _Tensor or isinstance(value, _Tensor):
+                        worker.share_cpu_storage(value.untyped_storage())
+            try:
+                return Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)
+            except KernelFault:
+                raise
+            except RuntimeError:
+                outcome, proxy.CALL.outcome = proxy.CALL.outcome, None
+                if outcome is None:
+                    raise
+                if isinstance(outcome, proxy.Fault):
+                    raise self._fault(outcome) from None
+                raise outcome from None  # KeyboardInterrupt, or an error of the isolation itself
+            finally:
+                if raw:
+                    proxy.CALL.timeout = outer
+
+    def _fault(self, fault: "proxy.Fault") -> KernelFault:
+        if self._flavor != "plain":
+            from registry.isolation import sanitizer_report
+
+            return sanitizer_report.fault(self, fault)
+        return KernelFault(kernel=self.kernel, op=self.name, dtype=fault.dtype, backend=self.backend,
+                           what=fault.what, hang=fault.hang, log=fault.log)
+
+    def snapshot(self) -> "IsolatedOp":
+        self._follow()
+        frozen = IsolatedOp(self._source.snapshot(), self._flavor)
+        return frozen
+
+    def __repr__(self) -> str:
+        return Op.__repr__(self)[:-1] + f", isolated{'' if self._flavor == 'plain' else ', checked'}]>"

@@ -1,0 +1,260 @@
+"""Proxy launcher tables: the binding's table with each launcher replaced by
+a function of the same C prototype that forwards the call to a worker.
+
+A table (core/launcher_table.h; mirrored below, checked by its magic) is
+copied byte for byte: the binding reads the same checks, dtypes and output
+declarations from it, so everything the binding does before and after the
+launcher is the normal op's. Only launchers[] differs: per dtype slot a
+ctypes callback built from the signature's argument kinds. The callback
+translates each kreg_tensor's data pointer into memory the worker maps
+(supervisor.Worker: CPU shared storages, the staging buffer, CUDA IPC),
+sends the call and returns the worker's reply as the launcher's result.
+
+A callback cannot raise through C: a fault, a timeout or Ctrl-C is recorded
+in CALL and the callback returns FAULT_TEXT, which the binding raises as a
+RuntimeError; the handle (handle.py) turns it into KernelFault.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+
+from registry.isolation import wire
+from registry.isolation.supervisor import SUPERVISOR, WorkerDied, WorkerTimeout
+
+MAX_ARGS, MAX_OUTPUTS, MAX_OUTPUT_DIMS, DTYPE_SLOTS = 32, 8, 8, 12  # core/codegen.h, core/launcher_table.h
+TABLE_MAGIC = 0x6B72656754424C32  # kTableMagic, "kregTBL2"
+DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+               "float8_e4m3fn", "float8_e5m2")
+ITEM_SIZES = (4, 2, 2, 8, 1, 2, 4, 8, 1, 1, 1, 1)
+
+
+class _DimTerm(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("arg", ctypes.c_int32), ("a", ctypes.c_int64), ("b", ctypes.c_int64)]
+
+
+class _OutputDecl(ctypes.Structure):
+    _fields_ = [("dtype_code", ctypes.c_int32), ("dtype_arg", ctypes.c_int32), ("ndims", ctypes.c_int32),
+                ("unused", ctypes.c_int32), ("dims", _DimTerm * MAX_OUTPUT_DIMS)]
+
+
+class LauncherTable(ctypes.Structure):
+    _fields_ = [("magic", ctypes.c_uint64), ("op_name", ctypes.c_char_p), ("dtypes", ctypes.c_char_p),
+                ("same_shape_mask", ctypes.c_uint64), ("arg_dtypes", ctypes.c_int32 * MAX_ARGS),
+                ("outputs", _OutputDecl * MAX_OUTPUTS), ("launchers", ctypes.c_void_p * DTYPE_SLOTS)]
+
+
+class KregTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("numel", ctypes.c_int64), ("ndim", ctypes.c_int64),
+                ("sizes", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
+
+
+class KregIntList(ctypes.Structure):
+    _fields_ = [("data", ctypes.POINTER(ctypes.c_int64)), ("size", ctypes.c_int64)]
+
+
+CTYPE_OF_KIND = {"T": KregTensor, "f": ctypes.c_float, "i": ctypes.c_int64, "b": ctypes.c_bool,
+                 "l": KregIntList, "s": ctypes.c_int32}
+
+# What a faulted call's launcher "returns": the binding raises it as a
+# RuntimeError, which the handle replaces by the KernelFault recorded in CALL.
+FAULT_TEXT = ctypes.create_string_buffer(b"the isolated worker faulted (the op raises registry.KernelFault)")
+_FAULT_ADDRESS = ctypes.addressof(FAULT_TEXT)
+
+
+class CallState:
+    """The isolated call in flight (calls are serialized by SUPERVISOR.lock)."""
+
+    timeout = 30.0
+    outcome = None  # a Fault or a BaseException the callback caught
+
+
+CALL = CallState()
+
+
+class Fault(Exception):
+    """What ended a call in the worker: how (readable), the worker's log, and whether it was a hang."""
+
+    def __init__(self, what: str, log: str = "", dtype: str = "", hang: bool = False, cuda: bool = False):
+        super().__init__(what)
+        self.what, self.log, self.dtype, self.hang, self.cuda = what, log, dtype, hang, cuda
+
+
+class Dl_info(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+_libc = ctypes.CDLL(None)
+_libc.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(Dl_info)]
+
+
+def symbol_of(address: int) -> tuple[str, str]:
+    """(library path, exported symbol) of a launcher address."""
+    info = Dl_info()
+    if not _libc.dladdr(address, ctypes.byref(info)) or not info.dli_sname:
+        raise RuntimeError(f"the launcher at {address:#x} is not an exported symbol of a loaded library")
+    return info.dli_fname.decode(), info.dli_sname.decode()
+
+
+def kinds_of(spec) -> str:
+    """The launcher's parameters as wire.py KINDS letters: each return, then each argument."""
+    return "T" * len(spec.signature.returns) + "".join(wire.KIND_OF_TYPE[a.type_name] for a in spec.signature.args)
+
+
+class ProxyTable:
+    """A copy of `source` (a _core.LauncherTable) whose launchers forward to a
+    worker. .address is what the binding takes; .launches describes each slot."""
+
+    def __init__(self, source_table, spec, kernel: str, op_name: str, backend: str, flavor: str,
+                 launchers: dict[int, tuple[str, str]] | None = None, cubin: str = "", ordinal: int = 0,
+                 library: str = ""):
+        """launchers: dtype code -> (library, symbol) when the source table has no
+        addresses to look up (a checked build the parent does not load).
+        library: the kernel library's path in the cache, used when the path it
+        was loaded from (a build's staging folder) is gone."""
+        self.table = LauncherTable.from_buffer_copy(LauncherTable.from_address(source_table.address))
+        if self.table.magic != TABLE_MAGIC:
+            raise RuntimeError("the launcher table's layout is not the one registry/isolation/proxy.py mirrors")
+        self.address = ctypes.addressof(self.table)
+        kinds = kinds_of(spec)
+        prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(CTYPE_OF_KIND[k] for k in kinds), ctypes.c_void_p)
+        self.links = {}
+        self._callbacks = []
+        for code in range(DTYPE_SLOTS):
+            address = self.table.launchers[code]
+            if launchers is not None:
+                if code not in launchers:
+                    continue
+                library, symbol = launchers[code]
+            elif not address:
+                continue
+            else:
+                loaded_from, symbol = symbol_of(address)
+                library = loaded_from if os.path.exists(loaded_from) or not library else library
+            link = Link(kernel, op_name, DTYPE_NAMES[code], backend, flavor, library, symbol, cubin, kinds,
+                        _item_sizes(self.table, spec, code), ordinal)
+            callback = prototype(link.forward)
+            self._callbacks.append(callback)
+            self.links[code] = link
+            self.table.launchers[code] = ctypes.cast(callback, ctypes.c_void_p).value
+
+
+def _item_sizes(table: LauncherTable, spec, code: int) -> tuple[int, ...]:
+    """Bytes per element of each tensor parameter for the launcher of dtype `code`
+    (the binding's rule: a fixed dtype from the manifest, else the dispatch dtype)."""
+    def of_arg(i: int) -> int:
+        fixed = table.arg_dtypes[i]
+        return ITEM_SIZES[fixed if fixed >= 0 else code]
+
+    sizes = []
+    for k in range(len(spec.signature.returns)):
+        decl = table.outputs[k]
+        sizes.append(ITEM_SIZES[decl.dtype_code] if decl.dtype_code >= 0 else of_arg(decl.dtype_arg))
+    sizes += [of_arg(i) if a.type_name == "Tensor" else 0 for i, a in enumerate(spec.signature.args)]
+    return tuple(sizes)
+
+
+_Q, _F, _I, _B = struct.Struct("<q"), struct.Struct("<f"), struct.Struct("<i"), struct.Struct("<B")
+
+
+class Link:
+    """One launcher of one op version, as the worker runs it."""
+
+    def __init__(self, kernel, op_name, dtype, backend, flavor, library, symbol, cubin, kinds, item_sizes, ordinal):
+        self.kernel, self.op_name, self.dtype, self.backend, self.flavor = kernel, op_name, dtype, backend, flavor
+        self.library, self.symbol, self.cubin, self.kinds = library, symbol, cubin, kinds
+        self.item_sizes, self.ordinal = item_sizes, ordinal
+        self.error_text = None  # the last launcher error, kept alive while the binding reads it
+
+    def forward(self, *params):
+        try:
+            with SUPERVISOR.lock:
+                return self._forward(params)
+        except BaseException as error:  # noqa: BLE001  nothing may raise through C; the handle raises it
+            CALL.outcome = error
+            return _FAULT_ADDRESS
+
+    def _forward(self, params):
+        worker = SUPERVISOR.worker(self.flavor, self.backend, self.ordinal)
+        timeout = CALL.timeout
+        cuda = self.backend == "cuda"
+        try:
+            if cuda:
+                from registry.isolation import cuda_memory
+
+                cuda_memory.synchronize(params[-1])  # the parent's stream: what it queued before this call
+            launcher = worker.launcher_id(self.library, self.symbol, self.cubin, self.kinds, timeout)
+            parts = [wire.CALL_HEAD.pack(b"C", launcher)]
+            staged = []  # (address, offset in staging, bytes), copied in before and back after
+            staged_bytes = 0
+            for kind, value, item_size in zip(self.kinds, params, self.item_sizes):
+                if kind == "T":
+                    ndim = value.ndim
+                    if ndim < 0:
+                        parts.append(wire.NONE_TENSOR)
+                        continue
+                    data, numel = value.data, value.numel
+                    nbytes = numel * item_size
+                    if not data or nbytes == 0:
+                        region, offset = wire.NO_REGION, 0
+                    elif cuda:
+                        region, offset = cuda_memory.region_of(worker, data)
+                    else:
+                        found = worker.cpu_region_of(data, nbytes)
+                        if found is None:
+                            # Not shared memory (an output the binding allocated, a contiguous
+                            # copy it made): staged. The offset keeps the address's alignment.
+                            offset = staged_bytes + (data & 63)
+                            staged.append((data, offset, nbytes, len(parts), ndim, numel))
+                            staged_bytes = (offset + nbytes + 63) & ~63
+                            region = wire.NO_REGION
+                        else:
+                            region, offset = found
+                    parts.append(wire.TENSOR_HEAD.pack(ndim, region, offset, numel))
+                    parts.append(struct.pack(f"<{2 * ndim}q", *value.sizes[:ndim], *value.strides[:ndim]))
+                elif kind == "f":
+                    parts.append(_F.pack(value))
+                elif kind == "i":
+                    parts.append(_Q.pack(value))
+                elif kind == "b":
+                    parts.append(_B.pack(bool(value)))
+                elif kind == "s":
+                    parts.append(_I.pack(value))
+                else:  # "l"
+                    parts.append(struct.pack(f"<q{value.size}q", value.size, *value.data[:value.size]))
+            if staged:
+                region, base = worker.staging_buffer(staged_bytes)
+                for data, offset, nbytes, at, ndim, numel in staged:
+                    ctypes.memmove(base + offset, data, nbytes)
+                    parts[at] = wire.TENSOR_HEAD.pack(ndim, region, offset, numel)
+                worker.staged_calls += 1
+                worker.staged_bytes += sum(s[2] for s in staged)
+            message = b"".join(parts)
+            reply = worker.request(message, timeout)
+            worker.calls += 1
+            for data, offset, nbytes, *_ in staged:
+                ctypes.memmove(data, base + offset, nbytes)
+        except WorkerDied as died:
+            SUPERVISOR.retire(worker)
+            SUPERVISOR.faults += 1
+            raise Fault(died.what, died.log, self.dtype) from None
+        except WorkerTimeout:
+            SUPERVISOR.retire(worker)
+            SUPERVISOR.faults += 1
+            raise Fault(f"the call did not return within {timeout:g} s: the worker was killed (an endless loop, "
+                        f"a deadlock, or a kernel slower than the timeout; raise REGISTRY_ISOLATE_TIMEOUT or pass "
+                        f"timeout= to op.call() if it is only slow)", worker.read_log(), self.dtype, hang=True) from None
+        except BaseException:
+            SUPERVISOR.retire(worker)
+            raise
+        if reply[:1] == b"K":
+            return None
+        if reply[:1] == b"F":
+            SUPERVISOR.retire(worker)
+            SUPERVISOR.faults += 1
+            raise Fault(f"the kernel faulted on the device: {reply[1:].decode(errors='replace')}", worker.read_log(),
+                        self.dtype, cuda=True)
+        self.error_text = ctypes.create_string_buffer(reply[1:])
+        return ctypes.addressof(self.error_text)

@@ -1,0 +1,242 @@
+"""The worker processes of this process: started on the first isolated call,
+reused, replaced after a fault (see registry/isolation/__init__.py).
+
+One worker per flavor and backend: "plain" runs launchers as they are,
+"asan" is started with libasan preloaded (checked CPU builds), "memcheck"
+under compute-sanitizer (checked CUDA builds). A worker holds what was sent
+to it (loaded launchers, mapped memory); a new worker starts empty and gets
+it again on its next call.
+"""
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from registry.isolation import wire
+
+WORKER_SCRIPT = str(Path(__file__).resolve().parent / "worker.py")
+
+SIGNAL_MEANING = {
+    signal.SIGSEGV: "a segmentation fault: the kernel read or wrote memory the process does not own "
+                    "(an index past the end of a tensor, a null or stale pointer)",
+    signal.SIGBUS: "a bus error: a misaligned or unmapped access",
+    signal.SIGFPE: "an arithmetic exception: an integer division by zero, or an overflowing division",
+    signal.SIGABRT: "an abort: the kernel called abort(), an assertion failed, or an exception escaped the launcher",
+    signal.SIGILL: "an illegal instruction: a trap (__builtin_trap), or code built for another CPU",
+    signal.SIGKILL: "SIGKILL from outside (the system's out-of-memory killer, or a user)",
+}
+
+
+class WorkerDied(Exception):
+    """The worker ended while a call was in flight. .what says how, readably."""
+
+    def __init__(self, what: str, log: str = ""):
+        super().__init__(what)
+        self.what, self.log = what, log
+
+
+class WorkerTimeout(Exception):
+    pass
+
+
+class CpuRegion:
+    __slots__ = ("id", "base", "end", "storage")
+
+    def __init__(self, region_id: int, base: int, size: int, storage):
+        self.id, self.base, self.end, self.storage = region_id, base, base + size, storage
+
+
+class Worker:
+    """One running worker and what it holds."""
+
+    def __init__(self, flavor: str, backend: str, ordinal: int, command: list[str], env: dict, log_path: Path):
+        self.flavor, self.backend, self.log_path = flavor, backend, log_path
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = parent
+        log = open(log_path, "wb")
+        started = time.perf_counter()
+        self.process = subprocess.Popen(command + [str(child.fileno())], pass_fds=(child.fileno(),), env=env,
+                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        child.close()
+        self.start_seconds = time.perf_counter() - started
+        self.launchers: dict[tuple, int] = {}  # (library, symbol, cubin, kinds) -> id
+        self.cpu_regions: dict[int, CpuRegion] = {}  # storage base -> region
+        self.cuda_regions: dict[int, tuple[int, int]] = {}  # allocation base -> (buffer id, region id)
+        self._next_region = 1  # 0 is reserved for the staging buffer's first region
+        self.staging = None  # (region id, mmap, address, size)
+        self.staged_calls = self.staged_bytes = 0
+        self.calls = 0
+        self.sock.send(wire.HELLO.pack(b"H", wire.VERSION, b"g" if backend == "cuda" else b"c", ordinal))
+
+    # -- memory ----------------------------------------------------------------
+    def new_region_id(self) -> int:
+        self._next_region += 1
+        return self._next_region
+
+    def share_cpu_storage(self, storage) -> None:
+        """Give the worker a CPU storage that lives in shared memory (moved
+        there in place, once: torch's fd-backed shared memory)."""
+        base = storage.data_ptr()
+        region = self.cpu_regions.get(base)
+        if region is not None and region.storage() is storage:
+            return
+        try:
+            fd, size = storage._share_fd_cpu_()
+        except RuntimeError:  # shared another way (file_system strategy) or not shareable: staged instead
+            return
+        import weakref
+
+        base = storage.data_ptr()  # moved into shared memory: a new address
+        stale = self.cpu_regions.get(base)
+        if stale is not None:
+            self.sock.send(wire.DROP.pack(b"X", stale.id))
+        region = CpuRegion(self.new_region_id(), base, size, weakref.ref(storage))
+        socket.send_fds(self.sock, [wire.CPU_REGION.pack(b"M", region.id, size)], [fd])
+        self.cpu_regions[base] = region
+
+    def cpu_region_of(self, address: int, nbytes: int):
+        """(region id, offset) of shared memory holding [address, address + nbytes), or None."""
+        for region in self.cpu_regions.values():  # a handful per call: the storages of its arguments
+            if region.base <= address and address + nbytes <= region.end:
+                return region.id, address - region.base
+        return None
+
+    def staging_buffer(self, size: int) -> tuple[int, int]:
+        """(region id, address) of a shared buffer of at least `size` bytes."""
+        if self.staging is None or self.staging[3] < size:
+            size = max(size, 1 << 20, 2 * (self.staging[3] if self.staging else 0))
+            fd = os.memfd_create("kreg-staging")
+            os.ftruncate(fd, size)
+            mapping = mmap.mmap(fd, size)
+            region_id = self.new_region_id()
+            socket.send_fds(self.sock, [wire.CPU_REGION.pack(b"M", region_id, size)], [fd])
+            os.close(fd)
+            if self.staging is not None:
+                self.sock.send(wire.DROP.pack(b"X", self.staging[0]))
+            self.staging = (region_id, mapping, ctypes.addressof(ctypes.c_char.from_buffer(mapping)), size)
+        return self.staging[0], self.staging[2]
+
+    # -- requests --------------------------------------------------------------
+    def launcher_id(self, library: str, symbol: str, cubin: str, kinds: str, timeout: float) -> int:
+        key = (library, symbol, cubin, kinds)
+        found = self.launchers.get(key)
+        if found is not None:
+            return found
+        launcher_id = len(self.launchers) + 1
+        reply = self.request(wire.pack_load(launcher_id, kinds, library, symbol, cubin), timeout)
+        if reply[:1] != b"K":
+            from registry.errors import OpCallError
+
+            raise OpCallError(reply[1:].decode(errors="replace"))
+        self.launchers[key] = launcher_id
+        return launcher_id
+
+    def request(self, message: bytes, timeout: float) -> bytes:
+        """The worker's reply. Raises WorkerDied, WorkerTimeout, or
+        KeyboardInterrupt (Ctrl-C while waiting); after any of them the
+        worker is gone and the caller replaces it."""
+        try:
+            self.sock.send(message)
+        except OSError:
+            raise self._died() from None
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerTimeout()
+            try:
+                ready = poller.poll(min(left, 1.0) * 1000)  # Ctrl-C raises KeyboardInterrupt out of poll
+            except BaseException:
+                self.kill()
+                raise
+            if ready:
+                break
+        try:
+            reply = self.sock.recv(1 << 16)
+        except OSError:
+            reply = b""
+        if not reply:
+            raise self._died()
+        return reply
+
+    def _died(self) -> WorkerDied:
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.process.returncode
+        log = self.read_log()
+        if code is not None and code < 0:
+            sig = signal.Signals(-code)
+            return WorkerDied(f"the worker died of {sig.name} ({SIGNAL_MEANING.get(sig, 'a fatal signal')})", log)
+        return WorkerDied(f"the worker exited with status {code}", log)
+
+    def read_log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)  # compute-sanitizer's children too
+            except OSError:
+                self.process.kill()
+        self.process.wait()
+        self.sock.close()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+class Supervisor:
+    """The workers of this process, by (flavor, backend); a lock serializes calls."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.workers: dict[tuple[str, str], Worker] = {}
+        self.started = 0  # how many workers this process has started
+        self.faults = 0
+        self.last_start_seconds = 0.0
+
+    def worker(self, flavor: str, backend: str, ordinal: int = 0) -> Worker:
+        worker = self.workers.get((flavor, backend))
+        if worker is not None and worker.alive():
+            return worker
+        from registry.isolation import launch_env
+
+        command, env = launch_env.command(flavor)
+        log_dir = launch_env.log_dir()
+        self.started += 1
+        worker = Worker(flavor, backend, ordinal, command, env,
+                        log_dir / f"worker-{os.getpid()}-{flavor}-{backend}-{self.started}.log")
+        self.last_start_seconds = worker.start_seconds
+        self.workers[(flavor, backend)] = worker
+        return worker
+
+    def retire(self, worker: Worker) -> None:
+        """After a fault, a timeout or an interrupt: the next call starts a new one."""
+        worker.kill() if worker.alive() else worker.sock.close()
+        if self.workers.get((worker.flavor, worker.backend)) is worker:
+            del self.workers[(worker.flavor, worker.backend)]
+
+    def shutdown(self) -> None:
+        for worker in list(self.workers.values()):
+            self.retire(worker)
+
+
+SUPERVISOR = Supervisor()

@@ -1,0 +1,62 @@
+"""The messages between a process and its isolated-launch worker, version 1.
+
+Imported by the worker as a plain module (worker.py runs as a script, with
+this folder on sys.path) and by the parent as registry.isolation.wire: it
+needs nothing but the standard library.
+
+Transport: one AF_UNIX SOCK_SEQPACKET socket pair, one message per packet
+(so no framing), file descriptors (CPU shared memory) as SCM_RIGHTS beside the
+packet that names them. Every number is little-endian. Each message starts
+with one byte saying what it is:
+
+  parent -> worker
+    b"H" hello       u32 version, u8 backend ("c" cpu, "g" cuda), i32 device ordinal
+    b"L" load        u32 launcher id, then NUL-separated: argument kinds (KINDS below),
+                     library path, launcher symbol, cubin path ("" if none). Reply K or E.
+    b"M" CPU region  u32 region id, u64 size; the region's fd rides with the packet
+    b"G" CUDA region u32 region id, 64-byte cudaIpcMemHandle of an allocation's base
+    b"X" drop region u32 region id (its memory was freed in the parent)
+    b"C" call        u32 launcher id, then each parameter of the launcher as PARAM below,
+                     in the launcher's order (returns, arguments; no stream). Reply K, E or F.
+  worker -> parent
+    b"K" done, the launcher returned NULL
+    b"E" + UTF-8 text: the launcher (or a load) returned this error
+    b"F" + UTF-8 text: the worker's CUDA context faulted (illegal address, ...); it exits
+
+  PARAM by kind:
+    T  tensor    i64 ndim (-1: None, nothing follows), u32 region (NO_REGION: a NULL data
+                 pointer), u64 offset into the region, i64 numel, ndim x i64 sizes,
+                 ndim x i64 strides
+    f  float     f32        i  int   i64        b  bool  u8
+    l  int[]     i64 count, count x i64
+    s  ScalarType?  i32 (a dtype code or -1)
+
+A worker that dies while a call is in flight faulted; its exit status says how.
+"""
+import struct
+
+VERSION = 1
+NO_REGION = 0xFFFFFFFF
+STAGING_REGION = 0  # the parent's staging buffer, for memory that is not shared
+
+# A signature's argument kinds (registry type names) as KINDS letters.
+KIND_OF_TYPE = {"Tensor": "T", "float": "f", "int": "i", "bool": "b", "int[]": "l", "ScalarType": "s"}
+
+HELLO = struct.Struct("<cIci")
+LOAD_HEAD = struct.Struct("<cI")
+CPU_REGION = struct.Struct("<cIQ")
+CUDA_REGION_HEAD = struct.Struct("<cI")
+DROP = struct.Struct("<cI")
+CALL_HEAD = struct.Struct("<cI")
+TENSOR_HEAD = struct.Struct("<qIQq")  # ndim, region, offset, numel (ndim < 0: only the q)
+NONE_TENSOR = struct.pack("<q", -1)
+
+
+def pack_load(launcher_id: int, kinds: str, library: str, symbol: str, cubin: str) -> bytes:
+    return LOAD_HEAD.pack(b"L", launcher_id) + "\0".join((kinds, library, symbol, cubin)).encode()
+
+
+def unpack_load(message: bytes) -> tuple[int, str, str, str, str]:
+    _, launcher_id = LOAD_HEAD.unpack_from(message)
+    kinds, library, symbol, cubin = message[LOAD_HEAD.size:].decode().split("\0")
+    return launcher_id, kinds, library, symbol, cubin

@@ -1,0 +1,218 @@
+"""The isolated-launch worker: runs kernel launchers for one parent process.
+
+Started by supervisor.py as `python -I -S .../registry/isolation/worker.py FD`
+(a script, not `-m registry...`: it imports neither torch nor the registry
+package, so it starts in a few tens of milliseconds). FD is its end of a
+SOCK_SEQPACKET pair; the messages are those of wire.py. It loads the kernel
+libraries the parent names (dlopen, RTLD_LOCAL; a cubin is loaded with the
+driver API and bound as registry/device_module.py does), maps the memory the
+parent shares (CPU: the fds of shared storages, mmap'ed; CUDA: IPC handles),
+calls a launcher through a prototype built from the signature's argument
+kinds, and replies with the launcher's error string or nothing.
+
+A kernel that faults on the CPU kills this process (SIGSEGV, SIGBUS, ...):
+that is the point, the parent sees the socket close and reports the signal.
+On CUDA, the worker synchronizes its own stream after each launch; a sticky
+error (illegal address, misaligned address, device assert, trap) is replied
+as a fault and the worker exits, since its context can no longer be used.
+"""
+import ctypes
+import mmap
+import os
+import signal
+import socket
+import struct
+import sys
+
+import wire
+
+
+class KregTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("numel", ctypes.c_int64), ("ndim", ctypes.c_int64),
+                ("sizes", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
+
+
+class KregIntList(ctypes.Structure):
+    _fields_ = [("data", ctypes.POINTER(ctypes.c_int64)), ("size", ctypes.c_int64)]
+
+
+CTYPE_OF_KIND = {"T": KregTensor, "f": ctypes.c_float, "i": ctypes.c_int64, "b": ctypes.c_bool,
+                 "l": KregIntList, "s": ctypes.c_int32}
+_Q = struct.Struct("<q")
+_F = struct.Struct("<f")
+_B = struct.Struct("<B")
+_I = struct.Struct("<i")
+
+
+class Cuda:
+    """The driver API this worker needs, and its context and stream."""
+
+    def __init__(self, ordinal: int):
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self._check(self.lib.cuInit(0), "cuInit")
+        device = ctypes.c_int()
+        self._check(self.lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+        self.context = ctypes.c_void_p()
+        self._check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.context), device), "cuDevicePrimaryCtxRetain")
+        self._check(self.lib.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        self.stream = ctypes.c_void_p()
+        self._check(self.entry("cuStreamCreate")(ctypes.byref(self.stream), 1), "cuStreamCreate")  # non-blocking
+        self.open_ipc = self.entry("cuIpcOpenMemHandle")
+        self.synchronize = self.entry("cuStreamSynchronize")
+        self.synchronize.argtypes = [ctypes.c_void_p]
+
+    def entry(self, name: str):
+        # cuda.h maps several names to a versioned symbol (cuIpcOpenMemHandle_v2, ...).
+        for symbol in (name + "_v2", name):
+            if hasattr(self.lib, symbol):
+                return getattr(self.lib, symbol)
+        raise OSError(f"the CUDA driver has no {name}")
+
+    def error_text(self, result: int) -> str:
+        text = ctypes.c_char_p()
+        self.lib.cuGetErrorString(result, ctypes.byref(text))
+        name = ctypes.c_char_p()
+        self.lib.cuGetErrorName(result, ctypes.byref(name))
+        return f"{(name.value or b'CUDA error').decode()} ({result}): {(text.value or b'').decode()}"
+
+    def _check(self, result: int, what: str) -> None:
+        if result != 0:
+            raise OSError(f"{what} failed: {self.error_text(result)}")
+
+    def map_ipc(self, handle: bytes) -> int:
+        pointer = ctypes.c_uint64()
+        buffer = (ctypes.c_char * 64).from_buffer_copy(handle)
+        self._check(self.open_ipc(ctypes.byref(pointer), buffer, 1), "cuIpcOpenMemHandle")  # lazy peer access
+        return pointer.value
+
+    def bind_cubin(self, library, cubin: str) -> None:
+        data = open(cubin, "rb").read()
+        module = ctypes.c_void_p()
+        self._check(self.lib.cuModuleLoadData(ctypes.byref(module), data), f"cuModuleLoadData({cubin})")
+        entries = [ctypes.cast(self.entry(n), ctypes.c_void_p) for n in ("cuModuleGetFunction", "cuLaunchKernel")]
+        entries.append(ctypes.cast(self.lib.cuGetErrorString, ctypes.c_void_p))
+        bind = library.kreg_bind_device_module
+        bind.argtypes, bind.restype = [ctypes.c_void_p] * 4, None
+        bind(module, *entries)
+
+
+class Worker:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.launchers = {}  # id -> (function, kinds)
+        self.regions = {}  # id -> base address
+        self.keep = {}  # id -> what keeps the mapping alive
+        self.libraries = {}
+        self.cuda = None
+
+    def serve(self) -> None:
+        while True:
+            message, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 4)
+            if not message:
+                return  # the parent closed its end
+            what = message[:1]
+            if what == b"C":
+                self.sock.send(self.call(message))
+            elif what == b"M":
+                _, region, size = wire.CPU_REGION.unpack_from(message)
+                mapping = mmap.mmap(fds[0], size)
+                os.close(fds[0])
+                self.keep[region] = mapping
+                self.regions[region] = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+            elif what == b"G":
+                _, region = wire.CUDA_REGION_HEAD.unpack_from(message)
+                self.regions[region] = self.cuda.map_ipc(message[wire.CUDA_REGION_HEAD.size:])
+            elif what == b"X":
+                _, region = wire.DROP.unpack_from(message)
+                self.regions.pop(region, None)
+                mapping = self.keep.pop(region, None)
+                if mapping is not None:
+                    try:
+                        mapping.close()
+                    except BufferError:  # an address taken from it is still referenced: left mapped
+                        pass
+            elif what == b"L":
+                self.sock.send(self.load(message))
+            elif what == b"H":
+                _, version, backend, ordinal = wire.HELLO.unpack(message)
+                if version != wire.VERSION:
+                    sys.exit(f"worker speaks version {wire.VERSION}, the parent {version}")
+                if backend == b"g":
+                    self.cuda = Cuda(ordinal)
+
+    def load(self, message: bytes) -> bytes:
+        launcher_id, kinds, path, symbol, cubin = wire.unpack_load(message)
+        try:
+            library = self.libraries.get(path)
+            if library is None:
+                library = self.libraries[path] = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+                if cubin:
+                    self.cuda.bind_cubin(library, cubin)
+            address = ctypes.cast(getattr(library, symbol), ctypes.c_void_p).value
+        except (OSError, AttributeError) as error:
+            return b"E" + f"the isolated worker could not load {symbol} from {path}: {error}".encode()
+        prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(CTYPE_OF_KIND[k] for k in kinds), ctypes.c_void_p)
+        self.launchers[launcher_id] = (prototype(address), kinds)
+        return b"K"
+
+    def call(self, message: bytes) -> bytes:
+        _, launcher_id = wire.CALL_HEAD.unpack_from(message)
+        function, kinds = self.launchers[launcher_id]
+        at = wire.CALL_HEAD.size
+        values, keep = [], []
+        regions = self.regions
+        for kind in kinds:
+            if kind == "T":
+                ndim = _Q.unpack_from(message, at)[0]
+                if ndim < 0:
+                    values.append(KregTensor(None, 0, -1, None, None))
+                    at += 8
+                    continue
+                _, region, offset, numel = wire.TENSOR_HEAD.unpack_from(message, at)
+                at += wire.TENSOR_HEAD.size
+                dims = (ctypes.c_int64 * (2 * ndim)).from_buffer_copy(message, at)
+                at += 16 * ndim
+                keep.append(dims)
+                data = None if region == wire.NO_REGION else regions[region] + offset
+                strides = ctypes.cast(ctypes.byref(dims, 8 * ndim), ctypes.POINTER(ctypes.c_int64))
+                values.append(KregTensor(data, numel, ndim, dims, strides))
+            elif kind == "f":
+                values.append(_F.unpack_from(message, at)[0])
+                at += 4
+            elif kind == "i":
+                values.append(_Q.unpack_from(message, at)[0])
+                at += 8
+            elif kind == "b":
+                values.append(bool(message[at]))
+                at += 1
+            elif kind == "s":
+                values.append(_I.unpack_from(message, at)[0])
+                at += 4
+            else:  # "l"
+                count = _Q.unpack_from(message, at)[0]
+                items = (ctypes.c_int64 * count).from_buffer_copy(message, at + 8) if count else (ctypes.c_int64 * 1)()
+                at += 8 + 8 * count
+                keep.append(items)
+                values.append(KregIntList(items, count))
+        cuda = self.cuda
+        error = function(*values, cuda.stream if cuda is not None else None)
+        if cuda is not None:
+            result = cuda.synchronize(cuda.stream)
+            if result != 0:
+                self.sock.send(b"F" + cuda.error_text(result).encode())
+                os._exit(3)  # a faulted context is useless: the parent starts a new worker
+        return b"K" if not error else b"E" + ctypes.string_at(error)
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C in a terminal reaches both
+    try:  # die with the parent, however it ends
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    Worker(sock).serve()
+
+
+if __name__ == "__main__":
+    main()
