@@ -166,14 +166,22 @@ def isolate() -> bool:
     return value in ("1", "on", "true")
 
 
+_isolate_timeout = ("", 30.0)  # (the setting's text, its value): read on every isolated call
+
+
 def isolate_timeout() -> float:
-    text = os.environ.get("REGISTRY_ISOLATE_TIMEOUT", "").strip() or "30"
+    global _isolate_timeout
+    raw = os.environ.get("REGISTRY_ISOLATE_TIMEOUT", "")
+    if raw == _isolate_timeout[0]:
+        return _isolate_timeout[1]
+    text = raw.strip() or "30"
     try:
         value = float(text)
     except ValueError:
         value = -1.0
     if not value > 0:
         raise _setting_error(f"REGISTRY_ISOLATE_TIMEOUT must be a positive number of seconds, not {text!r}")
+    _isolate_timeout = (raw, value)
     return value
 
 

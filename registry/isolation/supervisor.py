@@ -23,6 +23,8 @@ from pathlib import Path
 
 from registry.isolation import wire
 
+SPIN_READS = 40  # non-blocking reads before a blocking wait (~20 us)
+RECV_BYTES = 1 << 16
 WORKER_SCRIPT = str(Path(__file__).resolve().parent / "worker.py")
 
 SIGNAL_MEANING = {
@@ -76,6 +78,8 @@ class Worker:
         self.staging = None  # (region id, mmap, address, size)
         self.staged_calls = self.staged_bytes = 0
         self.calls = 0
+        self._poller = select.poll()
+        self._poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.sock.send(wire.HELLO.pack(b"H", wire.VERSION, b"g" if backend == "cuda" else b"c", ordinal))
 
     # -- memory ----------------------------------------------------------------
@@ -145,12 +149,29 @@ class Worker:
         """The worker's reply. Raises WorkerDied, WorkerTimeout, or
         KeyboardInterrupt (Ctrl-C while waiting); after any of them the
         worker is gone and the caller replaces it."""
+        sock = self.sock
         try:
-            self.sock.send(message)
+            sock.send(message)
         except OSError:
             raise self._died() from None
-        poller = select.poll()
-        poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+        # A short call answers within microseconds: a few non-blocking reads
+        # first (a blocking wait costs a wake-up of this process), then wait
+        # in slices of at most a second, so Ctrl-C is seen at once (Python
+        # runs the handler and poll raises KeyboardInterrupt).
+        recv = sock.recv
+        for _ in range(SPIN_READS):
+            try:
+                reply = recv(RECV_BYTES, socket.MSG_DONTWAIT)
+                break
+            except BlockingIOError:
+                continue
+        else:
+            reply = self._wait(timeout)
+        if not reply:
+            raise self._died()
+        return reply
+
+    def _wait(self, timeout: float) -> bytes:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -158,19 +179,15 @@ class Worker:
                 self.kill()
                 raise WorkerTimeout()
             try:
-                ready = poller.poll(min(left, 1.0) * 1000)  # Ctrl-C raises KeyboardInterrupt out of poll
+                ready = self._poller.poll(min(left, 1.0) * 1000)
             except BaseException:
                 self.kill()
                 raise
             if ready:
-                break
-        try:
-            reply = self.sock.recv(1 << 16)
-        except OSError:
-            reply = b""
-        if not reply:
-            raise self._died()
-        return reply
+                try:
+                    return self.sock.recv(RECV_BYTES)
+                except OSError:
+                    return b""
 
     def _died(self) -> WorkerDied:
         try:
@@ -215,7 +232,7 @@ class Supervisor:
 
     def worker(self, flavor: str, backend: str, ordinal: int = 0) -> Worker:
         worker = self.workers.get((flavor, backend))
-        if worker is not None and worker.alive():
+        if worker is not None:  # one that died is retired by the call that saw it (or fails its next send)
             return worker
         from registry.isolation import launch_env
 

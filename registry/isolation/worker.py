@@ -107,7 +107,14 @@ class Worker:
 
     def serve(self) -> None:
         while True:
-            message, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 4)
+            for _ in range(SPIN_READS):
+                try:
+                    message, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 4, socket.MSG_DONTWAIT)
+                    break
+                except BlockingIOError:
+                    continue
+            else:
+                message, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 4)
             if not message:
                 return  # the parent closed its end
             what = message[:1]
@@ -152,56 +159,75 @@ class Worker:
         except (OSError, AttributeError) as error:
             return b"E" + f"the isolated worker could not load {symbol} from {path}: {error}".encode()
         prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(CTYPE_OF_KIND[k] for k in kinds), ctypes.c_void_p)
-        self.launchers[launcher_id] = (prototype(address), kinds)
+        self.launchers[launcher_id] = Launcher(prototype(address), kinds)
         return b"K"
 
     def call(self, message: bytes) -> bytes:
         _, launcher_id = wire.CALL_HEAD.unpack_from(message)
-        function, kinds = self.launchers[launcher_id]
-        at = wire.CALL_HEAD.size
-        values, keep = [], []
-        regions = self.regions
-        for kind in kinds:
-            if kind == "T":
-                ndim = _Q.unpack_from(message, at)[0]
-                if ndim < 0:
-                    values.append(KregTensor(None, 0, -1, None, None))
-                    at += 8
-                    continue
-                _, region, offset, numel = wire.TENSOR_HEAD.unpack_from(message, at)
-                at += wire.TENSOR_HEAD.size
-                dims = (ctypes.c_int64 * (2 * ndim)).from_buffer_copy(message, at)
-                at += 16 * ndim
-                keep.append(dims)
-                data = None if region == wire.NO_REGION else regions[region] + offset
-                strides = ctypes.cast(ctypes.byref(dims, 8 * ndim), ctypes.POINTER(ctypes.c_int64))
-                values.append(KregTensor(data, numel, ndim, dims, strides))
-            elif kind == "f":
-                values.append(_F.unpack_from(message, at)[0])
-                at += 4
-            elif kind == "i":
-                values.append(_Q.unpack_from(message, at)[0])
-                at += 8
-            elif kind == "b":
-                values.append(bool(message[at]))
-                at += 1
-            elif kind == "s":
-                values.append(_I.unpack_from(message, at)[0])
-                at += 4
-            else:  # "l"
-                count = _Q.unpack_from(message, at)[0]
-                items = (ctypes.c_int64 * count).from_buffer_copy(message, at + 8) if count else (ctypes.c_int64 * 1)()
-                at += 8 + 8 * count
-                keep.append(items)
-                values.append(KregIntList(items, count))
+        launcher = self.launchers[launcher_id]
+        error = launcher.call(message, self.regions, self.cuda.stream if self.cuda is not None else None)
         cuda = self.cuda
-        error = function(*values, cuda.stream if cuda is not None else None)
         if cuda is not None:
             result = cuda.synchronize(cuda.stream)
             if result != 0:
                 self.sock.send(b"F" + cuda.error_text(result).encode())
                 os._exit(3)  # a faulted context is useless: the parent starts a new worker
         return b"K" if not error else b"E" + ctypes.string_at(error)
+
+
+class Launcher:
+    """A launcher and its parameters, made once and refilled per call (the
+    launcher gets them by value, so reusing them is safe)."""
+
+    def __init__(self, function, kinds: str):
+        self.function, self.kinds = function, kinds
+        self.values = [CTYPE_OF_KIND[k]() for k in kinds]
+        self.dims = [None] * len(kinds)  # per tensor parameter: its sizes + strides array
+
+    def call(self, message: bytes, regions: dict, stream):
+        at = wire.CALL_HEAD.size
+        values = self.values
+        for index, kind in enumerate(self.kinds):
+            if kind == "T":
+                tensor = values[index]
+                ndim = _Q.unpack_from(message, at)[0]
+                if ndim < 0:
+                    tensor.data, tensor.numel, tensor.ndim, tensor.sizes, tensor.strides = None, 0, -1, None, None
+                    at += 8
+                    continue
+                _, region, offset, numel = wire.TENSOR_HEAD.unpack_from(message, at)
+                at += wire.TENSOR_HEAD.size
+                dims = (ctypes.c_int64 * (2 * ndim)).from_buffer_copy(message, at) if ndim else _EMPTY_DIMS
+                at += 16 * ndim
+                self.dims[index] = dims
+                tensor.data = None if region == wire.NO_REGION else regions[region] + offset
+                tensor.numel, tensor.ndim = numel, ndim
+                tensor.sizes = ctypes.cast(dims, _INT64_POINTER)
+                tensor.strides = ctypes.cast(ctypes.byref(dims, 8 * ndim), _INT64_POINTER)
+            elif kind == "f":
+                values[index] = _F.unpack_from(message, at)[0]
+                at += 4
+            elif kind == "i":
+                values[index] = _Q.unpack_from(message, at)[0]
+                at += 8
+            elif kind == "b":
+                values[index] = bool(message[at])
+                at += 1
+            elif kind == "s":
+                values[index] = _I.unpack_from(message, at)[0]
+                at += 4
+            else:  # "l"
+                count = _Q.unpack_from(message, at)[0]
+                items = (ctypes.c_int64 * count).from_buffer_copy(message, at + 8) if count else _EMPTY_DIMS
+                at += 8 + 8 * count
+                self.dims[index] = items
+                values[index] = KregIntList(ctypes.cast(items, _INT64_POINTER), count)
+        return self.function(*values, stream)
+
+
+_INT64_POINTER = ctypes.POINTER(ctypes.c_int64)
+_EMPTY_DIMS = (ctypes.c_int64 * 1)()
+SPIN_READS = 200  # non-blocking reads after a reply before a blocking wait: the next call often follows at once
 
 
 def main() -> None:
