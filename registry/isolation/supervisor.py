@@ -104,16 +104,29 @@ class Worker:
         stale = self.cpu_regions.get(base)
         if stale is not None:
             self.sock.send(wire.DROP.pack(b"X", stale.id))
+        if len(self.cpu_regions) >= 64:
+            self.drop_dead_regions()
         region = CpuRegion(self.new_region_id(), base, size, weakref.ref(storage))
         socket.send_fds(self.sock, [wire.CPU_REGION.pack(b"M", region.id, size)], [fd])
         self.cpu_regions[base] = region
 
     def cpu_region_of(self, address: int, nbytes: int):
         """(region id, offset) of shared memory holding [address, address + nbytes), or None."""
-        for region in self.cpu_regions.values():  # a handful per call: the storages of its arguments
+        for region in self.cpu_regions.values():  # a handful: the storages of recent arguments
             if region.base <= address and address + nbytes <= region.end:
+                if region.storage() is None:
+                    # Freed: its range may now hold other memory (this one), which the
+                    # worker's old mapping does not show. Forget it, stage instead.
+                    self.drop_dead_regions()
+                    return None
                 return region.id, address - region.base
         return None
+
+    def drop_dead_regions(self) -> None:
+        for base, region in list(self.cpu_regions.items()):
+            if region.storage() is None:
+                del self.cpu_regions[base]
+                self.sock.send(wire.DROP.pack(b"X", region.id))
 
     def staging_buffer(self, size: int) -> tuple[int, int]:
         """(region id, address) of a shared buffer of at least `size` bytes."""
