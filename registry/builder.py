@@ -130,13 +130,24 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     deps = _ninja_deps(staging, plan.project_dirs)
     for obj in staging.glob("*.o"):
         obj.unlink()
-    if plan.kind == "kernel-lib":
+    if plan.kind == "kernel-lib" and sanitized(plan):
+        # A checked build (registry/isolation/checked.py): its sanitizer runtime
+        # must come first in a process, so only a worker started with it loads it.
+        loaded = None
+    elif plan.kind == "kernel-lib":
         # Open it before the staging folder is renamed away.
         loaded = open_library(str(staging / plan.artifact))
         _check_launchers(plan, loaded)
     elif plan.kind == "binding":
         loaded = None  # load() ran its static registration (TORCH_LIBRARY)
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
+
+
+def sanitized(plan: BuildPlan) -> bool:
+    """A checked build (registry/isolation/checked.py): its sanitizer runtime
+    must come first in a process, so this process never opens it; only a
+    worker started with that runtime does (and reports a missing launcher)."""
+    return plan.kind == "kernel-lib" and any(f.startswith("-fsanitize=") for f in plan.ldflags)
 
 
 def build_error(plan: BuildPlan, log: str, staging: Path) -> BuildError:

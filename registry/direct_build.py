@@ -80,6 +80,8 @@ def build(plan, staging: Path):
     deps = _depfile_deps(staging, plan.project_dirs)
     for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:
         leftover.unlink()
+    if builder.sanitized(plan):
+        return builder.BuildResult(staging, plan.artifact, deps, seconds, None)
     library = open_library(str(out))
     builder._check_launchers(plan, library)
     return builder.BuildResult(staging, plan.artifact, deps, seconds, library)

@@ -43,11 +43,11 @@ CPU_FAULTS = {
     "integer division by zero (SIGFPE)": "  volatile int zero = 0; os[0] = float(int(a) / zero);",
 }
 
-# The line numbers of the faulting access in a checked build's source (for
-# the small out-of-bounds cases below; the body is line 9).
+# Faulty bodies for checked builds, just past the end, and the line of the
+# faulting access in CPU_SOURCE (the body is its line 8).
 CHECKED_BODIES = {
-    "out-of-bounds write": ("  for (int64_t i = 0; i <= out.numel; ++i) os[i] = a * xs[i < out.numel ? i : 0];", 9),
-    "out-of-bounds read": ("  for (int64_t i = 0; i < out.numel; ++i) os[i] = a * xs[i + 1];", 9),
+    "out-of-bounds write": ("  for (int64_t i = 0; i <= out.numel; ++i) os[i] = a * xs[i < out.numel ? i : 0];", 8),
+    "out-of-bounds read": ("  for (int64_t i = 0; i < out.numel; ++i) os[i] = a * xs[i + 1];", 8),
 }
 
 

@@ -67,8 +67,14 @@ class IsolatedOp(Op):
             cubin = state.status.artifacts.get("device code (cubin)", "")
             library = state.status.artifacts.get("kernel library", "")
         ordinal = torch.cuda.current_device() if source.backend == "cuda" else 0
+        launchers = None
+        if self._flavor != "plain":  # the checked variant of this version (checked.py), built on first use
+            from registry.isolation import checked
+
+            built = checked.variant(source.kernel, source.backend, source.key)
+            launchers, cubin = built.launchers[source.name], built.cubin
         table = proxy.ProxyTable(source._table, source._spec, source.kernel, source.name, source.backend,
-                                 self._flavor, cubin=cubin, ordinal=ordinal, library=library)
+                                 self._flavor, launchers=launchers, cubin=cubin, ordinal=ordinal, library=library)
         self._adopt(table, source)
 
     def _adopt(self, table, source: Op) -> None:

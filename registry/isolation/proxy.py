@@ -135,6 +135,8 @@ class ProxyTable:
                 library = loaded_from if os.path.exists(loaded_from) or not library else library
             link = Link(kernel, op_name, DTYPE_NAMES[code], backend, flavor, library, symbol, cubin, kinds,
                         _item_sizes(self.table, spec, code), ordinal)
+            link.param_names = [r.name or f"output {k}" for k, r in enumerate(spec.signature.returns)] + \
+                [a.name for a in spec.signature.args]
             callback = prototype(link.forward)
             self._callbacks.append(callback)
             self.links[code] = link
@@ -185,7 +187,7 @@ class Link:
                 from registry.isolation import cuda_memory
 
                 cuda_memory.synchronize(params[-1])  # the parent's stream: what it queued before this call
-            launcher = worker.launcher_id(self.library, self.symbol, self.cubin, self.kinds, timeout)
+            launcher = worker.launcher_id(self.library, self.symbol, self.cubin, self.kinds, self.item_sizes, timeout)
             parts = [wire.CALL_HEAD.pack(b"C", launcher)]
             staged = []  # (address, offset in staging, bytes), copied in before and back after
             staged_bytes = 0
@@ -252,7 +254,7 @@ class Link:
         if reply[:1] == b"K":
             return None
         if reply[:1] == b"F":
-            SUPERVISOR.retire(worker)
+            SUPERVISOR.retire(worker, finishing=True)
             SUPERVISOR.faults += 1
             raise Fault(f"the kernel faulted on the device: {reply[1:].decode(errors='replace')}", worker.read_log(),
                         self.dtype, cuda=True)

@@ -80,7 +80,8 @@ class Worker:
         self.calls = 0
         self._poller = select.poll()
         self._poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
-        self.sock.send(wire.HELLO.pack(b"H", wire.VERSION, b"g" if backend == "cuda" else b"c", ordinal))
+        self.sock.send(wire.HELLO.pack(b"H", wire.VERSION, b"g" if backend == "cuda" else b"c", ordinal,
+                                       flavor != "plain"))
 
     # -- memory ----------------------------------------------------------------
     def new_region_id(self) -> int:
@@ -144,13 +145,13 @@ class Worker:
         return self.staging[0], self.staging[2]
 
     # -- requests --------------------------------------------------------------
-    def launcher_id(self, library: str, symbol: str, cubin: str, kinds: str, timeout: float) -> int:
+    def launcher_id(self, library: str, symbol: str, cubin: str, kinds: str, item_sizes, timeout: float) -> int:
         key = (library, symbol, cubin, kinds)
         found = self.launchers.get(key)
         if found is not None:
             return found
         launcher_id = len(self.launchers) + 1
-        reply = self.request(wire.pack_load(launcher_id, kinds, library, symbol, cubin), timeout)
+        reply = self.request(wire.pack_load(launcher_id, kinds, library, symbol, cubin, item_sizes), timeout)
         if reply[:1] != b"K":
             from registry.errors import OpCallError
 
@@ -258,8 +259,15 @@ class Supervisor:
         self.workers[(flavor, backend)] = worker
         return worker
 
-    def retire(self, worker: Worker) -> None:
-        """After a fault, a timeout or an interrupt: the next call starts a new one."""
+    def retire(self, worker: Worker, finishing: bool = False) -> None:
+        """After a fault, a timeout or an interrupt: the next call starts a new one.
+        finishing: the worker is exiting by itself (a device fault); a sanitizer
+        around it writes its report as it ends, so it gets a few seconds."""
+        if finishing and worker.alive():
+            try:
+                worker.process.wait(timeout=20 if worker.flavor == "memcheck" else 2)
+            except subprocess.TimeoutExpired:
+                pass
         worker.kill() if worker.alive() else worker.sock.close()
         if self.workers.get((worker.flavor, worker.backend)) is worker:
             del self.workers[(worker.flavor, worker.backend)]

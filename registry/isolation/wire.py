@@ -10,9 +10,13 @@ packet that names them. Every number is little-endian. Each message starts
 with one byte saying what it is:
 
   parent -> worker
-    b"H" hello       u32 version, u8 backend ("c" cpu, "g" cuda), i32 device ordinal
+    b"H" hello       u32 version, u8 backend ("c" cpu, "g" cuda), i32 device ordinal, u8 checked
+                     (1: copy each tensor into its own malloc'ed buffer for the call, so a
+                     sanitizer sees its bounds, and log the parameters' ranges first)
     b"L" load        u32 launcher id, then NUL-separated: argument kinds (KINDS below),
-                     library path, launcher symbol, cubin path ("" if none). Reply K or E.
+                     library path, launcher symbol, cubin path ("" if none), bytes per
+                     element of each parameter (comma-separated; 0 for non-tensors).
+                     Reply K or E.
     b"M" CPU region  u32 region id, u64 size; the region's fd rides with the packet
     b"G" CUDA region u32 region id, 64-byte cudaIpcMemHandle of an allocation's base
     b"X" drop region u32 region id (its memory was freed in the parent)
@@ -42,7 +46,8 @@ STAGING_REGION = 0  # the parent's staging buffer, for memory that is not shared
 # A signature's argument kinds (registry type names) as KINDS letters.
 KIND_OF_TYPE = {"Tensor": "T", "float": "f", "int": "i", "bool": "b", "int[]": "l", "ScalarType": "s"}
 
-HELLO = struct.Struct("<cIci")
+HELLO = struct.Struct("<cIciB")
+CHECKED_CALL_LOG = "kreg-checked-call:"  # the worker's log line before a checked call: "<index> <start> <end>" each
 LOAD_HEAD = struct.Struct("<cI")
 CPU_REGION = struct.Struct("<cIQ")
 CUDA_REGION_HEAD = struct.Struct("<cI")
@@ -52,11 +57,12 @@ TENSOR_HEAD = struct.Struct("<qIQq")  # ndim, region, offset, numel (ndim < 0: o
 NONE_TENSOR = struct.pack("<q", -1)
 
 
-def pack_load(launcher_id: int, kinds: str, library: str, symbol: str, cubin: str) -> bytes:
-    return LOAD_HEAD.pack(b"L", launcher_id) + "\0".join((kinds, library, symbol, cubin)).encode()
+def pack_load(launcher_id: int, kinds: str, library: str, symbol: str, cubin: str, item_sizes) -> bytes:
+    sizes = ",".join(str(s) for s in item_sizes)
+    return LOAD_HEAD.pack(b"L", launcher_id) + "\0".join((kinds, library, symbol, cubin, sizes)).encode()
 
 
-def unpack_load(message: bytes) -> tuple[int, str, str, str, str]:
+def unpack_load(message: bytes) -> tuple[int, str, str, str, str, list[int]]:
     _, launcher_id = LOAD_HEAD.unpack_from(message)
-    kinds, library, symbol, cubin = message[LOAD_HEAD.size:].decode().split("\0")
-    return launcher_id, kinds, library, symbol, cubin
+    kinds, library, symbol, cubin, sizes = message[LOAD_HEAD.size:].decode().split("\0")
+    return launcher_id, kinds, library, symbol, cubin, [int(s) for s in sizes.split(",")]

@@ -104,6 +104,7 @@ class Worker:
         self.keep = {}  # id -> what keeps the mapping alive
         self.libraries = {}
         self.cuda = None
+        self.checked = False
 
     def serve(self) -> None:
         while True:
@@ -141,14 +142,15 @@ class Worker:
             elif what == b"L":
                 self.sock.send(self.load(message))
             elif what == b"H":
-                _, version, backend, ordinal = wire.HELLO.unpack(message)
+                _, version, backend, ordinal, checked = wire.HELLO.unpack(message)
+                self.checked = bool(checked)
                 if version != wire.VERSION:
                     sys.exit(f"worker speaks version {wire.VERSION}, the parent {version}")
                 if backend == b"g":
                     self.cuda = Cuda(ordinal)
 
     def load(self, message: bytes) -> bytes:
-        launcher_id, kinds, path, symbol, cubin = wire.unpack_load(message)
+        launcher_id, kinds, path, symbol, cubin, item_sizes = wire.unpack_load(message)
         try:
             library = self.libraries.get(path)
             if library is None:
@@ -159,7 +161,11 @@ class Worker:
         except (OSError, AttributeError) as error:
             return b"E" + f"the isolated worker could not load {symbol} from {path}: {error}".encode()
         prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(CTYPE_OF_KIND[k] for k in kinds), ctypes.c_void_p)
-        self.launchers[launcher_id] = Launcher(prototype(address), kinds)
+        launcher = (CheckedLauncher if self.checked else Launcher)(prototype(address), kinds)
+        launcher.item_sizes = item_sizes
+        if self.checked and self.cuda is not None:
+            launcher.cuda = self.cuda
+        self.launchers[launcher_id] = launcher
         return b"K"
 
     def call(self, message: bytes) -> bytes:
@@ -185,6 +191,10 @@ class Launcher:
         self.dims = [None] * len(kinds)  # per tensor parameter: its sizes + strides array
 
     def call(self, message: bytes, regions: dict, stream):
+        self.parse(message, regions)
+        return self.function(*self.values, stream)
+
+    def parse(self, message: bytes, regions: dict) -> None:
         at = wire.CALL_HEAD.size
         values = self.values
         for index, kind in enumerate(self.kinds):
@@ -222,9 +232,67 @@ class Launcher:
                 at += 8 + 8 * count
                 self.dims[index] = items
                 values[index] = KregIntList(ctypes.cast(items, _INT64_POINTER), count)
-        return self.function(*values, stream)
 
 
+class CheckedLauncher(Launcher):
+    """A checked call: each tensor is copied into a buffer of its exact size
+    from the sanitizer's allocator (malloc under ASan, cuMemAlloc under
+    memcheck), so an access past its end is an error with an address the
+    sanitizer can name; the ranges are logged first (wire.CHECKED_CALL_LOG)
+    so the parent can say which argument an address is near."""
+
+    cuda = None
+
+    def call(self, message: bytes, regions: dict, stream):
+        self.parse(message, regions)
+        bounces = []
+        ranges = []
+        for index, kind in enumerate(self.kinds):
+            tensor = self.values[index]
+            if kind != "T" or not tensor.data or tensor.ndim < 0:
+                continue
+            nbytes = tensor.numel * self.item_sizes[index]
+            if nbytes == 0:
+                continue
+            shared = tensor.data
+            bounce = self._allocate(nbytes)
+            self._copy(bounce, shared, nbytes)
+            tensor.data = bounce
+            bounces.append((bounce, shared, nbytes))
+            ranges.append(f"{index} {bounce:#x} {bounce + nbytes:#x}")
+        sys.stderr.write(f"{wire.CHECKED_CALL_LOG} {' '.join(ranges)}\n")
+        sys.stderr.flush()
+        error = self.function(*self.values, stream)
+        if self.cuda is not None and self.cuda.synchronize(stream) != 0:
+            return error  # faulted: the worker replies F and exits, nothing to copy back
+        for bounce, shared, nbytes in bounces:
+            self._copy(shared, bounce, nbytes)
+            self._free(bounce)
+        return error
+
+    def _allocate(self, nbytes: int) -> int:
+        if self.cuda is None:
+            return _libc.malloc(nbytes)
+        pointer = ctypes.c_uint64()
+        self.cuda.entry("cuMemAlloc")(ctypes.byref(pointer), ctypes.c_size_t(nbytes))
+        return pointer.value
+
+    def _copy(self, to: int, source: int, nbytes: int) -> None:
+        if self.cuda is None:
+            ctypes.memmove(to, source, nbytes)
+        else:
+            self.cuda.entry("cuMemcpy")(ctypes.c_uint64(to), ctypes.c_uint64(source), ctypes.c_size_t(nbytes))
+
+    def _free(self, pointer: int) -> None:
+        if self.cuda is None:
+            _libc.free(pointer)
+        else:
+            self.cuda.entry("cuMemFree")(ctypes.c_uint64(pointer))
+
+
+_libc = ctypes.CDLL(None)
+_libc.malloc.restype, _libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+_libc.free.argtypes = [ctypes.c_void_p]
 _INT64_POINTER = ctypes.POINTER(ctypes.c_int64)
 _EMPTY_DIMS = (ctypes.c_int64 * 1)()
 SPIN_READS = 200  # non-blocking reads after a reply before a blocking wait: the next call often follows at once
