@@ -126,7 +126,7 @@ def show_registry_error(shell, etype, value, tb, tb_offset=None):
 class RegistryMagics(Magics):
     @line_magic("registry")
     def registry_magic(self, line: str):
-        """%registry list | status NAME | rebuild NAME | ccache"""
+        """%registry list | status NAME | rebuild NAME | ccache | isolate on|off"""
         import registry
 
         words = shlex.split(line)
@@ -143,8 +143,14 @@ class RegistryMagics(Magics):
             print(registry.status(rest[0], device=device))
         elif command == "ccache" and not rest:
             print(self._ccache_report())
+        elif command == "isolate" and rest in (["on"], ["off"]):
+            # The knob every later get reads (registry/knobs.py): ops got from now on run
+            # their launchers in a worker process; handles got before keep their mode.
+            os.environ["REGISTRY_ISOLATE"] = "1" if rest == ["on"] else "0"
+            print(f"isolation {rest[0]}: registry.get() now returns "
+                  + ("isolated ops (a crash or hang raises registry.KernelFault)" if rest == ["on"] else "normal ops"))
         else:
-            print("usage: %registry list | status NAME | rebuild NAME | ccache")
+            print("usage: %registry list | status NAME | rebuild NAME | ccache | isolate on|off")
 
     @staticmethod
     def _ccache_report() -> str:

@@ -4,7 +4,8 @@
     render_html(err)   for notebooks (the magics extension shows it when a
                        BuildError escapes a cell)
     render_error_text(err, where) / render_error_html(err, where)
-                       any registry error: a BuildError as above, others (an
+                       any registry error: a BuildError as above (and a checked
+                       call's KernelFault with its faulting line), others (an
                        unknown kernel, a manifest or signature error, a missing
                        launcher, a wrong argument) as their message and the
                        user's line that raised, with no traceback
@@ -221,12 +222,37 @@ _STRING = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'  # a Python string l
 _MAGIC_CALL = re.compile(rf"^get_ipython\(\)\.run_(?P<kind>cell|line)_magic\((?P<name>{_STRING}), (?P<args>{_STRING})")
 
 
+def _excerpt_text(d) -> list[str]:
+    out = []
+    excerpt = source_excerpt(d.file, d.line)
+    width = len(str(excerpt[-1][0])) if excerpt else 0
+    for number, text in excerpt:
+        marker = ">" if number == d.line else " "
+        out.append(f" {marker} {number:>{width}} | {text}")
+        offset = _caret_offset(text, d.column) if number == d.line else None
+        if offset is not None:
+            out.append(f"   {' ' * width} | {' ' * offset}^")
+    return out
+
+
+def _excerpt_html(d) -> str:
+    excerpt = source_excerpt(d.file, d.line)
+    if not excerpt:
+        return ""
+    width = len(str(excerpt[-1][0]))
+    return "<pre>" + "\n".join(_html_line(n, t, width, n == d.line, d.column) for n, t in excerpt) + "</pre>"
+
+
 def render_error_text(err, where: str | None = None) -> str:
     from registry.errors import BuildError
 
     if isinstance(err, BuildError):
         return render_text(err)
     out = [f"{type(err).__name__}: {err}"]
+    # A checked call's fault (registry.KernelFault) names the faulting line:
+    # shown like a compiler error, with the marked source line.
+    for d in (getattr(err, "diagnostics", None) or [])[:MAX_DIAGNOSTICS]:
+        out += ["", str(d)] + _excerpt_text(d)
     if where:
         out.append(f"  at {where}")
     return "\n".join(out)
@@ -240,6 +266,12 @@ def render_error_html(err, where: str | None = None) -> str:
     parts = [_STYLE, "<div class='kreg-err'>",
              f"<div class='where'>{html.escape(type(err).__name__)}</div>",
              f"<pre style='white-space:pre-wrap'>{html.escape(str(err))}</pre>"]
+    for d in (getattr(err, "diagnostics", None) or [])[:MAX_DIAGNOSTICS]:  # a checked call's fault
+        parts += [f"<div class='where'>{html.escape(str(d))}</div>", _excerpt_html(d)]
+    log = readable_log(getattr(err, "log", "") or "").rstrip() if getattr(err, "checked", False) else ""
+    if log:
+        parts.append(f"<details><summary>sanitizer report ({len(log.splitlines())} lines)</summary>"
+                     f"<pre>{html.escape(log)}</pre></details>")
     if where:
         parts.append(f"<div>at <code>{html.escape(where)}</code></div>")
     parts.append("</div>")
