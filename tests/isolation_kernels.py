@@ -57,3 +57,60 @@ def write_cpu_kernel(root: Path, name: str, body: str) -> Path:
     (folder / "kernel.toml").write_text(CPU_TOML.format(name=name))
     (folder / "kernel.cpp").write_text(CPU_SOURCE.format(name=name, body=body))
     return folder / "kernel.cpp"
+
+
+CUDA_TOML = """format = 1
+description = "an isolation test kernel on CUDA: out = a * x + k"
+
+[cuda]
+sources = ["kernel.cu"]
+cflags = ["-O2"]
+
+[[op]]
+signature = "{name}(Tensor x, float a) -> Tensor"
+dtypes = ["float32"]
+"""
+
+CUDA_SOURCE = """#include <cassert>
+#include <cuda_runtime.h>
+#include "kreg/abi.h"
+
+__global__ void body(float* os, const float* xs, int64_t n, float a) {{
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+{body}
+}}
+
+KREG_API const char* {name}_f32(kreg_tensor out, kreg_tensor x, float a, void* stream) {{
+  const int64_t n = out.numel;
+  body<<<(n + 255) / 256, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<float*>(out.data), static_cast<const float*>(x.data), n, a);
+  const cudaError_t error = cudaGetLastError();
+  return error == cudaSuccess ? nullptr : cudaGetErrorString(error);
+}}
+"""
+
+
+def cuda_good(k: int) -> str:
+    return f"  if (i < n) os[i] = a * xs[i] + {k}.0f;"
+
+
+CUDA_FAULTS = {
+    "write far past the end": "  if (i < n) os[i + (int64_t(1) << 40)] = xs[i];",
+    "read out of bounds": "  if (i < n) os[i] = xs[i + (int64_t(1) << 40)];",
+    "null pointer": "  if (i == 0) *static_cast<volatile float*>(nullptr) = a;",
+    "misaligned vector access": "  if (i == 0) *reinterpret_cast<float4*>(reinterpret_cast<char*>(os) + 4) = make_float4(a, a, a, a);",
+    "device trap": "  if (i == 0) __trap();",
+    "device-side assert": "  assert(i < 0);",
+    "endless loop": "  volatile int spin = 1; while (spin) {}",
+}
+
+# A checked CUDA build's fault one element past the end; the body is line 7.
+CUDA_CHECKED_WRITE = ("  if (i <= n) os[i] = a * xs[i < n ? i : 0];", 7)
+
+
+def write_cuda_kernel(root: Path, name: str, body: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.toml").write_text(CUDA_TOML.format(name=name))
+    (folder / "kernel.cu").write_text(CUDA_SOURCE.format(name=name, body=body))
+    return folder / "kernel.cu"

@@ -2,8 +2,8 @@
 
   plain     python -E -s -S registry/isolation/worker.py FD (no site, no torch:
             it starts in tens of milliseconds), LD_LIBRARY_PATH extended by
-            torch's lib folder and the nvidia wheels' lib folders, which an
-            nvcc-built kernel library may need
+            torch's lib folder, the nvidia wheels' lib folders and the CUDA
+            toolkit's lib64, which an nvcc-built kernel library may need
   asan      the same with libasan preloaded (`$CXX -print-file-name=libasan.so`):
             a checked CPU build's sanitizers need their runtime first in the
             process. Errors halt the worker and are written to its log.
@@ -42,6 +42,9 @@ def library_path() -> str:
         torch_dir = Path(next(iter(found.submodule_search_locations)))
         folders.append(torch_dir / "lib")
         folders += sorted(torch_dir.parent.glob("nvidia/*/lib")) + sorted(torch_dir.parent.glob("nvidia/cu*/lib"))
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:  # the CUDA runtime an nvcc-built library may link
+            folders.append(Path(home) / "lib64")
     existing = os.environ.get("LD_LIBRARY_PATH", "")
     return os.pathsep.join([str(f) for f in folders if f.is_dir()] + ([existing] if existing else []))
 
