@@ -23,7 +23,7 @@ from pathlib import Path
 
 from registry.isolation import wire
 
-SPIN_READS = 40  # non-blocking reads before a blocking wait (~20 us)
+SPIN_READS = 100  # non-blocking reads before a blocking wait (~50 us)
 RECV_BYTES = 1 << 16
 WORKER_SCRIPT = str(Path(__file__).resolve().parent / "worker.py")
 
