@@ -55,7 +55,7 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
         state.status = served = state.in_process
         served.get_seconds = perf_counter() - start
         return state.handle
-    from registry.kernel import resolve
+    from registry.resolve import resolve
 
     with STATE.lock:
         state = resolve(name, requested, rebuild, lambda backend: STATE.kernels.get((name, backend)))
@@ -113,7 +113,7 @@ _LAZY = {
     "RegistryError": "registry.errors", "BuildError": "registry.errors",
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
-    "sweep": "registry.dtype_sweep", "watch": "registry.watcher",
+    "sweep": "registry.notebook.dtype_sweep", "watch": "registry.notebook.watcher",
 }
 
 

@@ -59,7 +59,7 @@
 //                                         #   or a forward argument/return (saved for it); its
 //                                         #   returns are grad_<Tensor argument>
 //   sweep      = { x = "[rows, cols]", w = "[cols]" }  # shapes for sweeps and generated tests,
-//                                         #   in named sizes (registry/dtype_sweep.py maps
+//                                         #   in named sizes (registry/notebook/dtype_sweep.py maps
 //                                         #   element counts onto them); default: every Tensor (n,)
 //
 // dtypes come from the one table in core/dtype.h: float32, float16, bfloat16,

@@ -131,11 +131,11 @@ std::vector<std::string> key_changes(const std::optional<Memo>& memo, const Key&
 // How a backend's code is built: the one rule, asked from Python too.
 // Device code in its own cubin: BackendSpec::device_compiler() of [cuda].
 bool uses_device_module(const Manifest& manifest, const std::string& backend);
-// Torch-free libraries the registry compiles itself (registry/direct_build.py):
+// Torch-free libraries the registry compiles itself (registry/build/direct.py):
 // CPU kernel libraries and the host launchers of device code in a cubin.
 bool built_directly(const Manifest& manifest, const std::string& backend);
 // The key input "builder" of a directly built library: bump when the command
-// direct_build.py runs changes.
+// direct.py runs changes.
 inline constexpr const char* kDirectRecipe = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined";
 
 // The kernel-lib base key and binding pieces, for tools and tests.

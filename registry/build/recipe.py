@@ -1,15 +1,14 @@
-"""Acting on a plan's misses: what to build with which inputs (BuildPlan),
-the team's remote cache first, then the builds side by side.
-
-Imported only when something is missing: a fresh process that finds
-everything cached does not pay for the build machinery."""
+"""The build recipe: what a kernel library (or pybind module) and an op's
+binding are built from, as BuildPlans (step.py): sources, flags in their
+order, include paths, libraries, the launcher prototypes. Composed here
+only; the core hashes what the plan names (core/plan.h)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from registry import _core, ccache, environment, keys, knobs, remote
-from registry.artifacts import Artifact, Target, ensure, fetch_remote
-from registry.builder import BuildPlan
+from registry import _core, environment, knobs
+from registry.build import keys
+from registry.build.step import BuildPlan
 
 
 def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = None, plan=None,
@@ -32,13 +31,13 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
         kernel=manifest.name, backend=backend,
         kind="module" if pybind else "kernel-lib",
         # A module's name changes with its scanned content (Python caches
-        # modules by name); a kernel library's must not (ccache, see builder.py).
+        # modules by name); a kernel library's must not (ccache, see torch_extension.py).
         module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else ""),
         sources=list(plan.sources) if plan is not None else keys.kernel_sources(manifest, backend),
         cflags=([] if pybind else ["-fvisibility=hidden"]) + prototypes + cflags,
         cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + prototypes + keys.nvcc_flags(manifest),
         # -z defs: a symbol no source defines fails the link, where it can be
-        # named with its declaration (builder.py), not the first dlopen.
+        # named with its declaration (failure.py), not the first dlopen.
         ldflags=([] if pybind else ["-Wl,-Bsymbolic", "-Wl,-z,defs"]) + list(manifest.ldflags),
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
@@ -90,69 +89,3 @@ def _write_generated(path: Path, text: str) -> None:
         pass
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _core.write_file_atomic(str(path), text)
-
-
-def build_missing(store, plan, manifest, targets: dict, estimate_s, cache_root: Path, cuda_arch: str | None,
-                  previous_library: str | None = None):
-    """targets: what -> Target for each artifact the plan misses. The team's
-    remote cache first (REGISTRY_REMOTE_CACHE); what is still missing builds
-    under the compiler environment, side by side (the binding, with torch
-    headers, is the slow one). previous_library: the kernel library loaded
-    before in this process, if any. Returns (what -> Artifact, ccache counts or None)."""
-    artifacts, rejected = {}, {}
-    team = remote.current()
-    if team is not None and team.available():
-        for what, target in list(targets.items()):
-            known = None if target.artifact.force else target.match_remote(team)
-            if known is not None:
-                fetched, note = fetch_remote(store, known.hex, team)
-                if fetched is not None:
-                    artifacts[what] = fetched
-                    del targets[what]
-                elif note:
-                    rejected[what] = note
-    if targets:
-        builds = {what: (target, _build_plan(plan, manifest, target, estimate_s, cache_root, previous_library))
-                  for what, target in targets.items()}
-        counting = ccache.ccache_executable() is not None and any(
-            plan.through_ccache(team) for _, plan in builds.values())
-        before = ccache.stats() if counting else None
-        forced = any(target.artifact.force for target in targets.values())
-        with ccache.compiler_environment(cache_root, cuda_arch, recache=forced, team=team,
-                                         source_dir=manifest.dir):
-            artifacts.update(_run_side_by_side(store, builds, team, cache_root))
-        delta = ccache.delta(before, ccache.stats(), remote_storage=team is not None) if counting else None
-    else:
-        delta = None
-    for what, reason in rejected.items():
-        artifacts[what].miss_reason = artifacts[what].miss_reason or reason
-    return artifacts, delta
-
-
-def _build_plan(plan, manifest, target: Target, estimate_s, cache_root: Path, previous_library) -> BuildPlan:
-    a = target.artifact
-    if a.what == "lib":
-        return lib_plan(manifest, plan.backend, a.lock_key, estimate_s, plan, previous_library)
-    op = next(op for op in manifest.ops if op.name == a.what)
-    return binding_plan(manifest, op, plan.backend, cache_root, a)
-
-
-def _run_side_by_side(store, builds: dict, team, cache_root: Path) -> dict[str, Artifact]:
-    if len(builds) == 1:
-        (what, (target, build)), = builds.items()
-        return {what: ensure(store, target, build, team)}
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=len(builds)) as pool:
-        futures = {what: pool.submit(ensure, store, target, build, team) for what, (target, build) in builds.items()}
-        try:
-            errors = [f.exception() for f in futures.values() if f.exception() is not None]
-        except KeyboardInterrupt:
-            # Ctrl-C reaches this thread only: stop the workers' compilers so their builds fail now.
-            from registry.build_processes import stop_builds_of_this_process
-
-            stop_builds_of_this_process(cache_root)
-            raise
-        if errors:
-            raise errors[0]
-        return {what: f.result() for what, f in futures.items()}

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry import _core, knobs
-from registry.builder import BuildPlan, BuildResult, run_build
+from registry.build.compile import run_build
+from registry.build.step import BuildPlan, BuildResult
 from registry.errors import LockTimeoutError
 
 
@@ -44,7 +45,7 @@ class Target:
     def _found(self, key, stamps) -> None:
         self.key, self.extra_stamps, self.rekeyed = key, list(stamps), True
 
-    # The record travels through a team's remote cache (remote.py) as a small
+    # The record travels through a team's remote cache (team_cache.py) as a small
     # file under its path in the cache, so another machine finds the same key.
     def _remote_name(self) -> str:
         return f"deps/{self.artifact.lock_key}.toml"

@@ -41,21 +41,23 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from registry import builder, ccache
+from registry.build import ccache
+from registry.build.failure import build_error, check_launchers
+from registry.build.progress import build_progress, wait_for_build
+from registry.build.step import BuildResult, builds_run, torch_libstdcxx_flags
+from registry.load import open_library
+
 _COMPILE = ["-std=c++20", "-fPIC"]
 
 
 def build(plan, staging: Path):
-    from registry.kernel_load import open_library
-    from registry.progress import build_progress
-
-    builder.builds_run.append((plan.kernel, plan.kind))
+    builds_run.append((plan.kernel, plan.kind))
     cxx = os.environ.get("CXX") or "c++"
     real_cxx = ccache.unwrapped(cxx)  # what links: ccache caches no step that links
     flags = [*_COMPILE, *plan.cflags, *(f"-I{p}" for p in plan.include_paths)]
     out = staging / plan.artifact
     start = time.perf_counter()
-    if one_step(plan):
+    if plan.one_step():
         # The progress timer starts only if the build outlasts SHOW_AFTER_S (progress.wait_for_build).
         def step(link_flags: list[str], check: bool = True):
             return _run([real_cxx, *flags, "-pipe", "-MMD", "-MF", "0.d", plan.sources[0], *link_flags,
@@ -64,7 +66,7 @@ def build(plan, staging: Path):
         if _needs_only_c_runtime(plan.previous_library):
             returncode, log = step(_lean_link_flags(plan), check=False)
             if returncode != 0 and not _undefined_references_only(log):
-                raise builder.build_error(plan, log, staging)
+                raise build_error(plan, log, staging)
             if returncode != 0:
                 step(_link_flags(plan, real_cxx))
         else:
@@ -81,16 +83,8 @@ def build(plan, staging: Path):
     for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:
         leftover.unlink()
     library = open_library(str(out))
-    builder._check_launchers(plan, library)
-    return builder.BuildResult(staging, plan.artifact, deps, seconds, library)
-
-
-def one_step(plan, team=None) -> bool:
-    """One compile-and-link step (the fastest edit): one source, and no
-    remote storage that a compile through ccache could be served from or
-    shared with. `team`: the remote cache, asked before compiler_environment
-    has set CCACHE_REMOTE_STORAGE from it."""
-    return len(plan.sources) == 1 and not ccache.remote_storage_configured(team)
+    check_launchers(plan, library)
+    return BuildResult(staging, plan.artifact, deps, seconds, library)
 
 
 def _link_flags(plan, cxx: str) -> list[str]:
@@ -166,11 +160,11 @@ def _undefined_references_only(log: str) -> bool:
 
 
 def _libstdcxx_flags(cxx: str) -> list[str]:
-    """torch's libstdc++ by path (builder._libstdcxx_flags), unless it is the
+    """torch's libstdc++ by path (step.torch_libstdcxx_flags), unless it is the
     very file the compiler links for -lstdc++ anyway: naming it twice makes
     GNU ld read it twice, ~10 ms of a ~0.1 s edit. Either way the library
     needs the same libstdc++.so.6, so the key does not change."""
-    torch_lib = builder._libstdcxx_flags()
+    torch_lib = torch_libstdcxx_flags()
     if torch_lib and _compiler_libstdcxx(*_stat_of(cxx)) == os.path.realpath(torch_lib[0]):
         return []
     return torch_lib
@@ -203,8 +197,6 @@ def _run(command: list[str], plan, staging: Path, progress: bool = False, check:
     # cwd = the staging folder: an interrupted build's compilers are found there
     # (progress.py), and relative names in diagnostics resolve against it.
     if progress:
-        from registry.progress import wait_for_build
-
         process = subprocess.Popen(command, cwd=staging, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         stdout, stderr = wait_for_build(process, plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging)
         returncode = process.returncode
@@ -215,7 +207,7 @@ def _run(command: list[str], plan, staging: Path, progress: bool = False, check:
     if not check:
         return returncode, log
     if returncode != 0:
-        raise builder.build_error(plan, log, staging)
+        raise build_error(plan, log, staging)
 
 
 def _depfile_deps(staging: Path, project_dirs: list[str]) -> list[str]:

@@ -267,7 +267,7 @@ class RemoteCache:
         fails now (then it warns once and is skipped for a while)."""
         import time
 
-        from registry.resp import Connection, RedisError
+        from registry.remote.resp import Connection, RedisError
 
         if not self.available():
             return None

@@ -49,8 +49,8 @@ import torch
 
 from registry import dtypes as dtype_table
 from registry.errors import UsageError
-from registry.checks import DEFAULT_SCALARS, TOLERANCES, compare, load_reference, make_args  # noqa: F401
-from registry.timing import median_seconds
+from registry.notebook.checks import DEFAULT_SCALARS, TOLERANCES, compare, load_reference, make_args  # noqa: F401
+from registry.notebook.timing import median_seconds
 
 CPU_SIZES = [1, 17, 2**16, 2**20]
 CUDA_SIZES = [1, 17, 2**16, 2**24, 2**28]
@@ -124,8 +124,8 @@ def sweep(name, dtypes: list[str] | None = None, sizes: list[int] | None = None,
 
     import registry
     from registry import _core
-    from registry.kernel import locate
     from registry.op import Op
+    from registry.resolve import locate
 
     handle = name if isinstance(name, Op) else None
     kernel = handle.kernel if handle is not None else name
@@ -193,7 +193,7 @@ def _device_label(device: str) -> str:
 
 def _run_case(op, reference, baseline, module, spec, dtype: str, n: int, device: str, budget: int, repeats: int,
               args: dict, copy_gbps: float | None) -> dict:
-    from registry.checks import check_call, results, shapes, tolerance
+    from registry.notebook.checks import check_call, results, shapes, tolerance
 
     rtol, atol = tolerance(dtype, module, spec.name)
     torch_dtype = dtype_table.torch_dtype(dtype)

@@ -193,7 +193,7 @@ def user_line(tb) -> str | None:
     import sysconfig
     import traceback
 
-    skip = {os.path.dirname(os.path.abspath(__file__))}
+    skip = {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}  # the registry package
     skip |= {os.path.abspath(p) for k, p in sysconfig.get_paths().items() if k in ("stdlib", "purelib", "platlib")}
     user = [f for f in traceback.extract_tb(tb)
             if not any(os.path.abspath(f.filename).startswith(d + os.sep) for d in skip)]

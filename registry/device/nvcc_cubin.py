@@ -1,7 +1,7 @@
 """`nvcc -cubin` as a device compiler ([cuda] compiler = "nvcc-cubin"): for
 device code NVRTC cannot take (host-heavy templates, CUTLASS), with NVRTC's
 shape: device_sources -> one cubin, loaded with the driver API and launched by
-host launchers through kreg/launch.h (device_build.py does the snapshot,
+host launchers through kreg/launch.h (cubin_build.py does the snapshot,
 mirror and key; this file only runs the compiler).
 
 Why -cubin and not `nvcc -c` + link: -cubin skips the host half of nvcc

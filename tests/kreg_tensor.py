@@ -1,6 +1,7 @@
 """Calling a kernel library's launcher directly, without its op: the C
-struct a launcher takes for each tensor (benchmarks time the kernel alone
-this way). Loading libraries and filling launcher tables is kernel_load.py's.
+struct a launcher takes for each tensor (tests time the kernel alone this
+way, and call launchers without a binding). Loading libraries and filling
+launcher tables is registry/load.py's.
 """
 from __future__ import annotations
 

@@ -60,9 +60,9 @@ def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op
     handle = lib.built.loaded if lib.built else STATE.libraries.get(lib.entry.key) or open_library(lib.path)
     STATE.libraries[lib.entry.key] = handle
     if device is not None:
-        from registry import device_module
+        from registry.device import driver_module
 
-        device_module.bind(handle, device.key, device.path)
+        driver_module.bind(handle, device.key, device.path)
     namespaces, launchers = plan.namespaces, plan.launchers
     for spec in manifest.ops:
         namespace = namespaces[spec.name]

@@ -2,7 +2,7 @@
 piece of it outside a `get`: tools (aot.py), the NVRTC path, tests.
 
 The keys themselves are made in the core (core/plan.h documents their
-inputs): `get` asks for its whole plan in one call (kernel.py). The
+inputs): `get` asks for its whole plan in one call (resolve.py). The
 functions here ask the same core functions, so nothing is spelled twice.
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:
 
 
 def built_directly(manifest, backend: str) -> bool:
-    """Torch-free libraries the registry compiles itself (direct_build.py):
+    """Torch-free libraries the registry compiles itself (direct.py):
     CPU kernel libraries and the host launchers of device code in a cubin."""
     return _core.built_directly(manifest, backend)
 

@@ -30,7 +30,7 @@ class Watcher:
     `.builds` and `.failures` counted since it started."""
 
     def __init__(self, name: str, interval: float, device: str | None, out=None):
-        from registry.kernel import locate
+        from registry.resolve import locate
 
         self.name, self.interval, self.device = name, interval, device
         self.kernel_dir = Path(locate(name)).parent
@@ -79,7 +79,7 @@ class Watcher:
         """One check: get, and report a build or a failure."""
         import registry
         from registry.errors import BuildError
-        from registry.render import render_text
+        from registry.notebook.render import render_text
 
         fingerprint = self._fingerprint()
         if self._failed_at is not None and fingerprint == self._failed_at:

@@ -157,7 +157,7 @@ def _status(args) -> int:
 
 
 def _aot(args) -> int:
-    from registry.aot import export_package
+    from registry.tools.aot import export_package
 
     path = export_package(args.name, args.out, backends=args.backends)
     print(f"wrote {path}; build it where it will run: python -m pip install --no-build-isolation {path}")
@@ -212,7 +212,8 @@ def _cache_ls(args) -> int:
 
 
 def _cache_info(args) -> int:
-    from registry import ccache, knobs
+    from registry import knobs
+    from registry.build import ccache
 
     root = knobs.cache_dir()
     rows = _entries(_store())
@@ -228,9 +229,9 @@ def _cache_info(args) -> int:
 
 
 def _remote_line(ccache) -> str:
-    from registry import remote
+    from registry.remote import team_cache
 
-    team = remote.current()
+    team = team_cache.current()
     if team is None:
         return "none (set REGISTRY_REMOTE_CACHE=redis://host:port to share builds with a team)"
     problem = team.ping()
@@ -246,10 +247,10 @@ def _remote_line(ccache) -> str:
 def _team():
     import warnings
 
-    from registry import remote
     from registry.errors import RegistryError
+    from registry.remote import team_cache
 
-    team = remote.current()
+    team = team_cache.current()
     if team is None:
         raise RegistryError("no remote cache configured: set REGISTRY_REMOTE_CACHE=redis://[user:password@]host:port")
     warnings.simplefilter("ignore", RuntimeWarning)  # a failure is reported as the error below
@@ -257,7 +258,7 @@ def _team():
 
 
 def _remote_info(args) -> int:
-    from registry import ccache
+    from registry.build import ccache
 
     print(f"remote    {_remote_line(ccache)}")
     return EXIT_OK

@@ -29,8 +29,9 @@ import shutil
 import time
 from pathlib import Path
 
-from registry import _core, keys
-from registry.diagnostics import parse_diagnostics
+from registry import _core
+from registry.build import keys
+from registry.build.diagnostics import parse_diagnostics
 from registry.errors import BuildError, RegistryError
 
 # Bumped when what the registry hands NVRTC changes (options, mirror layout, shims).
@@ -51,7 +52,7 @@ compiles_run: list[str] = []
 
 
 class NvrtcDevice:
-    """NVRTC (registry/nvrtc.py) as the device compiler: in-process, with the
+    """NVRTC (registry/device/nvrtc.py) as the device compiler: in-process, with the
     <cstdint> shims, keyed by the wheel's identity."""
 
     name = "NVRTC"
@@ -79,16 +80,16 @@ class NvrtcDevice:
 def device_compiler(manifest):
     """The manifest's device compiler: NVRTC from torch's wheel, or nvcc -cubin."""
     if manifest.cuda.compiler == "nvcc-cubin":
-        from registry.nvcc_cubin import NvccCubin
+        from registry.device.nvcc_cubin import NvccCubin
 
         return NvccCubin()
-    from registry import nvrtc as nvrtc_lib
+    from registry.device import nvrtc as nvrtc_lib
 
     return NvrtcDevice(nvrtc_lib.load())
 
 
 def _as_compiler(compiler):
-    """A device compiler; a bare registry.nvrtc.Nvrtc (callers before nvcc-cubin) is wrapped."""
+    """A device compiler; a bare registry.device.nvrtc.Nvrtc (callers before nvcc-cubin) is wrapped."""
     return compiler if hasattr(compiler, "key_inputs") else NvrtcDevice(compiler)
 
 
@@ -323,7 +324,7 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     """The kernel's cubin: the memo's key when no stamp moved (trust_memo),
     else scan + snapshot + key; a miss compiles under the key's lock.
     compiler: the device compiler (default: the manifest's, device_compiler())."""
-    from registry.artifacts import _locked
+    from registry.build.artifacts import _locked
 
     nv = compiler or device_compiler(manifest)
     if trust_memo and not force and memo is not None and "device" in memo.keys:

@@ -7,7 +7,7 @@ process, started on first use, so two collections never overlap here (the
 core's gc.lock serializes them across processes anyway).
 
 `gc` removes least recently used entries while the cache is over
-REGISTRY_CACHE_MAX_BYTES, never one a live process has pinned (pins.py) and
+REGISTRY_CACHE_MAX_BYTES, never one a live process has pinned (state.py's pins) and
 never the entries a build just published (`keep`, not pinned yet). The rules
 and the locking are the core's (core/cache_store.h, `CacheStore.gc`).
 """

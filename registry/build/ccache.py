@@ -23,7 +23,7 @@ from registry.environment import cxx_command, nvcc_command
 
 _env_lock = threading.Lock()
 # Wrapper script -> the compiler it runs: a build that must not go through
-# ccache (direct_build's one compile-and-link step) calls the compiler itself.
+# ccache (direct.py's one compile-and-link step) calls the compiler itself.
 _wrapped: dict[str, str] = {}
 
 
@@ -139,16 +139,8 @@ def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool 
                 overrides["CCACHE_BASEDIR"] = base_dir(cache_root, source_dir if team is not None else None)
             if team is not None and team.available() and "CCACHE_REMOTE_STORAGE" not in os.environ:
                 overrides["CCACHE_REMOTE_STORAGE"] = team.ccache_storage()
-        saved = {k: os.environ.get(k) for k in overrides}
-        os.environ.update(overrides)
-        try:
+        with knobs.environment_overrides(overrides):
             yield ccache
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
 
 def base_dir(cache_root: Path, source_dir: str | None) -> str:

@@ -3,8 +3,8 @@
   find + parse the manifest (one core call) -> backend -> environment facts
   -> the plan (one core call, core/plan.h: keys, memo verdict, lookups,
      what to build and why)
-  -> act on it: fetch or build what misses (kernel_build.py), pin, load and
-     swap (kernel_load.py) -> record the outcome (one core call: the memo)
+  -> act on it: fetch or build what misses (misses.py), pin, load and
+     swap (load.py) -> record the outcome (one core call: the memo)
 
 Nothing here runs when `get` finds its stamps unchanged (registry/__init__.py).
 """
@@ -18,7 +18,7 @@ from registry.state import STATE, KernelState, Status
 
 __all__ = ["KernelState", "Status", "locate", "resolve"]
 
-# The build machinery (builder, artifacts, ThreadPoolExecutor) is imported only
+# The build machinery (registry.build, ThreadPoolExecutor) is imported only
 # when something must be built: a fresh process that finds everything cached
 # should not pay for it.
 
@@ -78,18 +78,18 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         # NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a device-only edit
         # leaves the host key alone. When the host side has misses too (a new
         # or renamed kernel, a launcher edit), the cubin compiles beside them.
-        from registry import device_build
+        from registry.device import cubin_build
 
-        compiler = device_build.device_compiler(manifest)  # here: the host build sets CXX etc. for its run
+        compiler = cubin_build.device_compiler(manifest)  # here: the host build sets CXX etc. for its run
 
         def cubin():
-            return device_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
+            return cubin_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
                                        trust_memo=plan.memo_vouched, force=rebuild, compiler=compiler)
 
         if any(a.missing for a in planned):
             device_job = _Beside(cubin)
             if environment.cuda_available(cache_root):  # memoized per machine; no GPU: nothing to warm up
-                from registry import device_module as loader
+                from registry.device import driver_module as loader
 
                 loader.warm_up_context()
         else:
@@ -102,8 +102,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         team.share([a.entry for a in artifacts.values()])  # built before the remote was set up
     targets, ccache_delta = {}, None
     if len(artifacts) < len(planned):
-        from registry.artifacts import Target
-        from registry.kernel_build import build_missing
+        from registry.build.artifacts import Target
+        from registry.build.misses import build_missing
 
         targets = {a.what: Target(a) for a in planned if a.missing}
         estimate = previous.status.last_build_seconds if previous is not None else plan.previous_build_seconds
@@ -124,7 +124,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     # Pinned (and marked used) before loading: a `cache gc` elsewhere cannot
     # remove what this process is about to load or has loaded.
     STATE.pins.hold(store, [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
-    from registry.kernel_load import load
+    from registry.load import load
 
     ops = load(manifest, plan, artifacts, previous, device)
 
@@ -145,7 +145,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         if compiled:
             # Beside the caller, not before the result (cache_cap.py); the cap
             # is read here, so a bad setting still fails this call.
-            from registry import cache_cap
+            from registry.build import cache_cap
 
             cache_cap.collect_garbage_soon(store, knobs.cache_max_bytes(),
                                            [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
@@ -206,12 +206,12 @@ class _Beside:
 
 
 def _team():
-    """The team's remote cache, or None; remote.py is imported only when one is set."""
+    """The team's remote cache, or None; team_cache.py is imported only when one is set."""
     if knobs.remote_cache() is None:
         return None
-    from registry import remote
+    from registry.remote import team_cache
 
-    return remote.current()
+    return team_cache.current()
 
 
 class _Hit:
