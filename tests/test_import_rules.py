@@ -9,11 +9,14 @@ the same rules): each module is parsed with `ast`, nothing is imported.
   - nothing imports tools/ but tools/ itself and the CLI entry (__main__);
   - no module but knobs writes os.environ;
   - no import cycle among the package's modules, counting the imports made
-    inside functions too.
+    inside functions too;
+  - no include cycle among the core's units (registry/core: a unit is a
+    header and its .cc; a test file is no unit).
 """
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -134,21 +137,41 @@ def test_only_knobs_writes_the_environment():
 
 def test_no_import_cycle():
     graph = {m: sorted({i.target for i in _imports(m)} - {m} - COMPILED) for m in MODULES}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
     state: dict[str, int] = {}  # 1: on the current path, 2: done
     path: list[str] = []
 
-    def walk(m: str) -> list[str] | None:
-        state[m] = 1
-        path.append(m)
-        for n in graph[m]:
+    def walk(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for n in graph.get(node, []):
             if state.get(n) == 1:
                 return path[path.index(n):] + [n]
-            if n not in state and (cycle := walk(n)):
-                return cycle
+            if n not in state and (found := walk(n)):
+                return found
         path.pop()
-        state[m] = 2
+        state[node] = 2
         return None
 
-    for m in graph:
-        if m not in state and (cycle := walk(m)):
-            pytest.fail("import cycle: " + " -> ".join(cycle))
+    for node in sorted(graph):
+        if node not in state and (found := walk(node)):
+            return found
+    return None
+
+
+def test_no_include_cycle_among_the_core_units():
+    core = PACKAGE / "core"
+    units = {p.stem for p in core.glob("*.h")}
+    graph: dict[str, list[str]] = {}
+    for source in [*core.glob("*.h"), *core.glob("*.cc")]:
+        if source.stem.endswith("_test"):
+            continue
+        included = re.findall(r'^#include "(\w+)\.h"', source.read_text(), re.M)
+        graph.setdefault(source.stem, [])
+        graph[source.stem] += [u for u in included if u in units and u != source.stem]
+    assert len(graph) > 20, sorted(graph)
+    cycle = _cycle(graph)
+    assert cycle is None, "include cycle: " + " -> ".join(cycle)

@@ -210,15 +210,4 @@ class CacheStore {
   std::string v1_;
 };
 
-// kDurable: fsync the file before the rename and the folder after, so the
-// new content survives a crash whole. kUnsynced: no fsync, for records whose
-// reader rejects a file cut short (the memo, the dependency records): after a
-// crash such a file may be old, new, empty or cut short, never wrong.
-enum class Sync { kDurable, kUnsynced };
-
-// Writes `contents` to `path` through a temporary file in the same folder and
-// a rename, so readers never see a partial file while the machine runs.
-void write_file_atomic(const std::string& path, const std::string& contents,
-                       Sync sync = Sync::kDurable);
-
 }  // namespace kreg

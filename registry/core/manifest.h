@@ -155,4 +155,7 @@ Manifest parse_manifest_text(const std::string& text, const std::string& manifes
 // Kernel names reach paths and command lines: [a-z_][a-z0-9_]{0,63}.
 bool is_valid_kernel_name(const std::string& name);
 
+// [A-Za-z_][A-Za-z0-9_]*: launcher, reference and module names reach C code.
+bool is_c_identifier(const std::string& name);
+
 }  // namespace kreg
