@@ -8,7 +8,7 @@
 The public functions are here: get, list, status. `get` has two paths. The
 hot one (below): the kernel was loaded in this process and every file it
 depends on has the stat it had, so the op handle is returned after a few
-stat() calls and nothing else. The slow one (kernel.resolve): keys, cache,
+stat() calls and nothing else. The slow one (resolve.resolve): keys, cache,
 builds, loading. See README.md and ARCHITECTURE.md.
 """
 from __future__ import annotations

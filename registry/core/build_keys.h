@@ -48,7 +48,7 @@ bool uses_device_module(const Manifest& manifest, const std::string& backend);
 // CPU kernel libraries and the host launchers of device code in a cubin.
 bool built_directly(const Manifest& manifest, const std::string& backend);
 // The key input "builder" of a directly built library: bump when the command
-// direct.py runs changes.
+// registry/build/direct.py runs changes.
 inline constexpr const char* kDirectRecipe = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined";
 
 // The kernel-lib base key and binding pieces, for tools and tests.

@@ -20,9 +20,9 @@
 //   v1/generated/              binding sources and launcher headers (plan.h),
 //                              named by content or signature
 //   v1/toolchains.toml         compiler identities, by the binary's stat (toolchain.h)
-//   v1/cuda_arch.txt           the GPU answer per machine identity (environment.py)
-//   v1/inline/<name>/          %%kernel cells written out as kernels (magics.py)
-//   v1/ccache-bin/<16 hex>/    the compiler wrapper ccache is reached through (ccache.py)
+//   v1/cuda_arch.txt           the GPU answer per machine identity (registry/environment.py)
+//   v1/inline/<name>/          %%kernel cells written out as kernels (registry/notebook/magics.py)
+//   v1/ccache-bin/<16 hex>/    the compiler wrapper ccache is reached through (registry/build/ccache.py)
 //
 // Publishing: a build writes into a staging folder, the store writes
 // entry.toml there (with the artifact's size and XXH3-128) and renames the

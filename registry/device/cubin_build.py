@@ -20,6 +20,15 @@ folder (cuda_fp16.h, ...) came with the NVRTC wheel: its identity is in the
 key. NVRTC's automatic precompiled headers are never turned on. With nvcc,
 the toolkit's and the system's headers come with nvcc's and its host
 compiler's identities (nvcc_cubin.py).
+
+The mirror is a new folder per build, so NVRTC's own cache (the CUDA compute
+cache, which answers an identical recompile of the same source and options
+in 0.07 s instead of 0.28 s on an H200) never sees the same options twice and
+can never hand back a cubin of older headers: the registry's cache is what
+makes going back to earlier code instant. For the same reason a precompiled
+header of the CUDA headers cannot be used (NVRTC accepts a PCH only with the
+command line it was made with, include paths included: warning 629). What
+does shorten the compile is --split-compile (SPLIT_COMPILE_THREADS).
 """
 from __future__ import annotations
 
@@ -363,6 +372,6 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
             shutil.rmtree(staging, ignore_errors=True)
             raise
     # The size cap is applied after the result, with the other artifacts of
-    # this get (kernel.resolve: cache_cap.collect_garbage_soon), not here in
+    # this get (resolve.resolve: cache_cap.collect_garbage_soon), not here in
     # the middle of the edit.
     return DeviceArtifact(published, built, nv, reason, snapshot.stamps)
