@@ -8,7 +8,7 @@
 The public functions are here: get, list, status. `get` has two paths. The
 hot one (below): the kernel was loaded in this process and every file it
 depends on has the stat it had, so the op handle is returned after a few
-stat() calls and nothing else. The slow one (kernel.resolve): keys, cache,
+stat() calls and nothing else. The slow one (resolve.resolve): keys, cache,
 builds, loading. See README.md and ARCHITECTURE.md.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None, isolate:
     if checked or isolate or (isolate is None and "REGISTRY_ISOLATE" in _environ and knobs.isolate()):
         from registry.isolation.entry import get_isolated
 
-        return get_isolated(name, rebuild=rebuild, device=device, checked=checked)
+        return get_isolated(get, name, rebuild=rebuild, device=device, checked=checked)
     start = perf_counter()
     requested = knobs.requested_device(device)
     # Everything per call is here, on purpose: one dict lookup, one C++ call
@@ -66,7 +66,7 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None, isolate:
         state.status = served = state.in_process
         served.get_seconds = perf_counter() - start
         return state.handle
-    from registry.kernel import resolve
+    from registry.resolve import resolve
 
     with STATE.lock:
         state = resolve(name, requested, rebuild, lambda backend: STATE.kernels.get((name, backend)))
@@ -124,7 +124,7 @@ _LAZY = {
     "RegistryError": "registry.errors", "BuildError": "registry.errors",
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
-    "sweep": "registry.dtype_sweep", "watch": "registry.watcher",
+    "sweep": "registry.notebook.dtype_sweep", "watch": "registry.notebook.watcher",
     "KernelFault": "registry.isolation.faults",
 }
 

@@ -13,7 +13,7 @@ import torch
 
 import registry
 from isolation_kernels import CHECKED_BODIES, CPU_FAULTS, good, write_cpu_kernel
-from registry import render
+from registry.notebook import render
 
 _names = itertools.count()
 

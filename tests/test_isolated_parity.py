@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import registry
-from registry.checks import make_args
-from registry.kernel import find
+from registry.notebook.checks import make_args
+from registry.resolve import find
 
 LIBRARY = ["axpy", "scale", "softmax", "rmsnorm", "layernorm", "rowmax", "quantize", "matmul"]
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKOUT, KernelCopy
-from registry import _core, device_build, environment
+from registry import _core, environment
+from registry.device import cubin_build
 from registry.errors import BuildError
 
 NVCC = environment.nvcc_command()
@@ -45,7 +46,7 @@ def build(kernel: KernelCopy, store, previous=None):
     if previous is not None:
         memo = _core.Memo()
         memo.keys = {"device": previous.key}
-    return device_build.ensure(store, manifest, ARCH, memo, trust_memo=False, force=False)
+    return cubin_build.ensure(store, manifest, ARCH, memo, trust_memo=False, force=False)
 
 
 def inputs(artifact) -> dict[str, str]:
@@ -118,7 +119,7 @@ def test_flags_and_arch_are_keyed(kernel, store):
     flagged = build(kernel, store, first)
     assert flagged.key != first.key and "-lineinfo" in inputs(flagged)["flags.device"]
     manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
-    other_arch = device_build.ensure(store, manifest, "8.0", None, trust_memo=False, force=False)
+    other_arch = cubin_build.ensure(store, manifest, "8.0", None, trust_memo=False, force=False)
     assert other_arch.key != flagged.key and "-arch=sm_80" in inputs(other_arch)["flags.device"]
 
 
@@ -183,10 +184,11 @@ popen = []
 sys.addaudithook(lambda event, args: popen.append([str(a) for a in (args[1] or [])])
                  if event == "subprocess.Popen" else None)
 import registry
-from registry import device_module
+from registry.device import driver_module
 bound = []
-device_module.bind = lambda library, key, path: bound.append((key, path))  # no GPU: no driver
-from registry import device_build, direct_build
+driver_module.bind = lambda library, key, path: bound.append((key, path))  # no GPU: no driver
+from registry.build import direct
+from registry.device import cubin_build
 spans = {}  # when the cubin and the host launcher library were built
 def timed(module, name, label):
     fn = getattr(module, name)
@@ -197,8 +199,8 @@ def timed(module, name, label):
         finally:
             spans[label] = (start, time.perf_counter())
     setattr(module, name, wrapper)
-timed(device_build, "compile_device", "device")
-timed(direct_build, "build", "lib")
+timed(cubin_build, "compile_device", "device")
+timed(direct, "build", "lib")
 registry.get(sys.argv[1], device="cuda")
 status = registry.status(sys.argv[1], device="cuda")
 print(json.dumps({"compiled": status.compiled, "device": status.device, "key": status.key,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKOUT, KernelCopy
-from registry import _core, device_build, nvrtc
+from registry import _core
+from registry.device import cubin_build, nvrtc
 from registry.errors import BuildError
 
 ARCH = "9.0"
@@ -39,7 +40,7 @@ def build(kernel: KernelCopy, store, previous=None):
     """One resolve of the cubin, as `get` does it: previous is the last artifact."""
     manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
     memo = _memo(previous.key) if previous is not None else None
-    return device_build.ensure(store, manifest, ARCH, memo, trust_memo=False, force=False)
+    return cubin_build.ensure(store, manifest, ARCH, memo, trust_memo=False, force=False)
 
 
 def inputs(artifact) -> dict[str, str]:
@@ -80,7 +81,7 @@ def test_an_unchanged_kernel_is_a_cache_hit(kernel, store):
 
 
 def test_a_cubin_build_leaves_the_cache_cap_to_after_the_result(kernel, store, monkeypatch, tmp_path):
-    # The cap runs on a worker thread once the get has its result (kernel.py);
+    # The cap runs on a worker thread once the get has its result (resolve.py);
     # an entry over the cap is still there when the cubin build returns.
     staging = tmp_path / "old-staging"
     staging.mkdir()
@@ -124,7 +125,7 @@ def test_every_edit_of_a_header_gives_a_new_cubin(kernel, store):
 
 def test_never_turns_on_nvrtc_automatic_pch(kernel):
     manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
-    options = device_build.nvrtc_options(manifest, "sm_90")
+    options = cubin_build.nvrtc_options(manifest, "sm_90")
     assert not [o for o in options if "pch" in o], options
 
 
@@ -183,8 +184,8 @@ def test_both_sides_of_a_conditional_include_are_keyed(kernel, store):
 def test_keys_are_exact_even_when_the_scanner_sees_nothing(kernel, store, monkeypatch):
     """NVRTC is given only the snapshot: with a scanner that finds no header at
     all, compiling still discovers each one and the key covers them all."""
-    monkeypatch.setattr(device_build, "scan_files",
-                        lambda manifest, recorded: device_build.device_sources(manifest) + list(recorded))
+    monkeypatch.setattr(cubin_build, "scan_files",
+                        lambda manifest, recorded: cubin_build.device_sources(manifest) + list(recorded))
     artifact = build(kernel, store)
     assert artifact.built.rounds > 1
     keyed = {n for n in inputs(artifact) if n.startswith("file:")}
@@ -200,7 +201,7 @@ def test_compile_error_points_at_the_real_file_and_line(kernel, store):
     assert first is not None, caught.value.log
     assert first.file == str(kernel.path("axpy_math.h").resolve())
     assert first.line == 13
-    from registry.render import render_text
+    from registry.notebook.render import render_text
 
     text = render_text(caught.value)
     assert "axpy_math.h:13" in text and "oops" in text
@@ -216,11 +217,11 @@ def test_missing_header_is_a_compile_error_naming_it(kernel, store):
 
 
 def test_target_arch_from_the_arch_list():
-    assert device_build.target_arch("9.0") == "sm_90"
-    assert device_build.target_arch("8.0;9.0+PTX") == "sm_90"
-    assert device_build.target_arch("8.6 8.9") == "sm_89"
+    assert cubin_build.target_arch("9.0") == "sm_90"
+    assert cubin_build.target_arch("8.0;9.0+PTX") == "sm_90"
+    assert cubin_build.target_arch("8.6 8.9") == "sm_89"
     with pytest.raises(Exception, match="TORCH_CUDA_ARCH_LIST"):
-        device_build.target_arch("")
+        cubin_build.target_arch("")
 
 
 def test_builds_with_no_cuda_toolkit(kernel, tmp_path):
@@ -232,11 +233,12 @@ def test_builds_with_no_cuda_toolkit(kernel, tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(CHECKOUT), str(CHECKOUT / "tests")])
     script = f"""
 import shutil
-from registry import _core, device_build
+from registry import _core
+from registry.device import cubin_build
 assert shutil.which("nvcc") is None, shutil.which("nvcc")
 manifest = _core.parse_manifest({str(kernel.path("kernel.toml"))!r})
 store = _core.CacheStore({str(tmp_path / "cache")!r})
-a = device_build.ensure(store, manifest, "9.0", None, trust_memo=False, force=False)
+a = cubin_build.ensure(store, manifest, "9.0", None, trust_memo=False, force=False)
 assert open(a.path, "rb").read(4) == b"\\x7fELF"
 print("KEY", a.key)
 """
@@ -246,8 +248,8 @@ print("KEY", a.key)
 
 
 def test_aot_export_refuses_nvrtc_device_code_and_names_the_way_out(tmp_path):
-    from registry import aot
     from registry.errors import RegistryError
+    from registry.tools import aot
 
     with pytest.raises(RegistryError, match="NVRTC.*CPU backend only"):
         aot.export_package("axpy_nvrtc", tmp_path / "pkg")
@@ -264,9 +266,9 @@ def test_aot_export_refuses_nvrtc_device_code_and_names_the_way_out(tmp_path):
     ("/opt/cuda/lib64/libnvrtc.so", "", False),
 ])
 def test_split_compile_only_where_nvrtc_takes_it(kernel, library, distribution, splits):
-    from registry.nvrtc import Nvrtc
+    from registry.device.nvrtc import Nvrtc
 
     manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
-    compiler = device_build.NvrtcDevice(Nvrtc(library, None, distribution))
+    compiler = cubin_build.NvrtcDevice(Nvrtc(library, None, distribution))
     options = compiler.options(manifest, "sm_90")
-    assert (f"--split-compile={device_build.SPLIT_COMPILE_THREADS}" in options) is splits, options
+    assert (f"--split-compile={cubin_build.SPLIT_COMPILE_THREADS}" in options) is splits, options

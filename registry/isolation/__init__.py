@@ -41,29 +41,9 @@ import atexit
 from registry.isolation.faults import KernelFault
 from registry.isolation.supervisor import SUPERVISOR
 
-__all__ = ["KernelFault", "isolated", "status_lines", "SUPERVISOR"]
+__all__ = ["KernelFault", "status_lines", "SUPERVISOR"]
 
 atexit.register(SUPERVISOR.shutdown)
-
-
-def isolated(handle, flavor: str = "plain"):
-    """The isolated twin of an Op (or an OpGroup of twins)."""
-    from registry.isolation.handle import twin_of
-    from registry.op import Op, OpGroup
-
-    if isinstance(handle, Op):
-        twin = twin_of(handle, flavor)
-        twin._follow()
-        return twin
-    group = _groups.get((id(handle), flavor))
-    if group is None:
-        group = _groups[(id(handle), flavor)] = OpGroup(handle.kernel, {n: isolated(o, flavor) for n, o in handle.ops.items()})
-    for op in group.ops.values():
-        op._follow()
-    return group
-
-
-_groups: dict = {}
 
 
 def status_lines(kernel: str, backend: str) -> list[str]:

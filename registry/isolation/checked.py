@@ -36,19 +36,6 @@ def flavor_of(backend: str) -> str:
     return "asan" if backend == "cpu" else "memcheck"
 
 
-def get_checked(name: str, *, rebuild: bool, device: str | None):
-    import registry
-    from registry.isolation import isolated, launch_env
-
-    source = registry.get(name, rebuild=rebuild, device=device, isolate=False)
-    backend = next(iter(source.ops.values())).backend if hasattr(source, "ops") else source.backend
-    if backend == "cpu":
-        launch_env.asan_runtime()  # says what to install when it is missing
-    else:
-        launch_env.compute_sanitizer()
-    return isolated(source, flavor_of(backend))
-
-
 class Variant:
     """The checked build of one kernel version: library path, launchers per op, folders."""
 
@@ -74,7 +61,7 @@ def variant(kernel: str, backend: str, key: str) -> Variant:
 
 
 def _build(kernel: str, backend: str) -> Variant:
-    from registry.kernel import find
+    from registry.resolve import find
 
     manifest = find(kernel)
     original = Path(manifest.dir)
@@ -89,8 +76,8 @@ def _build(kernel: str, backend: str) -> Variant:
     planned = {a.what: a for a in plan.artifacts}
     lib = planned["lib"]
     if lib.missing:
-        from registry.artifacts import Target
-        from registry.kernel_build import build_missing
+        from registry.build.artifacts import Target
+        from registry.build.misses import build_missing
 
         built, _ = build_missing(store, plan, derived, {"lib": Target(lib)}, None, cache_root,
                                  env.get("env.cuda_arch"))

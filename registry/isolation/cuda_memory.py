@@ -19,7 +19,7 @@ _driver = None
 def _cuda():
     global _driver
     if _driver is None:
-        from registry.device_module import _cuda as loaded
+        from registry.device.driver_module import _cuda as loaded
 
         driver = loaded()
 
@@ -39,7 +39,7 @@ def _cuda():
 
 def _check(result: int, what: str) -> None:
     if result != 0:
-        from registry.device_module import _check as check
+        from registry.device.driver_module import _check as check
 
         check(result, what)
 

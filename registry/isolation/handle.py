@@ -141,3 +141,22 @@ class IsolatedOp(Op):
 
     def __repr__(self) -> str:
         return Op.__repr__(self)[:-1] + f", isolated{'' if self._flavor == 'plain' else ', checked'}]>"
+
+
+_groups: dict = {}  # (id of the source OpGroup, flavor) -> the group of twins
+
+
+def isolated(handle, flavor: str = "plain"):
+    """The isolated twin of an Op (or an OpGroup of twins), following it."""
+    from registry.op import OpGroup
+
+    if isinstance(handle, Op):
+        twin = twin_of(handle, flavor)
+        twin._follow()
+        return twin
+    group = _groups.get((id(handle), flavor))
+    if group is None:
+        group = _groups[(id(handle), flavor)] = OpGroup(handle.kernel, {n: isolated(o, flavor) for n, o in handle.ops.items()})
+    for op in group.ops.values():
+        op._follow()
+    return group

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from registry.isolation.supervisor import WORKER_SCRIPT
+WORKER_SCRIPT = str(Path(__file__).resolve().parent / "worker.py")
 
 ASAN_OPTIONS = "halt_on_error=1:abort_on_error=1:detect_leaks=0:symbolize=1:print_summary=1:detect_odr_violation=0"
 UBSAN_OPTIONS = "halt_on_error=1:abort_on_error=1:print_stacktrace=1:symbolize=1"

@@ -25,7 +25,6 @@ from registry.isolation import wire
 
 SPIN_READS = 100  # non-blocking reads before a blocking wait (~50 us)
 RECV_BYTES = 1 << 16
-WORKER_SCRIPT = str(Path(__file__).resolve().parent / "worker.py")
 
 SIGNAL_MEANING = {
     signal.SIGSEGV: "a segmentation fault: the kernel read or wrote memory the process does not own "

@@ -5,7 +5,7 @@ Started by supervisor.py as `python -I -S .../registry/isolation/worker.py FD`
 package, so it starts in a few tens of milliseconds). FD is its end of a
 SOCK_SEQPACKET pair; the messages are those of wire.py. It loads the kernel
 libraries the parent names (dlopen, RTLD_LOCAL; a cubin is loaded with the
-driver API and bound as registry/device_module.py does), maps the memory the
+driver API and bound as registry/device/driver_module.py does), maps the memory the
 parent shares (CPU: the fds of shared storages, mmap'ed; CUDA: IPC handles),
 calls a launcher through a prototype built from the signature's argument
 kinds, and replies with the launcher's error string or nothing.
