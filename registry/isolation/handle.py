@@ -103,8 +103,10 @@ class IsolatedOp(Op):
         self._follow()
         with SUPERVISOR.lock:
             outer = proxy.CALL.timeout
-            if timeout is not None or not raw:
+            # The outermost call sets the timeout; autograd's forward, run inside it, keeps it.
+            if timeout is not None or proxy.CALL.depth == 0:
                 proxy.CALL.timeout = timeout if timeout is not None else knobs.isolate_timeout()
+            proxy.CALL.depth += 1
             proxy.CALL.outcome = None
             if self.backend == "cpu":
                 worker = SUPERVISOR.worker(self._flavor, "cpu")
@@ -123,8 +125,8 @@ class IsolatedOp(Op):
                     raise self._fault(outcome) from None
                 raise outcome from None  # KeyboardInterrupt, or an error of the isolation itself
             finally:
-                if raw:
-                    proxy.CALL.timeout = outer
+                proxy.CALL.depth -= 1
+                proxy.CALL.timeout = outer
 
     def _fault(self, fault: "proxy.Fault") -> KernelFault:
         if self._flavor != "plain":

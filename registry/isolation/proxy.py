@@ -68,6 +68,7 @@ class CallState:
 
     timeout = 30.0
     outcome = None  # a Fault or a BaseException the callback caught
+    depth = 0  # isolated calls in progress on this thread (autograd's forward runs inside one)
 
 
 CALL = CallState()
@@ -158,6 +159,12 @@ def _item_sizes(table: LauncherTable, spec, code: int) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def _cuda_memory():
+    from registry.isolation import cuda_memory  # imported on the first CUDA call, then found in sys.modules
+
+    return cuda_memory
+
+
 _Q, _F, _I, _B = struct.Struct("<q"), struct.Struct("<f"), struct.Struct("<i"), struct.Struct("<B")
 
 
@@ -184,8 +191,7 @@ class Link:
         cuda = self.backend == "cuda"
         try:
             if cuda:
-                from registry.isolation import cuda_memory
-
+                cuda_memory = _cuda_memory()
                 cuda_memory.synchronize(params[-1])  # the parent's stream: what it queued before this call
             launcher = worker.launcher_id(self.library, self.symbol, self.cubin, self.kinds, self.item_sizes, timeout)
             parts = [wire.CALL_HEAD.pack(b"C", launcher)]
@@ -251,6 +257,15 @@ class Link:
         except BaseException:
             SUPERVISOR.retire(worker)
             raise
+        if worker.flavor == "memcheck":
+            # memcheck may report an access and let the kernel finish: its report in
+            # the log, not the reply, says whether the call was clean.
+            report = worker.read_new_log()
+            if "========= Invalid" in report or "========= Program hit" in report or "Misaligned" in report:
+                SUPERVISOR.retire(worker)
+                SUPERVISOR.faults += 1
+                raise Fault("compute-sanitizer's memcheck found an invalid access", worker.read_log(), self.dtype,
+                            cuda=True)
         if reply[:1] == b"K":
             return None
         if reply[:1] == b"F":

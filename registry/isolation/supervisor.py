@@ -77,6 +77,7 @@ class Worker:
         self.staging = None  # (region id, mmap, address, size)
         self.staged_calls = self.staged_bytes = 0
         self.calls = 0
+        self._log_read = 0
         self._poller = select.poll()
         self._poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.sock.send(wire.HELLO.pack(b"H", wire.VERSION, b"g" if backend == "cuda" else b"c", ordinal,
@@ -213,6 +214,17 @@ class Worker:
             sig = signal.Signals(-code)
             return WorkerDied(f"the worker died of {sig.name} ({SIGNAL_MEANING.get(sig, 'a fatal signal')})", log)
         return WorkerDied(f"the worker exited with status {code}", log)
+
+    def read_new_log(self) -> str:
+        """What the worker wrote to its log since the last read_new_log."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_read)
+                text = log.read()
+        except OSError:
+            return ""
+        self._log_read += len(text)
+        return text.decode(errors="replace")
 
     def read_log(self) -> str:
         try:
