@@ -52,7 +52,9 @@ def status_lines(kernel: str, backend: str) -> list[str]:
     for (flavor, worker_backend), worker in SUPERVISOR.workers.items():
         if worker_backend != backend:
             continue
-        memory = ("CUDA IPC, no copies" if backend == "cuda" else
+        refused = getattr(worker, "ipc_refused", "")
+        memory = ((f"CUDA IPC; {worker.staged_calls} of {worker.calls} calls staged {worker.staged_bytes} bytes "
+                   f"through device copies ({refused})" if refused else "CUDA IPC, no copies") if backend == "cuda" else
                   f"CPU tensors in shared memory; {worker.staged_calls} of {worker.calls} calls staged "
                   f"{worker.staged_bytes} bytes through a copy (outputs the binding allocates, contiguous copies)")
         lines.append(f"  isolated worker ({flavor}): pid {worker.process.pid}, {worker.calls} calls; {memory}")

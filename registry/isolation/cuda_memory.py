@@ -2,6 +2,9 @@
 driver (cuMemGetAddressRange), its IPC handle (cuIpcGetMemHandle of the base,
 sent once per allocation and worker), and the pointer's offset in it.
 
+Memory IPC cannot share (cuMemMap'ed, as with expandable segments) is staged
+through a cudaMalloc'ed buffer by device copies; registry.status() says so.
+
 An allocation is known by (base, CU_POINTER_ATTRIBUTE_BUFFER_ID): torch's
 caching allocator may free a segment and get a new one at the same base, whose
 buffer id differs, so a stale handle is never reused.
@@ -61,16 +64,39 @@ def region_of(worker, address: int) -> tuple[int, int]:
     handle = (ctypes.c_char * 64)()
     result = driver["ipc"](handle, base.value)
     if result != 0:
-        from registry.errors import OpCallError
-
-        raise OpCallError(
-            f"this tensor's memory cannot be shared with the isolated worker (cuIpcGetMemHandle failed with CUDA "
-            f"error {result}): CUDA IPC needs memory from cudaMalloc, and e.g. PYTORCH_CUDA_ALLOC_CONF="
-            f"expandable_segments:True allocates otherwise. Turn that setting off for isolated ops, or call the "
-            f"op without isolate=True.")
+        # Not cudaMalloc'ed memory (e.g. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps it
+        # with cuMemMap, which IPC cannot share): the caller stages it through a device copy.
+        worker.ipc_refused = f"cuIpcGetMemHandle refused an allocation (CUDA error {result})"
+        return None
     region = worker.new_region_id()
     if known is not None:
         worker.sock.send(wire.DROP.pack(b"X", known[1]))
     worker.sock.send(wire.CUDA_REGION_HEAD.pack(b"G", region) + bytes(handle))
     worker.cuda_regions[base.value] = (buffer_id.value, region)
     return region, address - base.value
+
+
+def staging_buffer(worker, size: int) -> tuple[int, int]:
+    """(region id, device address) of a cudaMalloc'ed buffer shared with the worker."""
+    staging = getattr(worker, "cuda_staging", None)
+    if staging is None or staging[2] < size:
+        driver = _cuda()
+        size = max(size, 1 << 20, 2 * (staging[2] if staging else 0))
+        pointer = ctypes.c_uint64()
+        alloc = getattr(driver["lib"], "cuMemAlloc_v2")
+        _check(alloc(ctypes.byref(pointer), ctypes.c_size_t(size)), "cuMemAlloc (staging for an isolated call)")
+        handle = (ctypes.c_char * 64)()
+        _check(driver["ipc"](handle, pointer.value), "cuIpcGetMemHandle (staging)")
+        region = worker.new_region_id()
+        worker.sock.send(wire.CUDA_REGION_HEAD.pack(b"G", region) + bytes(handle))
+        if staging is not None:
+            worker.sock.send(wire.DROP.pack(b"X", staging[0]))
+            getattr(driver["lib"], "cuMemFree_v2")(ctypes.c_uint64(staging[1]))
+        worker.cuda_staging = staging = (region, pointer.value, size)
+    return staging[0], staging[1]
+
+
+def copy(to: int, source: int, nbytes: int) -> None:
+    driver = _cuda()
+    copy_fn = getattr(driver["lib"], "cuMemcpy")
+    _check(copy_fn(ctypes.c_uint64(to), ctypes.c_uint64(source), ctypes.c_size_t(nbytes)), "cuMemcpy (staging)")

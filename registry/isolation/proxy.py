@@ -189,6 +189,7 @@ class Link:
         worker = SUPERVISOR.worker(self.flavor, self.backend, self.ordinal)
         timeout = CALL.timeout
         cuda = self.backend == "cuda"
+        cuda_memory = None
         try:
             if cuda:
                 cuda_memory = _cuda_memory()
@@ -207,13 +208,11 @@ class Link:
                     nbytes = numel * item_size
                     if not data or nbytes == 0:
                         region, offset = wire.NO_REGION, 0
-                    elif cuda:
-                        region, offset = cuda_memory.region_of(worker, data)
                     else:
-                        found = worker.cpu_region_of(data, nbytes)
+                        found = cuda_memory.region_of(worker, data) if cuda else worker.cpu_region_of(data, nbytes)
                         if found is None:
-                            # Not shared memory (an output the binding allocated, a contiguous
-                            # copy it made): staged. The offset keeps the address's alignment.
+                            # Not shared memory (CPU: an output the binding allocated; CUDA:
+                            # memory IPC cannot share): staged. The offset keeps the alignment.
                             offset = staged_bytes + (data & 63)
                             staged.append((data, offset, nbytes, len(parts), ndim, numel))
                             staged_bytes = (offset + nbytes + 63) & ~63
@@ -233,9 +232,11 @@ class Link:
                 else:  # "l"
                     parts.append(struct.pack(f"<q{value.size}q", value.size, *value.data[:value.size]))
             if staged:
-                region, base = worker.staging_buffer(staged_bytes)
+                region, base = (cuda_memory.staging_buffer(worker, staged_bytes) if cuda
+                                else worker.staging_buffer(staged_bytes))
+                move = cuda_memory.copy if cuda else ctypes.memmove
                 for data, offset, nbytes, at, ndim, numel in staged:
-                    ctypes.memmove(base + offset, data, nbytes)
+                    move(base + offset, data, nbytes)
                     parts[at] = wire.TENSOR_HEAD.pack(ndim, region, offset, numel)
                 worker.staged_calls += 1
                 worker.staged_bytes += sum(s[2] for s in staged)
@@ -243,7 +244,7 @@ class Link:
             reply = worker.request(message, timeout)
             worker.calls += 1
             for data, offset, nbytes, *_ in staged:
-                ctypes.memmove(data, base + offset, nbytes)
+                move(data, base + offset, nbytes)
         except WorkerDied as died:
             SUPERVISOR.retire(worker)
             SUPERVISOR.faults += 1

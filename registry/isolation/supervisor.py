@@ -213,7 +213,9 @@ class Worker:
         if code is not None and code < 0:
             sig = signal.Signals(-code)
             return WorkerDied(f"the worker died of {sig.name} ({SIGNAL_MEANING.get(sig, 'a fatal signal')})", log)
-        return WorkerDied(f"the worker exited with status {code}", log)
+        last = next((line.strip() for line in reversed(log.splitlines()) if line.strip()), "")
+        return WorkerDied(f"the worker exited with status {code}" + (f" ({last})" if last else "")
+                          + f"; its log is {self.log_path}", log)
 
     def read_new_log(self) -> str:
         """What the worker wrote to its log since the last read_new_log."""

@@ -190,8 +190,12 @@ class Launcher:
         self.values = [CTYPE_OF_KIND[k]() for k in kinds]
         self.dims = [None] * len(kinds)  # per tensor parameter: its sizes + strides array
 
+    last = b""  # the previous call's message: the same bytes give the same parameters
+
     def call(self, message: bytes, regions: dict, stream):
-        self.parse(message, regions)
+        if message != self.last:  # region ids are never reused, so equal messages mean equal memory
+            self.parse(message, regions)
+            self.last = message
         return self.function(*self.values, stream)
 
     def parse(self, message: bytes, regions: dict) -> None:
