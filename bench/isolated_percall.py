@@ -8,8 +8,10 @@ For axpy (out = alpha * x + y, float32) at each size: `normal` is
 registry.get("axpy"), `isolated` registry.get("axpy", isolate=True), both
 called as a user calls them, interleaved round by round (each round times
 `calls` back-to-back calls and synchronizes the device). Reported per size:
-the median per call of each, the isolated op's extra cost (median
-difference) and its overhead in percent. The first isolated call (the
+the median over rounds of the per-call time of each (a round's mean, so a
+busy machine's scheduling tail counts), the isolated op's extra cost (median
+difference) and its overhead in percent, and the median of calls timed one
+by one (each synchronized). The first isolated call (the
 worker's start) is reported separately. At n = 1 the targets are <= 50 us on
 the CPU and <= 100 us on an H200; at 2^28 the overhead is < 5 %.
 Writes DIR/isolated_percall.json when --out is given.
@@ -74,13 +76,23 @@ def main() -> int:
             for name in order:
                 times[name].append(per_call(normal if name == "normal" else isolated, args, calls, sync))
         gc.enable()
+        single = {"normal": [], "isolated": []}  # each call timed alone: the median call, without the tail
+        for _ in range(rounds * 20 if not big else rounds):
+            for name, op in (("normal", normal), ("isolated", isolated)):
+                start = time.perf_counter()
+                op(*args)
+                sync()
+                single[name].append(time.perf_counter() - start)
         med = {k: statistics.median(v) for k, v in times.items()}
         extra = statistics.median(i - n_ for i, n_ in zip(times["isolated"], times["normal"]))
         row = {"device": device, "n": n, "normal_us": med["normal"] * 1e6, "isolated_us": med["isolated"] * 1e6,
-               "extra_us": extra * 1e6, "overhead_percent": 100 * extra / med["normal"]}
+               "extra_us": extra * 1e6, "overhead_percent": 100 * extra / med["normal"],
+               "normal_single_median_us": statistics.median(single["normal"]) * 1e6,
+               "isolated_single_median_us": statistics.median(single["isolated"]) * 1e6}
         rows.append(row)
         print(f"{device} n={n:>10}: normal {row['normal_us']:9.1f} us  isolated {row['isolated_us']:9.1f} us  "
-              f"extra {row['extra_us']:8.1f} us  ({row['overhead_percent']:.1f} %)")
+              f"extra {row['extra_us']:8.1f} us  ({row['overhead_percent']:.1f} %);  one call alone, median: "
+              f"normal {row['normal_single_median_us']:.1f} us, isolated {row['isolated_single_median_us']:.1f} us")
     print(registry.status("axpy", device=device))
     if options.out:
         Path(options.out).mkdir(parents=True, exist_ok=True)
