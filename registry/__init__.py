@@ -21,10 +21,10 @@ except ImportError as error:  # pragma: no cover - a checkout without the built 
         "Install the package (`./dev deps` in a checkout, or `pip install .`; see README.md)."
     ) from error
 
-from os import environ as _environ
 from time import perf_counter
 
 from registry import knobs
+from registry.knobs import ENVIRON_DATA as _ENVIRON_DATA, ISOLATE_KEY as _ISOLATE_KEY
 from registry.op import Op, OpGroup
 from registry.state import STATE  # the loaded kernels, by (name, backend), and what each request resolved to
 
@@ -51,7 +51,7 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None, isolate:
     variant with sanitizers (CPU: ASan + UBSan; CUDA: line info, run under
     compute-sanitizer) whose faults name the kernel source's file:line.
     """
-    if checked or isolate or (isolate is None and "REGISTRY_ISOLATE" in _environ and knobs.isolate()):
+    if checked or isolate or (isolate is None and _ISOLATE_KEY in _ENVIRON_DATA and knobs.isolate()):
         from registry.isolation.entry import get_isolated
 
         return get_isolated(get, name, rebuild=rebuild, device=device, checked=checked)
