@@ -2,7 +2,7 @@
 nvcc hidden (PATH without it, CUDA_HOME pointing nowhere), an NVRTC kernel's
 device code, its host launchers and its op binding still build and are keyed,
 and nothing runs nvcc. No GPU here: build + key + load the libraries, no launch
-(launching is tests/test_gpu_nvrtc.py's part)."""
+(launching is tests/test_gpu_device_paths.py's part)."""
 from __future__ import annotations
 
 import json
