@@ -95,3 +95,23 @@ def test_isolated_cuda_results_and_stream_order(cache_root):
         assert torch.equal(got, expected), dtype
         view = x[1:]  # misaligned for vectors: the scalar path, through an offset in the IPC allocation
         assert torch.equal(isolated(view, y[1:], 0.5), normal(view, y[1:], 0.5))
+
+
+def test_memory_ipc_cannot_share_is_staged_and_status_says_so(cache_root, tmp_path):
+    """With expandable segments torch maps memory that cuIpcGetMemHandle refuses:
+    the call stages it through device copies, gives the same result, and
+    registry.status() says so (a fresh process: the allocator setting is read once)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "staged.py"
+    script.write_text(
+        "import torch, registry\n"
+        "x = torch.randn(4097, device='cuda'); y = torch.randn(4097, device='cuda')\n"
+        "normal = registry.get('axpy', device='cuda'); isolated = registry.get('axpy', device='cuda', isolate=True)\n"
+        "assert torch.equal(isolated(x, y, 0.5), normal(x, y, 0.5))\n"
+        "print(registry.status('axpy', device='cuda'))\n")
+    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "through device copies" in done.stdout and "cuIpcGetMemHandle refused" in done.stdout, done.stdout
