@@ -62,7 +62,7 @@ def region_of(worker, address: int) -> tuple[int, int]:
     if known is not None and known[0] == buffer_id.value:
         return known[1], address - base.value
     handle = (ctypes.c_char * 64)()
-    result = driver["ipc"](handle, base.value)
+    result = driver["ipc"](ctypes.byref(handle), base.value)
     if result != 0:
         # Not cudaMalloc'ed memory (e.g. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True maps it
         # with cuMemMap, which IPC cannot share): the caller stages it through a device copy.
@@ -86,7 +86,7 @@ def staging_buffer(worker, size: int) -> tuple[int, int]:
         alloc = getattr(driver["lib"], "cuMemAlloc_v2")
         _check(alloc(ctypes.byref(pointer), ctypes.c_size_t(size)), "cuMemAlloc (staging for an isolated call)")
         handle = (ctypes.c_char * 64)()
-        _check(driver["ipc"](handle, pointer.value), "cuIpcGetMemHandle (staging)")
+        _check(driver["ipc"](ctypes.byref(handle), pointer.value), "cuIpcGetMemHandle (staging)")
         region = worker.new_region_id()
         worker.sock.send(wire.CUDA_REGION_HEAD.pack(b"G", region) + bytes(handle))
         if staging is not None:

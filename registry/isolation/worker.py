@@ -44,6 +44,10 @@ _B = struct.Struct("<B")
 _I = struct.Struct("<i")
 
 
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]  # CUipcMemHandle
+
+
 class Cuda:
     """The driver API this worker needs, and its context and stream."""
 
@@ -58,6 +62,7 @@ class Cuda:
         self.stream = ctypes.c_void_p()
         self._check(self.entry("cuStreamCreate")(ctypes.byref(self.stream), 1), "cuStreamCreate")  # non-blocking
         self.open_ipc = self.entry("cuIpcOpenMemHandle")
+        self.open_ipc.argtypes = [ctypes.POINTER(ctypes.c_uint64), IpcHandle, ctypes.c_uint]
         self.synchronize = self.entry("cuStreamSynchronize")
         self.synchronize.argtypes = [ctypes.c_void_p]
 
@@ -81,8 +86,9 @@ class Cuda:
 
     def map_ipc(self, handle: bytes) -> int:
         pointer = ctypes.c_uint64()
-        buffer = (ctypes.c_char * 64).from_buffer_copy(handle)
-        self._check(self.open_ipc(ctypes.byref(pointer), buffer, 1), "cuIpcOpenMemHandle")  # lazy peer access
+        # The handle is passed by value (a 64-byte struct), not as a pointer.
+        self._check(self.open_ipc(ctypes.byref(pointer), IpcHandle.from_buffer_copy(handle), 1),
+                    "cuIpcOpenMemHandle")  # 1: lazy peer access
         return pointer.value
 
     def bind_cubin(self, library, cubin: str) -> None:
