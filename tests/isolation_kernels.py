@@ -101,7 +101,9 @@ CUDA_FAULTS = {
     "misaligned vector access": "  if (i == 0) *reinterpret_cast<float4*>(reinterpret_cast<char*>(os) + 4) = make_float4(a, a, a, a);",
     "device trap": "  if (i == 0) __trap();",
     "device-side assert": "  assert(i < 0);",
-    "endless loop": "  volatile int spin = 1; while (spin) {}",
+    # A loop without side effects may be removed by the compiler (forward progress):
+    # this one reads memory on every turn, and x is never negative.
+    "endless loop": "  while (*static_cast<const volatile float*>(xs) >= 0.0f) {}",
 }
 
 # A checked CUDA build's fault one element past the end; the body is line 7.

@@ -66,7 +66,8 @@ def test_checked_cuda_out_of_bounds_names_the_line(kernels_root, cache_root):
     body, line = CUDA_CHECKED_WRITE
     source = _edit(kernels_root, name, body)
     op = registry.get(name, device="cuda", checked=True)
-    x = torch.arange(256, dtype=torch.float32, device="cuda")
+    # 250 elements in one block of 256 threads: thread 250 exists and writes one past the end.
+    x = torch.arange(250, dtype=torch.float32, device="cuda")
     start = time.perf_counter()
     with pytest.raises(registry.KernelFault) as caught:
         op(x, 2.0)
@@ -75,7 +76,7 @@ def test_checked_cuda_out_of_bounds_names_the_line(kernels_root, cache_root):
     assert fault.diagnostics and (fault.diagnostics[0].file, fault.diagnostics[0].line) == (str(source), line), \
         f"{fault}\n{fault.log[-3000:]}"
     assert "out-of-bounds write" in fault.access
-    assert float(x.sum()) == float(torch.arange(256.0).sum())
+    assert float(x.sum()) == float(torch.arange(250.0).sum())
     _edit(kernels_root, name, "  if (i < n) os[i] = a * xs[i];")
     assert torch.equal(registry.get(name, device="cuda", checked=True)(x, 2.0), 2.0 * x)
 
