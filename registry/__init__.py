@@ -30,7 +30,7 @@ from registry.state import STATE  # the loaded kernels, by (name, backend), and 
 __all__ = [
     "get", "list", "status", "Op", "OpGroup", "KernelInfo",
     "RegistryError", "BuildError", "KernelNotFoundError", "LockTimeoutError", "ManifestError",
-    "sweep", "watch",
+    "sweep", "tune", "watch",
 ]
 
 
@@ -113,7 +113,7 @@ _LAZY = {
     "RegistryError": "registry.errors", "BuildError": "registry.errors",
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
-    "sweep": "registry.dtype_sweep", "watch": "registry.watcher",
+    "sweep": "registry.dtype_sweep", "tune": "registry.notebook.tune", "watch": "registry.watcher",
 }
 
 

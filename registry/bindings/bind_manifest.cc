@@ -54,7 +54,8 @@ void init_manifest(py::module_& m) {
       .def_readonly("cflags", &Manifest::cflags)
       .def_readonly("cpu", &Manifest::cpu)
       .def_readonly("cuda", &Manifest::cuda)
-      .def_readonly("ops", &Manifest::ops);
+      .def_readonly("ops", &Manifest::ops)
+      .def_property_readonly("tunable", [](const Manifest& m) { return !m.tune.empty(); });
 }
 
 // What no cached `get` uses: registered on first use (module.cc).
