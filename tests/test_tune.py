@@ -192,3 +192,15 @@ def test_configs_have_their_own_keys_and_the_default_is_a_plain_get(kernels_root
     key_of = lambda m: _core.kernel_lib_key(m, "cpu", {"env.x": "1"}, files, str(keys.REGISTRY_INCLUDE)).hex
     assert key_of(other) != key_of(manifest)
     assert key_of(_core.with_config(manifest, manifest.config)) == key_of(manifest)
+
+
+def test_tuning_again_what_the_table_covers_measures_nothing(tuned):
+    name, _, _ = tuned
+    # (run after the edit test: the kernel is another version now, so tune it first)
+    first = registry.tune(name, shapes=[FEW], device="cpu", repeats=3)
+    assert first.compiled >= 0 and len(first.table) > 1
+    again = registry.tune(name, shapes=[FEW], device="cpu")
+    assert len(again.table) == 1 and again.table["note"].iloc[0].startswith("cached"), again.table
+    assert again.winners == first.winners
+    assert again.seconds < 0.1, again.seconds
+    assert len(registry.tune(name, shapes=[FEW], device="cpu", repeats=3, force=True).table) > 1

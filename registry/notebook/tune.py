@@ -103,11 +103,14 @@ class TuneResult:
 
 def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str | None = None,
          ops: list[str] | None = None, repeats: int = DEFAULT_REPEATS, args: dict | None = None,
-         jobs: int | None = None, keep: bool = True) -> TuneResult:
+         jobs: int | None = None, keep: bool = True, force: bool = False) -> TuneResult:
     """Search `name`'s config space at `shapes` (default: (4096, 1024)) and
     `dtypes` (default: each op's first), keep the winners; see the module doc.
     `args` sets scalar arguments by name; `jobs` bounds the parallel builds
-    (default: the machine's cores); keep=False measures without writing the table."""
+    (default: the machine's cores); keep=False measures without writing the table.
+    When this kernel version's table already has a winner for every (op,
+    dtype, shape bucket) on this device, nothing is measured (the result says
+    "cached"); force=True measures again."""
     import pandas as pd
     import torch
 
@@ -127,6 +130,16 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
                          f"  [tune]\n  params = {{ THREADS = [256, 128, 512] }}\n"
                          f"and use THREADS in the kernel (#ifndef THREADS / #define THREADS 256 / #endif)")
     shapes = [tuple(s) for s in (shapes or [(4096, 1024)])]
+    backwards = {spec.backward for spec in manifest.ops if spec.backward}  # tuned only when named in `ops`
+    specs = [spec for spec in manifest.ops if (spec.name in ops if ops is not None else spec.name not in backwards)]
+    for spec in specs:
+        for dtype in dtypes or [spec.dtypes[0]]:
+            if dtype not in spec.dtypes:
+                raise UsageError(f"{spec.name} lists only {', '.join(spec.dtypes)} in kernel.toml, not {dtype!r}")
+    if not force:
+        cached = _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tuned_table, start)
+        if cached is not None:
+            return cached
     configs = manifest.tune.enumerate()  # the default first
     labels = [_core.config_label(c) for c in configs]
     default_label = labels[0]
@@ -162,16 +175,12 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     flush = _L2Flush() if backend == "cuda" else None
     rows, winners = [], {}
     failed = set()  # a config that failed anywhere is never chosen anywhere
-    for spec in manifest.ops:
-        if (ops is not None and spec.name not in ops) or spec.name.endswith("backward"):
-            continue
+    for spec in specs:
         reference_fn = getattr(module, spec.reference, None) if module is not None else None
         if reference_fn is None:
             raise UsageError(f"op {spec.name!r} has no reference function {spec.reference!r}: tuning checks every "
                              f"config against it before timing; define it in the kernel's reference module")
         for dtype in dtypes or [spec.dtypes[0]]:
-            if dtype not in spec.dtypes:
-                raise UsageError(f"{spec.name} lists only {', '.join(spec.dtypes)} in kernel.toml, not {dtype!r}")
             torch_dtype = dtype_table.torch_dtype(dtype)
             for shape in shapes:
                 case_rows = _tune_case(spec, dtype, torch_dtype, shape, backend, built, labels, reference_fn, module,
@@ -206,6 +215,40 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     device_label = torch.cuda.get_device_name() if backend == "cuda" else "cpu"
     return TuneResult(name, device_label, table, winners, dropped, build_seconds, time.perf_counter() - start, path,
                       compiled)
+
+
+def _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tuned_table, start):
+    """The result from the tuned table when it covers every case, else None."""
+    import pandas as pd
+    import torch
+
+    table = tuned_table.read_table(name, backend, key)
+    if table is None:
+        return None
+    arch = tuned_table.device_arch(backend)
+    wins = {(w.op, w.dtype, w.bucket): w for w in table.wins if w.arch == arch}
+    rows, winners = [], {}
+    for spec in specs:
+        for dtype in dtypes or [spec.dtypes[0]]:
+            for shape in shapes:
+                bucket = _core.shape_bucket(list(shape))
+                win = wins.get((spec.name, dtype, bucket))
+                if win is None:
+                    return None
+                label = "x".join(map(str, shape))
+                winners[(spec.name, dtype, label)] = win.config
+                rows.append(dict(op=spec.name, dtype=dtype, shape=label, bucket=bucket, config=win.config,
+                                 passed=True, median_us=win.seconds * 1e6, speedup=win.default_seconds / win.seconds,
+                                 chosen=True, note="cached: measured by an earlier tune of this kernel version"))
+    if not (state.status.tuned or "").startswith("in use"):  # written by another process since this one's get
+        from registry.kernel import resolve
+
+        line = tuned_table.apply(name, backend, manifest, key, state.ops, lambda config: resolve(
+            name, backend, False, lambda _: None, _core.with_config(manifest, config)).ops)
+        state.status.tuned = state.in_process.tuned = line
+    device_label = torch.cuda.get_device_name() if backend == "cuda" else "cpu"
+    return TuneResult(name, device_label, pd.DataFrame(rows, columns=COLUMNS), winners, [], 0.0,
+                      time.perf_counter() - start, tuned_table.table_path(name, backend, key), 0)
 
 
 def _tune_case(spec, dtype, torch_dtype, shape, backend, built, labels, reference_fn, module, args, repeats, flush,
