@@ -204,3 +204,18 @@ def test_tuning_again_what_the_table_covers_measures_nothing(tuned):
     assert again.winners == first.winners
     assert again.seconds < 0.1, again.seconds
     assert len(registry.tune(name, shapes=[FEW], device="cpu", repeats=3, force=True).table) > 1
+
+
+def test_the_magic_tunes_and_returns_the_result(tuned, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    name, _, _ = tuned
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "registry.magics")
+    try:
+        result = shell.run_line_magic("registry", f"tune {name} --shapes 16x32 --device cpu")
+        assert result.winners == {("probe", "float32", "16x32"): "BAD=0,BLOCK=1,FAULT=0"}, result
+        shell.run_line_magic("registry", "tune")
+        assert "tune NAME [--shapes" in capsys.readouterr().out
+    finally:
+        shell.run_line_magic("unload_ext", "registry.magics")
