@@ -27,7 +27,7 @@ namespace kreg {
 
 // Bumped whenever the generated text changes in a way the signature does not
 // capture; part of every binding key.
-inline constexpr int kBindingTemplateVersion = 6;  // 6: outputs straight from the allocator
+inline constexpr int kBindingTemplateVersion = 7;  // 6: outputs straight from the allocator; 7: tuned routes
 
 // Limits of the launcher table's fixed arrays (checked when a manifest is parsed).
 inline constexpr int kMaxArgs = 32;      // arguments of one op

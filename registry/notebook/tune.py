@@ -231,7 +231,8 @@ def _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tune
     for spec in specs:
         for dtype in dtypes or [spec.dtypes[0]]:
             for shape in shapes:
-                bucket = _core.shape_bucket(list(shape))
+                first = _shapes_for(spec, shape)[spec.signature.args[spec.signature.first_tensor()].name]
+                bucket = _core.shape_bucket(list(first))
                 win = wins.get((spec.name, dtype, bucket))
                 if win is None:
                     return None
@@ -259,9 +260,10 @@ def _tune_case(spec, dtype, torch_dtype, shape, backend, built, labels, referenc
     from registry import checks
 
     shape_of = _shapes_for(spec, shape)
-    bucket = _core.shape_bucket(list(shape))
     generator = torch.Generator(device=backend).manual_seed(0)
     check_args = checks.make_args(spec, 0, torch_dtype, backend, generator, args, shape_of=shape_of)
+    # The binding routes a call by its first (non-optional) Tensor argument's shape (core/launcher_table.h).
+    bucket = _core.shape_bucket(list(check_args[spec.signature.first_tensor()].shape))
     refs = reference_fn(*checks.reference_args(check_args))
     refs = list(refs) if isinstance(refs, (tuple, list)) else [refs]
     names = [r.name for r in spec.signature.returns] or [a.name for a in spec.signature.args if a.mutated]

@@ -1,21 +1,23 @@
 """Using registry.tune's winners at get time: the tuned table of this kernel
 version (its format: registry/core/tuned_table.h), each winning config's
-kernel library loaded, and the op's fast entry replaced by a dispatch on
-(dtype, shape bucket) to the winner's launcher table.
+kernel library loaded, and the op's launcher table swapped for a routed copy
+(core/launcher_table.h): the binding picks the winner's launcher for the
+call's dtype and shape bucket in C++, on the fast entry and the dispatcher's
+path alike. No Python runs per call; an untuned table costs the binding one
+branch (route_count == 0).
 
-Imported by a slow-path get only for a kernel whose manifest has a [tune]
-table. The dispatch is the only per-call work a tuned op adds: one Python
-call, one (dtype, shape) dict lookup; an untuned op's call is unchanged.
+Imported by a slow-path get only for a kernel whose manifest has a [tune] table.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from registry import _core, knobs
+from registry.state import STATE
 
-# Different shapes seen by one tuned op before its shape cache stops growing
-# (a bucket is then computed per call: correct, only slower).
-SHAPE_CACHE_LIMIT = 4096
+# routed table address -> the default config's table it copies (tuning again
+# in one process routes from the default, never from an earlier routing).
+_BASE_TABLES = {}
 
 
 def tuned_dir(cache_root: Path | None = None) -> str:
@@ -64,6 +66,11 @@ def read_table(kernel: str, backend: str, key: str, cache_root: Path | None = No
     return table
 
 
+def untuned_table(op):
+    """The default config's launcher table of a (possibly routed) op handle."""
+    return _BASE_TABLES.get(op._table.address, op._table)
+
+
 def apply(name: str, backend: str, manifest, key: str, ops: dict, resolve_config) -> str:
     """Installs the winners of the table for `key` into `ops` (the default
     config's handles). resolve_config(config) -> that config's ops (loaded,
@@ -83,34 +90,21 @@ def apply(name: str, backend: str, manifest, key: str, ops: dict, resolve_config
     variants = {label: ops if label == default_label else resolve_config(_core.parse_config_label(label))
                 for label in sorted({w.config for w in wins})}
     for op_name, op in ops.items():
-        routes = {(w.dtype, w.bucket): variants[w.config][op_name]._fast
-                  for w in wins if w.op == op_name and op_name in variants[w.config]}
-        routes = {k: f for k, f in routes.items() if f is not None}
-        base = getattr(op._fast, "default", op._fast)  # tuned again in this process: the plain entry
-        if base is not None:
-            op._fast = dispatch(base, routes, op._tensor_index[0] if op._tensor_index else 0) if routes else base
-            op._fast.variants = list(variants.values())  # their launcher tables must outlive the routes
+        if op._table is None:  # a pybind module's function: no table to route
+            continue
+        base = _BASE_TABLES.get(op._table.address, op._table)
+        routes = []
+        for w in wins:
+            if w.op != op_name or w.config == default_label or w.bucket == "scalar":
+                continue
+            winner = variants[w.config][op_name]
+            STATE.retired_tables.append(winner._table)  # its launcher runs from the routed table: keep it
+            routes.append((w.dtype, w.bucket, winner._table.launcher(w.dtype)))
+        routed = _core.routed_launcher_table(base, routes) if routes else base
+        if routed is not op._table:
+            _BASE_TABLES[routed.address] = base
+            if base.address in STATE.fakes_by_table:  # the Meta kernel finds the op's fake by the table
+                STATE.fakes_by_table[routed.address] = STATE.fakes_by_table[base.address]
+            op._swap(op._fn, routed, op.backend, op.key, fast=op._fast_entry)
     buckets = ", ".join(f"{w.op} {w.dtype} {w.bucket}: {w.config}" for w in wins)
     return f"in use: {table_path(name, backend, key)} ({len(wins)} wins on {arch}: {buckets})"
-
-
-def dispatch(default_fast, routes: dict, index: int):
-    """A fast entry that calls the winner of the call's (dtype, shape bucket),
-    else the default. routes: (dtype name, bucket) -> a fast entry."""
-    by_shape = {}
-    bucket = _core.shape_bucket
-
-    def call(*args):
-        try:
-            t = args[index]
-            fast = by_shape.get((t.dtype, t.shape))
-        except (AttributeError, IndexError, TypeError):  # not a Tensor: the default's entry says what is wrong
-            return default_fast(*args)
-        if fast is None:
-            fast = routes.get((str(t.dtype).removeprefix("torch."), bucket(list(t.shape))), default_fast)
-            if len(by_shape) < SHAPE_CACHE_LIMIT:
-                by_shape[(t.dtype, t.shape)] = fast
-        return fast(*args)
-
-    call.routes, call.default = routes, default_fast
-    return call
