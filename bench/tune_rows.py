@@ -17,9 +17,10 @@ the hand-tuned one (default 4096 x 256, 1024 x 32768, 65536 x 1024):
   cached   registry.tune again with the same arguments: the table covers every
            case, so nothing is built or measured; and in a fresh process
            (import, get, tune), which loads the winners' cached libraries.
-  re-measure  registry.tune(force=True, keep=False): every config timed again;
-           per shape the chosen config's new time against the best new time
-           (target: within 3 %) and the default config's (tuned / default).
+  re-measure  every config timed again at every shape, as tune times it, in
+           5 interleaved rounds (the median of the round medians); per shape
+           the chosen config's time against the best (target: within 3 %)
+           and the default config's (tuned speed-up over the default).
   per call the tuned handle (its launcher table routed: the binding picks the
            winner per call) against a snapshot of it with the default
            config's unrouted table, at n = 1 (1 x 1), interleaved rounds of
@@ -66,36 +67,76 @@ def measure(name: str, shapes, dtype: str, device: str, out: Path) -> dict:
         first.plot().savefig(out / f"tune_{name}.png", dpi=110)
     except ImportError:  # no matplotlib: the table is the result
         pass
-    remeasure = registry.tune(name, shapes=shapes, dtypes=[dtype], device=device, force=True, keep=False)
-    table = remeasure.table
+    remeasured = exhaustive(name, shapes, dtype, device)
     per_shape = []
     for shape in shapes:
         label = shape_text(shape)
-        rows = table[(table["shape"] == label) & table["median_us"].notna()]
+        times = remeasured[label]
         chosen = first.winners.get((first.table["op"].iloc[0], dtype, label))
-        best = rows.loc[rows["median_us"].idxmin()]
-        default = rows.iloc[0]
-        chosen_us = float(rows[rows["config"] == chosen]["median_us"].iloc[0]) if chosen is not None else float("nan")
+        best = min(times, key=times.get)
+        default = next(iter(times))  # the default config comes first
+        chosen_us = times.get(chosen, float("nan"))
         per_shape.append(dict(
-            shape=label, chosen=chosen, chosen_us=chosen_us, best=best["config"], best_us=float(best["median_us"]),
-            default_us=float(default["median_us"]), within_best=chosen_us / float(best["median_us"]),
-            tuned_over_default=float(default["median_us"]) / chosen_us,
-            gbps=float(rows[rows["config"] == chosen]["gbps"].iloc[0]) if chosen is not None else None))
+            shape=label, chosen=chosen, chosen_us=chosen_us, best=best, best_us=times[best],
+            default=default, default_us=times[default], within_best=chosen_us / times[best],
+            tuned_over_default=times[default] / chosen_us))
     return dict(kernel=name, dtype=dtype, device=device, configs=int(first.table["config"].nunique()),
                 dropped=first.dropped, compiled=first.compiled, binding_s=binding_s, empty_s=empty_s,
-                empty_build_s=first.build_seconds, cached_s=cached_s, cached_note=str(again.table["note"].iloc[0]),
-                fresh_process_s=fresh_s, shapes=per_shape, percall=percall(name, dtype, device))
+                empty_build_s=first.build_seconds, cached_s=cached_s, cached_note=str(again.rows[0]["note"]),
+                fresh_process=fresh_s, shapes=per_shape, percall=percall(name, dtype, device))
 
 
-def fresh_process_tune(name: str, shapes, dtype: str, device: str) -> float:
-    """Seconds of import + get + tune in a new process (everything cached)."""
-    script = (f"import time; t = time.perf_counter(); import registry; registry.get({name!r}, device={device!r}); "
+def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repeats: int = 20) -> dict:
+    """Every config that passed, timed again at every shape the way tune times
+    (fresh inputs, L2 flushed on CUDA), `rounds` rounds in turn (the order
+    flipped every round): {shape: {config: median of the round medians, us}}."""
+    import torch
+
+    from registry import _core, dtypes as dtype_table
+    from registry.kernel import find
+    from registry.notebook import tune as tuning
+
+    manifest = find(name)
+    backend = device
+    built, _, _ = tuning.build_configs(name, backend, manifest, manifest.tune.enumerate())
+    spec = next(s for s in manifest.ops if s.name not in {o.backward for o in manifest.ops if o.backward})
+    torch_dtype = dtype_table.torch_dtype(dtype)
+    flush = tuning._L2Flush() if backend == "cuda" else None
+    out = {}
+    for shape in shapes:
+        shape_of = tuning._shapes_for(spec, shape)
+        samples = {label: [] for label in built}
+        labels = list(built)
+        for r in range(rounds):
+            for i, label in enumerate(labels[:: 1 if r % 2 == 0 else -1]):
+                op = built[label][spec.name]
+                try:
+                    seconds, _ = tuning._time(op, spec, torch_dtype, backend, shape_of, {}, repeats, flush,
+                                              5000 + 100 * r + i)
+                except Exception:  # a faulting config: tune dropped it too
+                    samples.pop(label, None)
+                    continue
+                if label in samples:
+                    samples[label].append(seconds * 1e6)
+        out[shape_text(shape)] = {label: statistics.median(v) for label, v in samples.items() if v}
+        if backend == "cuda":
+            torch.cuda.synchronize()
+    return out
+
+
+def fresh_process_tune(name: str, shapes, dtype: str, device: str) -> dict:
+    """A new process, everything cached: seconds of `import registry` (torch
+    comes with the first get), the get (which loads the winners), and the tune."""
+    script = (f"import time; t0 = time.perf_counter(); import registry; t1 = time.perf_counter(); "
+              f"registry.get({name!r}, device={device!r}); t2 = time.perf_counter(); "
               f"r = registry.tune({name!r}, shapes={list(shapes)!r}, dtypes=[{dtype!r}], device={device!r}); "
-              f"print(time.perf_counter() - t); assert r.table['note'].iloc[0].startswith('cached'), r")
+              f"t3 = time.perf_counter(); print(t1 - t0, t2 - t1, t3 - t2); "
+              f"assert r.rows[0]['note'].startswith('cached'), r")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ.copy())
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
-    return float(out.stdout.split()[-1])
+    import_s, get_s, tune_s = (float(v) for v in out.stdout.split()[-3:])
+    return dict(import_s=import_s, get_s=get_s, tune_s=tune_s)
 
 
 def percall(name: str, dtype: str, device: str, rounds: int = 30, calls: int = 1000) -> dict:
@@ -139,21 +180,22 @@ def report(results: list[dict], machine: str, command: str) -> str:
     lines = [f"# registry.tune: {', '.join(r['kernel'] for r in results)}", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine}", "", f"    {command}", "",
              "| kernel | dtype | configs | compiled | dropped | binding s | tune, empty cache s | of which builds s "
-             "| tune, cached s | fresh process (import+get+tune) s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| tune, cached s | fresh process: import s | get s | tune s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['kernel']} | {r['dtype']} | {r['configs']} | {r['compiled']} | {len(r['dropped'])} "
                      f"| {r['binding_s']:.2f} | {r['empty_s']:.2f} | {r['empty_build_s']:.2f} | {r['cached_s']:.4f} "
-                     f"| {r['fresh_process_s']:.3f} |")
+                     f"| {r['fresh_process']['import_s']:.3f} | {r['fresh_process']['get_s']:.3f} "
+                     f"| {r['fresh_process']['tune_s']:.3f} |")
     lines += ["", "Re-measure (every config timed again): the chosen config against the best and the default.", "",
               "| kernel | shape | chosen | chosen us | best | best us | chosen / best | default us "
-              "| tuned speed-up over default | GB/s |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "| tuned speed-up over default |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         for s in r["shapes"]:
             lines.append(f"| {r['kernel']} | {s['shape']} | {s['chosen']} | {s['chosen_us']:.2f} | {s['best']} "
                          f"| {s['best_us']:.2f} | {s['within_best']:.3f} | {s['default_us']:.2f} "
-                         f"| {s['tuned_over_default']:.3f} | {s['gbps'] or 0:.0f} |")
+                         f"| {s['tuned_over_default']:.3f} |")
     lines += ["", "Per call at n = 1 (1 x 1): the tuned handle against its untuned snapshot, median of rounds.", "",
               "| kernel | dispatching | tuned us | untuned us | tuned / untuned |", "|---|---|---|---|---|"]
     for r in results:

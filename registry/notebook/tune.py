@@ -21,9 +21,11 @@ keep the winner per (op, dtype, shape bucket, device arch).
            size is written), so no config runs on data the previous one left
            warm; on the CPU, perf_counter with two input sets rotating.
            The median of `repeats` calls after warm-up.
-  choose   per (op, dtype, shape): the fastest correct config, unless it is
-           within MIN_GAIN of the default's time (then the default: a winner
-           must be measurably better).
+  choose   per (op, dtype, shape): the configs within 10 % of the fastest
+           (at most 4) and the default are timed again, 4 rounds in turn, each
+           config's time the median of its round medians; the fastest wins
+           unless it is within MIN_GAIN of the default's time (then the
+           default: a winner must be measurably better).
   keep     the winners go into the tuned table of this kernel version in the
            cache (format: registry/core/tuned_table.h) and the team cache when
            one is set; this process's op dispatches to them at once.
@@ -43,6 +45,9 @@ from registry.errors import UsageError
 
 MIN_GAIN = 0.01          # a config must beat the default by 1 % to be chosen over it
 DEFAULT_REPEATS = 20
+FINAL_ROUND_MARGIN = 0.10  # configs this close to the fastest are timed again before one is chosen
+FINAL_ROUND_SIZE = 4
+FINAL_ROUNDS = 4
 COLUMNS = ["op", "dtype", "shape", "bucket", "config", "passed", "median_us", "gbps", "speedup", "chosen", "note"]
 
 
@@ -50,13 +55,23 @@ class TuneResult:
     """The table (`.table`, a pandas DataFrame: one row per config x shape),
     the winners, what was dropped and why, and how long each phase took."""
 
-    def __init__(self, kernel, device, table, winners, dropped, build_seconds, seconds, table_path, compiled):
-        self.kernel, self.device, self.table, self.winners = kernel, device, table, winners
+    def __init__(self, kernel, device, rows, winners, dropped, build_seconds, seconds, table_path, compiled):
+        self.kernel, self.device, self.rows, self.winners = kernel, device, rows, winners
         self.dropped, self.build_seconds, self.seconds = dropped, build_seconds, seconds
         self.table_path, self.compiled = table_path, compiled
+        self._table = None
+
+    @property
+    def table(self):
+        """The rows as a pandas DataFrame (pandas is imported on first use: a cached tune needs none)."""
+        if self._table is None:
+            import pandas as pd
+
+            self._table = pd.DataFrame(self.rows, columns=COLUMNS)
+        return self._table
 
     def caption(self) -> str:
-        configs = self.table["config"].nunique() if len(self.table) else 0
+        configs = len({r["config"] for r in self.rows})
         return (f"tune {self.kernel} on {self.device}: {configs} configs, {len(self.dropped)} dropped, "
                 f"{self.compiled} compiled, builds {self.build_seconds:.2f} s, total {self.seconds:.2f} s")
 
@@ -111,7 +126,6 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     When this kernel version's table already has a winner for every (op,
     dtype, shape bucket) on this device, nothing is measured (the result says
     "cached"); force=True measures again."""
-    import pandas as pd
     import torch
 
     import registry
@@ -145,25 +159,9 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     default_label = labels[0]
 
     # ---- build, side by side --------------------------------------------
-    from concurrent.futures import ThreadPoolExecutor
-
-    def build(config):
-        variant = _core.with_config(manifest, config)
-        return resolve(name, backend, False, lambda _: None, variant)
-
-    built, dropped, compiled = {}, [], 0
-    workers = max(1, min(len(configs), jobs or os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [(label, pool.submit(build, config)) for label, config in zip(labels, configs)]
-        for label, future in futures:
-            try:
-                variant_state = future.result()
-            except Exception as error:  # a config that does not build is reported, the rest go on
-                dropped.append(f"{label}: build failed: {_first_line(error)}")
-                continue
-            built[label] = variant_state.ops
-            compiled += bool(variant_state.status.compiled)
-    build_seconds = time.perf_counter() - start
+    build_start = time.perf_counter()
+    built, dropped, compiled = build_configs(name, backend, manifest, configs, jobs)
+    build_seconds = time.perf_counter() - build_start
     if default_label not in built:
         raise UsageError(f"kernel {name!r}: the default config {default_label} does not build; see above: "
                          + "; ".join(dropped))
@@ -203,8 +201,6 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
         reasons = sorted({r["note"] for r in rows
                           if r["config"] == label and not r["passed"] and not r["note"].startswith("skipped")})
         dropped.append(f"{label}: {'; '.join(reasons)}")
-    table = pd.DataFrame(rows, columns=COLUMNS)
-
     # ---- keep ---------------------------------------------------------------
     path = ""
     if keep and winners:
@@ -213,13 +209,38 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
                                  lambda config: built[_core.config_label(config)])
         state.status.tuned = state.in_process.tuned = line
     device_label = torch.cuda.get_device_name() if backend == "cuda" else "cpu"
-    return TuneResult(name, device_label, table, winners, dropped, build_seconds, time.perf_counter() - start, path,
+    return TuneResult(name, device_label, rows, winners, dropped, build_seconds, time.perf_counter() - start, path,
                       compiled)
+
+
+def build_configs(name: str, backend: str, manifest, configs, jobs: int | None = None):
+    """Each config's ops, built (or found cached) side by side, at most one
+    build per core: ({label: ops}, [why each failed config was dropped], how
+    many compiled)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from registry.kernel import resolve
+
+    def build(config):
+        return resolve(name, backend, False, lambda _: None, _core.with_config(manifest, config))
+
+    built, dropped, compiled = {}, [], 0
+    workers = max(1, min(len(configs), jobs or os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [(_core.config_label(c), pool.submit(build, c)) for c in configs]
+        for label, future in futures:
+            try:
+                state = future.result()
+            except Exception as error:  # a config that does not build is reported, the rest go on
+                dropped.append(f"{label}: build failed: {_first_line(error)}")
+                continue
+            built[label] = state.ops
+            compiled += bool(state.status.compiled)
+    return built, dropped, compiled
 
 
 def _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tuned_table, start):
     """The result from the tuned table when it covers every case, else None."""
-    import pandas as pd
     import torch
 
     table = tuned_table.read_table(name, backend, key)
@@ -248,7 +269,7 @@ def _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tune
             name, backend, False, lambda _: None, _core.with_config(manifest, config)).ops)
         state.status.tuned = state.in_process.tuned = line
     device_label = torch.cuda.get_device_name() if backend == "cuda" else "cpu"
-    return TuneResult(name, device_label, pd.DataFrame(rows, columns=COLUMNS), winners, [], 0.0,
+    return TuneResult(name, device_label, rows, winners, [], 0.0,
                       time.perf_counter() - start, tuned_table.table_path(name, backend, key), 0)
 
 
@@ -273,7 +294,7 @@ def _tune_case(spec, dtype, torch_dtype, shape, backend, built, labels, referenc
             continue
         op = built[label][spec.name]
         row = dict(op=spec.name, dtype=dtype, shape="x".join(map(str, shape)), bucket=bucket, config=label,
-                   passed=False, chosen=False, note="")
+                   passed=False, chosen=False, note="", median_us=None, gbps=None, speedup=None)
         rows.append(row)
         if label in failed:
             row["note"] = "skipped: failed at an earlier shape"
@@ -291,10 +312,38 @@ def _tune_case(spec, dtype, torch_dtype, shape, backend, built, labels, referenc
         row["passed"] = True
         seconds, moved = _time(op, spec, torch_dtype, backend, shape_of, args, repeats, flush, 1 + labels.index(label))
         row["median_us"], row["gbps"] = seconds * 1e6, moved / seconds / 1e9
-        if label == labels[0]:
-            default_us = row["median_us"]
-        row["speedup"] = default_us / row["median_us"] if default_us else None
+    _final_round(rows, built, spec, torch_dtype, backend, shape_of, args, repeats, flush, labels)
+    default_us = rows[0]["median_us"] if rows and rows[0]["config"] == labels[0] else None  # None: it failed
+    for row in rows:
+        if row["median_us"] and default_us:
+            row["speedup"] = default_us / row["median_us"]
     return rows
+
+
+def _final_round(rows, built, spec, torch_dtype, backend, shape_of, args, repeats, flush, labels) -> None:
+    """The configs within FINAL_ROUND_MARGIN of the fastest (at most
+    FINAL_ROUND_SIZE, and the default) timed again, FINAL_ROUNDS times in
+    turn: what decides is the median of their medians, so that one noisy
+    first measurement neither crowns nor drops a config."""
+    timed = sorted((r for r in rows if r["passed"] and r.get("median_us")), key=lambda r: r["median_us"])
+    if len(timed) < 2:
+        return
+    close = [r for r in timed if r["median_us"] <= timed[0]["median_us"] * (1 + FINAL_ROUND_MARGIN)]
+    finalists = close[:FINAL_ROUND_SIZE] + [r for r in timed if r["config"] == labels[0] and r not in close[:FINAL_ROUND_SIZE]]
+    if len(finalists) < 2:
+        return
+    samples = {r["config"]: [r["median_us"]] for r in finalists}
+    for round_ in range(FINAL_ROUNDS):
+        for r in finalists[::1 if round_ % 2 else -1]:
+            op = built[r["config"]][spec.name]
+            seconds, _ = _time(op, spec, torch_dtype, backend, shape_of, args, repeats, flush,
+                               1000 * (round_ + 1) + labels.index(r["config"]))
+            samples[r["config"]].append(seconds * 1e6)
+    for r in finalists:
+        moved = r["gbps"] * r["median_us"] / 1e6 * 1e9
+        r["median_us"] = statistics.median(samples[r["config"]])
+        r["gbps"] = moved / (r["median_us"] / 1e6) / 1e9
+        r["note"] = f"final round: median of {len(samples[r['config']])} medians"
 
 
 def _compare_all(spec, names, outs, refs, module) -> str:
