@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import registry
+from redis_server import redis_server  # noqa: F401 (fixture)
 from registry import _core
 
 _counter = itertools.count()
@@ -219,3 +220,33 @@ def test_the_magic_tunes_and_returns_the_result(tuned, capsys):
         assert "tune NAME [--shapes" in capsys.readouterr().out
     finally:
         shell.run_line_magic("unload_ext", "registry.magics")
+
+
+def test_a_teammate_uses_the_tuned_table_through_the_team_cache_with_no_compile(tmp_path, redis_server):
+    """Alice tunes with the team cache set; Bob, with an empty cache of his
+    own, gets the kernel: the libraries and the table come from the Redis."""
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    name = f"probe_team{next(_counter)}"
+    write_probe(kernels, name)
+    common = {**os.environ, "REGISTRY_KERNELS_PATH": str(kernels), "REGISTRY_REMOTE_CACHE": redis_server.url,
+              "REGISTRY_REMOTE_TIMEOUT": "2", "REGISTRY_DEVICE": "cpu"}
+    alice = textwrap.dedent(f"""
+        import registry
+        result = registry.tune({name!r}, shapes=[{MANY!r}], device="cpu", repeats=3)
+        print(result.winners)
+    """)
+    bob = textwrap.dedent(f"""
+        import torch, registry
+        from registry import builder
+        op = registry.get({name!r}, device="cpu")
+        print(int(op(torch.randn(*{MANY!r}))[1][0]), len(builder.builds_run))
+        print(registry.status({name!r}, device="cpu").tuned)
+    """)
+    for script, cache in ((alice, tmp_path / "alice"), (bob, tmp_path / "bob")):
+        out = subprocess.run([sys.executable, "-c", script], env={**common, "REGISTRY_CACHE_DIR": str(cache)},
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+    tag, builds = out.stdout.splitlines()[0].split()
+    assert (tag, builds) == ("80", "0"), out.stdout  # the winner runs, nothing compiled on Bob's machine
+    assert out.stdout.splitlines()[1].startswith("in use: "), out.stdout
