@@ -20,7 +20,8 @@ keep the winner per (op, dtype, shape bucket, device arch).
            around each call, with L2 flushed before it (a buffer twice L2's
            size is written), so no config runs on data the previous one left
            warm; on the CPU, perf_counter with two input sets rotating.
-           The median of `repeats` calls after warm-up.
+           The median of `repeats` calls after warm-up (on the CPU at most
+           about 50 ms of calls, and at least 5).
   choose   per (op, dtype, shape): the configs within 10 % of the fastest
            (at most 4) and the default are timed again, 4 rounds in turn, each
            config's time the median of its round medians; the fastest wins
@@ -48,6 +49,8 @@ DEFAULT_REPEATS = 20
 FINAL_ROUND_MARGIN = 0.10  # configs this close to the fastest are timed again before one is chosen
 FINAL_ROUND_SIZE = 4
 FINAL_ROUNDS = 4
+MEASURE_BUDGET_S = 0.05  # CPU: the repeats of one measurement are cut to about this long ...
+MIN_REPEATS = 5          # ... but never below this many
 COLUMNS = ["op", "dtype", "shape", "bucket", "config", "passed", "median_us", "gbps", "speedup", "chosen", "note"]
 
 
@@ -374,6 +377,10 @@ def _time(op, spec, torch_dtype, backend, shape_of, args, repeats, flush, seed: 
     del outs
     for i in range(3):
         op(*sets[i % len(sets)])
+    if backend != "cuda":  # long calls: fewer repeats, so one measurement stays near MEASURE_BUDGET_S
+        t0 = time.perf_counter()
+        op(*sets[0])
+        repeats = max(MIN_REPEATS, min(repeats, int(MEASURE_BUDGET_S / max(time.perf_counter() - t0, 1e-9))))
     times = []
     if backend == "cuda":
         torch.cuda.synchronize()
