@@ -93,7 +93,7 @@ def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repe
     import torch
 
     from registry import _core, dtypes as dtype_table
-    from registry.kernel import find
+    from registry.resolve import find
     from registry.notebook import tune as tuning
 
     manifest = find(name)
@@ -145,7 +145,7 @@ def percall(name: str, dtype: str, device: str, rounds: int = 30, calls: int = 1
 
     import registry
     from registry import _core
-    from registry.checks import make_args
+    from registry.notebook.checks import make_args
 
     from registry.notebook.tuned import untuned_table
 

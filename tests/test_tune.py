@@ -187,7 +187,7 @@ def test_configs_have_their_own_keys_and_the_default_is_a_plain_get(kernels_root
     assert manifest.cflags[-3:] == ["-DBAD=0", "-DBLOCK=1", "-DFAULT=0"]
     assert len(manifest.tune.enumerate()) == 6  # 8, less the two the rule rejects
     other = _core.with_config(manifest, [("BLOCK", 8), ("BAD", 0), ("FAULT", 0)])
-    from registry import keys
+    from registry.build import keys
 
     files = [str(kernels_root / name / "probe.cpp")]
     key_of = lambda m: _core.kernel_lib_key(m, "cpu", {"env.x": "1"}, files, str(keys.REGISTRY_INCLUDE)).hex
@@ -238,7 +238,7 @@ def test_a_teammate_uses_the_tuned_table_through_the_team_cache_with_no_compile(
     """)
     bob = textwrap.dedent(f"""
         import torch, registry
-        from registry import builder
+        from registry.build import step as builder
         op = registry.get({name!r}, device="cpu")
         print(int(op(torch.randn(*{MANY!r}))[1][0]), len(builder.builds_run))
         print(registry.status({name!r}, device="cpu").tuned)

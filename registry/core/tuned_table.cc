@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "cache_store.h"  // write_file_atomic
-#include "toml_util.h"    // read_text_file
+#include "atomic_file.h"
+#include "file_read.h"
 
 namespace kreg {
 
@@ -82,7 +82,7 @@ std::optional<TunedTable> parse_tuned_table(const std::string& text) {
 }
 
 std::optional<TunedTable> read_tuned_table(const std::string& path) {
-  std::optional<std::string> text = read_text_file(path);
+  std::optional<std::string> text = read_file(path);
   if (!text) return std::nullopt;
   return parse_tuned_table(*text);
 }

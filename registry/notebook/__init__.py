@@ -1,1 +1,4 @@
-"""The notebook layer: what a user calls from a cell beyond get (tuning)."""
+"""The notebook layer: the %registry and %%kernel magics, dtype sweeps and
+the correctness checks, timing, watch, rendering errors as text/HTML,
+JupyterLab and the headless quickstart; registry.tune (tune.py) and the
+tuned table a get uses (tuned.py)."""

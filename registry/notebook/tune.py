@@ -133,7 +133,7 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
 
     import registry
     from registry import knobs
-    from registry.kernel import find, resolve
+    from registry.resolve import find, resolve
     from registry.notebook import tuned as tuned_table
     from registry.state import STATE
 
@@ -170,7 +170,8 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
                          + "; ".join(dropped))
 
     # ---- check, then time, per (op, dtype, shape) --------------------------
-    from registry import checks, dtypes as dtype_table
+    from registry import dtypes as dtype_table
+    from registry.notebook import checks
 
     module = checks.load_reference(manifest) if manifest.reference else None
     flush = _L2Flush() if backend == "cuda" else None
@@ -222,7 +223,7 @@ def build_configs(name: str, backend: str, manifest, configs, jobs: int | None =
     many compiled)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from registry.kernel import resolve
+    from registry.resolve import resolve
 
     def build(config):
         return resolve(name, backend, False, lambda _: None, _core.with_config(manifest, config))
@@ -266,7 +267,7 @@ def _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tune
                                  passed=True, median_us=win.seconds * 1e6, speedup=win.default_seconds / win.seconds,
                                  chosen=True, note="cached: measured by an earlier tune of this kernel version"))
     if not (state.status.tuned or "").startswith("in use"):  # written by another process since this one's get
-        from registry.kernel import resolve
+        from registry.resolve import resolve
 
         line = tuned_table.apply(name, backend, manifest, key, state.ops, lambda config: resolve(
             name, backend, False, lambda _: None, _core.with_config(manifest, config)).ops)
@@ -281,7 +282,7 @@ def _tune_case(spec, dtype, torch_dtype, shape, backend, built, labels, referenc
     """Every built config at one (op, dtype, shape): checked, then timed."""
     import torch
 
-    from registry import checks
+    from registry.notebook import checks
 
     shape_of = _shapes_for(spec, shape)
     generator = torch.Generator(device=backend).manual_seed(0)
@@ -350,7 +351,7 @@ def _final_round(rows, built, spec, torch_dtype, backend, shape_of, args, repeat
 
 
 def _compare_all(spec, names, outs, refs, module) -> str:
-    from registry import checks
+    from registry.notebook import checks
 
     if len(outs) != len(refs):
         return f"the reference returned {len(refs)} values for {len(outs)} outputs"
@@ -366,7 +367,7 @@ def _time(op, spec, torch_dtype, backend, shape_of, args, repeats, flush, seed: 
     """(median seconds, bytes moved per call) on fresh inputs (drawn for this config: `seed`)."""
     import torch
 
-    from registry import checks
+    from registry.notebook import checks
 
     generator = torch.Generator(device=backend).manual_seed(seed)
     sets = [checks.make_args(spec, 0, torch_dtype, backend, generator, args, shape_of=shape_of)
@@ -453,7 +454,7 @@ def _keep(name, backend, key, rows, winners, tuned_table) -> str:
     from registry import knobs
 
     if knobs.remote_cache() is not None:
-        from registry import remote
+        from registry.remote import team_cache as remote
 
         team = remote.current()
         if team is not None and team.available():

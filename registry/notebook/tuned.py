@@ -49,7 +49,7 @@ def read_table(kernel: str, backend: str, key: str, cache_root: Path | None = No
     table = _core.read_tuned_table(path)
     if table is not None or knobs.remote_cache() is None:
         return table
-    from registry import remote
+    from registry.remote import team_cache as remote
 
     team = remote.current()
     data = team.get_file(remote_name(path, cache_root)) if team is not None and team.available() else None
