@@ -250,3 +250,29 @@ def test_a_teammate_uses_the_tuned_table_through_the_team_cache_with_no_compile(
     tag, builds = out.stdout.splitlines()[0].split()
     assert (tag, builds) == ("80", "0"), out.stdout  # the winner runs, nothing compiled on Bob's machine
     assert out.stdout.splitlines()[1].startswith("in use: "), out.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_library_row_kernel_tunes_on_cuda_and_runs_its_winners(kernels_root):
+    from conftest import KernelCopy
+
+    copy = KernelCopy(kernels_root, "rowmax", f"rowmax_t{next(_counter)}")
+    shapes = [(4096, 256), (65536, 1024)]
+    result = registry.tune(copy.name, shapes=shapes, device="cuda", repeats=10)
+    assert not result.dropped, result.dropped
+    assert result.table["config"].nunique() == 24
+    table = result.table
+    for shape in ("4096x256", "65536x1024"):
+        chosen = table[(table["shape"] == shape) & table["chosen"].astype(bool)]
+        assert len(chosen) == 1 and float(chosen["speedup"].iloc[0]) >= 1.0, table[table["shape"] == shape]
+    status = registry.status(copy.name, device="cuda")
+    assert status.tuned.startswith("in use: "), status.tuned
+    op = registry.get(copy.name, device="cuda")
+    routed = sum(config != "KREG_ROW_BLOCK_THREADS=128,KREG_ROW_PACKS=4" for config in result.winners.values())
+    assert op._table.route_count == routed
+    for shape in shapes:  # the winners compute what torch does
+        x = torch.randn(*shape, device="cuda")
+        values, indices = op(x)
+        expected = torch.max(x, dim=-1)
+        assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
