@@ -132,10 +132,13 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     ops = load(manifest, plan, artifacts, previous, device, expose=not variant)
     tuned = None
     if manifest.tunable and not variant:
-        from registry.notebook import tuned as tuned_table
+        if _tuned_before(name, backend, cache_root):
+            from registry.notebook import tuned as tuned_table
 
-        tuned = tuned_table.apply(name, backend, manifest, artifacts["lib"].entry.key, ops, lambda config: resolve(
-            name, backend, False, lambda _: None, _core.with_config(manifest, config)).ops)
+            tuned = tuned_table.apply(name, backend, manifest, artifacts["lib"].entry.key, ops, lambda config: resolve(
+                name, backend, False, lambda _: None, _core.with_config(manifest, config)).ops)
+        else:
+            tuned = "not tuned; the default config runs (registry.tune searches the manifest's [tune] space)"
 
     compiled = [what for what, a in artifacts.items() if a.built is not None]
     if device is not None and device.built is not None:
@@ -187,6 +190,20 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
+
+
+def _tuned_before(name: str, backend: str, cache_root: Path) -> bool:
+    """Whether a tuned table of this kernel may exist, locally or in the team
+    cache: a cached get of a kernel never tuned costs one listing, no import."""
+    if knobs.remote_cache() is not None:
+        return True
+    import os
+
+    prefix = f"{name}.{backend}."
+    try:
+        return any(entry.startswith(prefix) for entry in os.listdir(knobs.cache_path("tuned", cache_root)))
+    except OSError:  # no tuned/ folder: nothing was ever tuned here
+        return False
 
 
 class _Beside:

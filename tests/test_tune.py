@@ -276,3 +276,22 @@ def test_a_library_row_kernel_tunes_on_cuda_and_runs_its_winners(kernels_root):
         values, indices = op(x)
         expected = torch.max(x, dim=-1)
         assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+
+
+def test_a_cached_get_of_a_never_tuned_kernel_imports_no_tuning_code(kernels_root, cache_root):
+    name = f"probe_t{next(_counter)}"
+    write_probe(kernels_root, name)
+    registry.get(name, device="cpu")  # built and cached
+    script = textwrap.dedent(f"""
+        import sys, registry
+        registry.get({name!r}, device="cpu")
+        print(sorted(m for m in sys.modules if m.startswith("registry.notebook")))
+        print(registry.status({name!r}, device="cpu").tuned)
+    """)
+    env = dict(os.environ, REGISTRY_CACHE_DIR=str(cache_root), REGISTRY_KERNELS_PATH=str(kernels_root))
+    env.pop("REGISTRY_REMOTE_CACHE", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    modules, line = out.stdout.splitlines()[:2]
+    assert modules == "[]", out.stdout
+    assert line.startswith("not tuned"), out.stdout
