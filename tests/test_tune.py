@@ -295,3 +295,38 @@ def test_a_cached_get_of_a_never_tuned_kernel_imports_no_tuning_code(kernels_roo
     modules, line = out.stdout.splitlines()[:2]
     assert modules == "[]", out.stdout
     assert line.startswith("not tuned"), out.stdout
+
+
+def test_builds_with_the_same_compiler_settings_share_the_environment_and_others_wait(tmp_path):
+    """registry.tune's configs build side by side: the compiler environment
+    (build/ccache.py) is shared by builds that need the same settings; one
+    that needs others waits until it is free, and it is restored after."""
+    import threading
+    import time
+
+    from registry.build import ccache
+
+    seen, lock = [], threading.Lock()
+
+    def build(arch: str) -> None:
+        with ccache.compiler_environment(tmp_path, arch):
+            start = time.perf_counter()
+            with lock:
+                seen.append((arch, os.environ.get("TORCH_CUDA_ARCH_LIST"), os.environ.get("CXX"), start))
+            time.sleep(0.3)
+            with lock:
+                seen.append((arch, os.environ.get("TORCH_CUDA_ARCH_LIST"), os.environ.get("CXX"), time.perf_counter()))
+
+    before = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=build, args=("9.0",)) for _ in range(4)] + [threading.Thread(target=build, args=("8.0",))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    assert all(arch == seen_arch for arch, seen_arch, _, _ in seen), seen  # each build saw its own settings
+    assert len({cxx for arch, _, cxx, _ in seen if arch == "9.0"}) == 1
+    assert elapsed < 4 * 0.3, elapsed  # the four 9.0 builds overlapped (serialized: 1.5 s in all)
+    assert elapsed >= 2 * 0.3 - 0.05  # the 8.0 one ran alone, before or after them
+    assert os.environ.get("TORCH_CUDA_ARCH_LIST") == before
