@@ -16,7 +16,7 @@ step is cheap enough to repeat; the count is in the JSON):
 The floors: a bare `nvcc -c` (or `c++ -c`) of the kernel's source with the
 flags torch would use, timed in the same run; on the CPU also the very
 compile-and-link command the registry ran for the last edit (captured from
-direct_build), rerun alone: what an edit costs beyond it is the registry's
+build/direct.py), rerun alone: what an edit costs beyond it is the registry's
 own overhead. Writes edit_loop-<device>.json and .md (a table with ratios).
 """
 from __future__ import annotations
@@ -123,7 +123,7 @@ def one_step_alone(command: list[str]) -> float:
 
 
 def _capture_direct_commands() -> list[tuple[list[str], float]]:
-    """The commands direct_build runs from now on (CPU kernel libraries),
+    """The commands build/direct.py runs from now on (CPU kernel libraries),
     each with its wall time: an edit's time beyond it is the registry's own."""
     from registry.build import direct
 

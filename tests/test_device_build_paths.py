@@ -109,3 +109,28 @@ def test_missing_header_is_a_compile_error_naming_it(kernel, store):
         build(kernel, store)
     assert "axpy_mth.h" in str(caught.value)
     assert caught.value.first.file == str(kernel.path("axpy_device.cu").resolve())
+
+
+def test_a_cubin_built_by_another_process_while_waiting_is_used(kernel, store, tmp_path, monkeypatch):
+    """The lock's second look, as for every artifact: the cubin another
+    process published while this one waited for the key's lock is used, not
+    compiled again."""
+    import shutil
+
+    from registry.build import artifacts
+
+    built_elsewhere = build(kernel, store)  # what the other process publishes
+    mine = _core.CacheStore(str(tmp_path / "mine"))
+    real_locked = artifacts._locked
+
+    class PublishedWhileWaiting(real_locked):
+        def __enter__(self):
+            staging = mine.make_staging_dir()
+            shutil.copy(built_elsewhere.path, staging)
+            mine.publish(staging, built_elsewhere.entry)
+            return super().__enter__()
+
+    monkeypatch.setattr(artifacts, "_locked", PublishedWhileWaiting)
+    found = build(kernel, mine)
+    assert found.built is None, "compiled again what another process had just published"
+    assert found.key == built_elsewhere.key

@@ -355,6 +355,12 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     with _locked(store.lock_path(key.hex)):
         if force:
             store.remove(key.hex)
+        else:
+            # Look again under the lock, as every artifact does (core/build_claim.h):
+            # another process may have published this cubin while we waited.
+            hit = store.lookup(key.hex)
+            if hit.entry is not None:
+                return DeviceArtifact(hit.entry, None, nv, reason, snapshot.stamps)
         staging = Path(store.make_staging_dir())
         try:
             built = compile_device(manifest, snapshot, arch, nv, staging)
