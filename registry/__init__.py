@@ -31,7 +31,7 @@ from registry.state import STATE  # the loaded kernels, by (name, backend), and 
 __all__ = [
     "get", "list", "status", "Op", "OpGroup", "KernelInfo",
     "RegistryError", "BuildError", "KernelNotFoundError", "LockTimeoutError", "ManifestError",
-    "sweep", "watch", "KernelFault",
+    "sweep", "tune", "watch", "KernelFault",
 ]
 
 
@@ -124,7 +124,7 @@ _LAZY = {
     "RegistryError": "registry.errors", "BuildError": "registry.errors",
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
-    "sweep": "registry.notebook.dtype_sweep", "watch": "registry.notebook.watcher",
+    "sweep": "registry.notebook.dtype_sweep", "tune": "registry.notebook.tune", "watch": "registry.notebook.watcher",
     "KernelFault": "registry.isolation.faults",
 }
 

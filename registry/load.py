@@ -35,8 +35,9 @@ def build_table(library: ctypes.CDLL, op_spec, kernel: str, symbols: list[tuple[
     return _core.launcher_table(library._handle, kernel, op_spec, symbols)
 
 
-def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op]:
-    """Exactly the manifest's ops. A handle the notebook holds for an op that
+def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = True) -> dict[str, Op]:
+    """Exactly the manifest's ops (expose: torch.ops.<kernel>.<op> for a
+    torch-library binding; not for a config registry.tune tries). A handle the notebook holds for an op that
     is still defined runs the new code; one whose op left the manifest (or was
     renamed) is removed, so calling it says so instead of running old code."""
     import torch
@@ -81,7 +82,7 @@ def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op
                  fast=STATE.fast_entries[namespace])
         op._set_spec(spec)
         ops[spec.name] = op
-        if manifest.binding == "torch-library":
+        if expose and manifest.binding == "torch-library":
             from registry import torch_ops
 
             torch_ops.expose(manifest.name, spec, backend, op)

@@ -58,12 +58,15 @@ def find(name: str):
     return manifest
 
 
-def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of) -> KernelState:
+def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of, manifest=None) -> KernelState:
     """previous_of(backend): the kernel's state loaded in this process for that
     backend, or None. Asked after the backend is chosen, so a request that
-    names the backend and one that leaves it to the default share handles."""
+    names the backend and one that leaves it to the default share handles.
+    manifest: another config of the kernel (_core.with_config), for registry.tune
+    and the tuned table's winners; its ops are new handles, never exposed as torch.ops."""
     start = time.perf_counter()
-    manifest = find(name)
+    variant = manifest is not None
+    manifest = manifest if variant else find(name)
     cache_root = knobs.cache_dir()
     backend = environment.for_manifest(manifest, requested_backend, cache_root)
     previous = previous_of(backend)
@@ -126,7 +129,16 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     STATE.pins.hold(store, [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
     from registry.load import load
 
-    ops = load(manifest, plan, artifacts, previous, device)
+    ops = load(manifest, plan, artifacts, previous, device, expose=not variant)
+    tuned = None
+    if manifest.tunable and not variant:
+        if _tuned_before(name, backend, cache_root):
+            from registry.notebook import tuned as tuned_table
+
+            tuned = tuned_table.apply(name, backend, manifest, artifacts["lib"].entry.key, ops, lambda config: resolve(
+                name, backend, False, lambda _: None, _core.with_config(manifest, config)).ops)
+        else:
+            tuned = "not tuned; the default config runs (registry.tune searches the manifest's [tune] space)"
 
     compiled = [what for what, a in artifacts.items() if a.built is not None]
     if device is not None and device.built is not None:
@@ -172,12 +184,26 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
         sources={what: a.source for what, a in artifacts.items()},
         remote=_remote_summary(team, team_before),
-        device=f"{device.compiler.identity()}, cubin key {device.key}" if device else None,
+        device=f"{device.compiler.identity()}, cubin key {device.key}" if device else None, tuned=tuned,
     )
     if device is not None:
         status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
+
+
+def _tuned_before(name: str, backend: str, cache_root: Path) -> bool:
+    """Whether a tuned table of this kernel may exist, locally or in the team
+    cache: a cached get of a kernel never tuned costs one listing, no import."""
+    if knobs.remote_cache() is not None:
+        return True
+    import os
+
+    prefix = f"{name}.{backend}."
+    try:
+        return any(entry.startswith(prefix) for entry in os.listdir(knobs.cache_path("tuned", cache_root)))
+    except OSError:  # no tuned/ folder: nothing was ever tuned here
+        return False
 
 
 class _Beside:

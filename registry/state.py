@@ -56,11 +56,13 @@ class Status:
     remote              the remote cache's part, when one is configured: where,
                         mode, and this get's hit / miss / rejected / stored counts
     device              compiler = "nvrtc" / "nvcc-cubin": which NVRTC or nvcc compiled the device code, and the cubin's key
+    tuned               a kernel with a [tune] table: the tuned table in use and its winners,
+                        or "stale" (tuned for other code: the default config runs), or "not tuned"
     """
 
     def __init__(self, *, kernel, backend, outcome, key, manifest, artifacts, build_seconds,
                  last_build_seconds, built_at, changes, compiled, notes=(), ccache=None,
-                 sources=None, remote=None, device=None):
+                 sources=None, remote=None, device=None, tuned=None):
         self.kernel, self.backend, self.outcome, self.key = kernel, backend, outcome, key
         self.manifest, self.artifacts = manifest, artifacts
         self.build_seconds, self.last_build_seconds, self.built_at = build_seconds, last_build_seconds, built_at
@@ -68,7 +70,7 @@ class Status:
         self.ccache = tuple(ccache[:2]) if ccache is not None else None
         self.ccache_remote = tuple(ccache[2:]) if ccache is not None and len(ccache) > 2 else None
         self.sources, self.remote = dict(sources or {}), remote
-        self.device = device
+        self.device, self.tuned = device, tuned
         self.get_seconds = 0.0
 
     def __str__(self) -> str:
@@ -84,6 +86,8 @@ class Status:
         ]
         if self.device is not None:
             lines.append(f"  device code: {self.device}")
+        if self.tuned is not None:
+            lines.append(f"  tuned table: {self.tuned}")
         isolation = sys.modules.get("registry.isolation")  # only once an isolated op was made
         if isolation is not None:
             lines += isolation.status_lines(self.kernel, self.backend)
@@ -110,7 +114,7 @@ class Status:
         return Status(kernel=self.kernel, backend=self.backend, outcome="in-process", key=self.key,
                       manifest=self.manifest, artifacts=self.artifacts, build_seconds=0.0,
                       last_build_seconds=self.last_build_seconds, built_at=self.built_at,
-                      changes=(), compiled=(), device=self.device)
+                      changes=(), compiled=(), device=self.device, tuned=self.tuned)
 
 
 class KernelState:

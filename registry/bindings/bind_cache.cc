@@ -9,6 +9,7 @@
 #include "on_demand.h"
 #include "remote_layout.h"
 #include "atomic_file.h"
+#include "tuned_table.h"
 
 namespace py = pybind11;
 
@@ -132,6 +133,44 @@ void init_cache_on_demand(py::module_& m) {
   m.def("remote_kernel_key", &remote_kernel_key, py::arg("kernel"));
   m.def("remote_claim_key", &remote_claim_key, py::arg("key_hex"));
   m.def("remote_file_key", &remote_file_key, py::arg("relative_path"));
+
+  // registry.tune's winners (tuned_table.h).
+  py::class_<TunedWin>(m, "TunedWin")
+      .def(py::init([](std::string op, std::string dtype, std::string bucket, std::string arch, std::string config,
+                       double seconds, double default_seconds) {
+             return TunedWin{op, dtype, bucket, arch, config, seconds, default_seconds};
+           }),
+           py::arg("op"), py::arg("dtype"), py::arg("bucket"), py::arg("arch"), py::arg("config"),
+           py::arg("seconds"), py::arg("default_seconds"))
+      .def_readonly("op", &TunedWin::op)
+      .def_readonly("dtype", &TunedWin::dtype)
+      .def_readonly("bucket", &TunedWin::bucket)
+      .def_readonly("arch", &TunedWin::arch)
+      .def_readonly("config", &TunedWin::config)
+      .def_readonly("seconds", &TunedWin::seconds)
+      .def_readonly("default_seconds", &TunedWin::default_seconds);
+  py::class_<TunedTable>(m, "TunedTable")
+      .def(py::init([](std::string kernel, std::string backend, std::string key) {
+             TunedTable t;
+             t.kernel = kernel, t.backend = backend, t.key = key;
+             return t;
+           }),
+           py::arg("kernel"), py::arg("backend"), py::arg("key"))
+      .def_readonly("kernel", &TunedTable::kernel)
+      .def_readonly("backend", &TunedTable::backend)
+      .def_readonly("key", &TunedTable::key)
+      .def_readonly("wins", &TunedTable::wins)
+      .def("put", &TunedTable::put, py::arg("win"));
+  m.attr("TUNED_TABLE_FORMAT") = kTunedTableFormat;
+  m.def("tuned_table_path", &tuned_table_path, py::arg("tuned_dir"), py::arg("kernel"), py::arg("backend"),
+        py::arg("key_hex"));
+  m.def("format_tuned_table", &format_tuned_table, py::arg("table"));
+  m.def("parse_tuned_table", &parse_tuned_table, py::arg("text"));
+  m.def("read_tuned_table", &read_tuned_table, py::arg("path"));
+  m.def("write_tuned_table", &write_tuned_table, py::arg("path"), py::arg("table"));
+  m.def("other_tuned_keys", &other_tuned_keys, py::arg("tuned_dir"), py::arg("kernel"), py::arg("backend"),
+        py::arg("key_hex"));
+  m.def("shape_bucket", &shape_bucket, py::arg("shape"));
 
   m.def("read_memo", &read_memo, py::arg("path"));
   m.def("write_memo", &write_memo, py::arg("path"), py::arg("memo"));

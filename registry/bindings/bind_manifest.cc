@@ -55,7 +55,8 @@ void init_manifest(py::module_& m) {
       .def_readonly("cflags", &Manifest::cflags)
       .def_readonly("cpu", &Manifest::cpu)
       .def_readonly("cuda", &Manifest::cuda)
-      .def_readonly("ops", &Manifest::ops);
+      .def_readonly("ops", &Manifest::ops)
+      .def_property_readonly("tunable", [](const Manifest& m) { return !m.tune.empty(); });
 }
 
 // What no cached `get` uses: registered on first use (module.cc).
@@ -116,7 +117,9 @@ void init_manifest_on_demand(py::module_& m) {
       .def_readonly("include_dirs", &Manifest::include_dirs)
       .def_readonly("headers", &Manifest::headers)
       .def_readonly("ldflags", &Manifest::ldflags)
-      .def_readonly("reference", &Manifest::reference);
+      .def_readonly("reference", &Manifest::reference)
+      .def_readonly("tune", &Manifest::tune)
+      .def_readonly("config", &Manifest::config);
 
   m.def("parse_signature", &parse_signature, py::arg("text"));
   m.attr("SLICE_END") = kSliceEnd;
@@ -127,6 +130,22 @@ void init_manifest_on_demand(py::module_& m) {
         py::arg("excerpts"));
   m.def("missing_launchers", &missing_launchers, py::arg("kernel"), py::arg("ops"), py::arg("exported"));
   m.attr("LAUNCHER_HEADER_VERSION") = kLauncherHeaderVersion;
+
+  // The config space ([tune], config_space.h); a config is a list of (name, value).
+  py::class_<ConfigParam>(m, "ConfigParam")
+      .def_readonly("name", &ConfigParam::name)
+      .def_readonly("values", &ConfigParam::values)
+      .def_readonly("default", &ConfigParam::default_value);
+  py::class_<ConfigSpace>(m, "ConfigSpace")
+      .def_readonly("params", &ConfigSpace::params)
+      .def_property_readonly("rule", [](const ConfigSpace& s) { return s.rule.text(); })
+      .def_property_readonly("empty", &ConfigSpace::empty)
+      .def("default_config", &ConfigSpace::default_config)
+      .def("enumerate", &ConfigSpace::enumerate);
+  m.def("with_config", &with_config, py::arg("manifest"), py::arg("config"));
+  m.def("config_label", &config_label, py::arg("config"));
+  m.def("parse_config_label", &parse_config_label, py::arg("label"));
+  m.def("config_defines", &config_defines, py::arg("config"));
 
   m.def("parse_manifest", &parse_manifest, py::arg("path"));
   m.def("is_valid_kernel_name", &is_valid_kernel_name, py::arg("name"));

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include "discovery.h"
+#include "dtype.h"
 #include "launcher_table.h"
 #include "manifest.h"
 #include "on_demand.h"
@@ -97,8 +98,8 @@ void init_plan(py::module_& m) {
 
   // A launcher table (launcher_table.h) for `op`, its launchers looked up in
   // the kernel library `library` (a dlopen handle: ctypes.CDLL(...)._handle).
-  py::class_<OwnedLauncherTable>(m, "LauncherTable")
-      .def_property_readonly("address", &OwnedLauncherTable::address);
+  py::class_<OwnedLauncherTable> launcher_table(m, "LauncherTable");
+  defer_rest_of(launcher_table).def_property_readonly("address", &OwnedLauncherTable::address);
   m.def("launcher_table", [](uintptr_t library, const std::string& kernel, const OpSpec& op,
                              const std::vector<std::pair<std::string, std::string>>& symbols) {
     void* handle = reinterpret_cast<void*>(library);
@@ -110,6 +111,19 @@ void init_plan(py::module_& m) {
 
 // What no cached `get` uses: registered on first use (module.cc).
 void init_plan_on_demand(py::module_& m) {
+  // registry.tune's winners as routes of a copy of the default config's table.
+  registered_class<OwnedLauncherTable>()
+      .def("launcher", [](const OwnedLauncherTable& t, const std::string& dtype) -> uintptr_t {
+        const int code = dtype_code(dtype);
+        return code < 0 || code >= kTableDtypeSlots ? 0 : reinterpret_cast<uintptr_t>(t.table().launchers[code]);
+      }, py::arg("dtype"))
+      .def_property_readonly("route_count", [](const OwnedLauncherTable& t) { return t.table().route_count; });
+  m.def("routed_launcher_table", [](const OwnedLauncherTable& base,
+                                    const std::vector<std::tuple<std::string, std::string, uintptr_t>>& routes) {
+    std::vector<Route> list;
+    for (const auto& [dtype, bucket, launcher] : routes) list.push_back(Route{dtype, bucket, launcher});
+    return routed_launcher_table(base, list);
+  }, py::arg("base"), py::arg("routes"));
   registered_class<ArtifactPlan>()
       .def_readonly("kind", &ArtifactPlan::kind)
       .def_readonly("lock_key", &ArtifactPlan::lock_key)

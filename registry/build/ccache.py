@@ -19,9 +19,14 @@ import threading
 from pathlib import Path
 
 from registry import knobs
-from registry.environment import cxx_command, nvcc_command
+from registry.environment import nvcc_command
 
-_env_lock = threading.Lock()
+# The process environment is shared: builds that need the same settings (the
+# configs registry.tune builds side by side) share one entry; different
+# settings wait until the environment is free. `base` is the environment as
+# the first sharer found it, which every later one computes its settings from.
+_env = threading.Condition()
+_env_shared = {"overrides": None, "users": 0, "base": None, "context": None}
 # Wrapper script -> the compiler it runs: a build that must not go through
 # ccache (direct.py's one compile-and-link step) calls the compiler itself.
 _wrapped: dict[str, str] = {}
@@ -117,30 +122,53 @@ def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool 
     and the base directory widens to cover `source_dir` (the kernel's folder)
     so that checkouts at different paths share results."""
     ccache = ccache_executable()
-    with _env_lock:
-        # Newer torch prepends ccache to its compilers by itself; the wiring
-        # here is exact (the user's compiler, nvcc wrapped, recache on force),
-        # so turn torch's off rather than run ccache twice.
-        overrides = {"TORCH_NO_COMPILER_WRAPPER": "1"}
-        if cuda_arch:
-            overrides["TORCH_CUDA_ARCH_LIST"] = cuda_arch
-        if ccache:
-            real_cxx = cxx_command() if "/" in cxx_command() else (shutil.which(cxx_command()) or cxx_command())
-            overrides["CXX"] = str(_cxx_wrapper(cache_root, ccache, os.path.realpath(real_cxx)))
-            if cuda_arch and "PYTORCH_NVCC" not in os.environ:
-                overrides["PYTORCH_NVCC"] = f"{ccache} {nvcc_command()}"
-            if recache:
-                overrides["CCACHE_RECACHE"] = "1"
-            # Generated bindings live under the cache root and builds run in a
-            # staging folder inside it: with the root as base dir ccache sees
-            # the same relative paths from any cache root, so a new cache dir
-            # still hits.
-            if "CCACHE_BASEDIR" not in os.environ:
-                overrides["CCACHE_BASEDIR"] = base_dir(cache_root, source_dir if team is not None else None)
-            if team is not None and team.available() and "CCACHE_REMOTE_STORAGE" not in os.environ:
-                overrides["CCACHE_REMOTE_STORAGE"] = team.ccache_storage()
-        with knobs.environment_overrides(overrides):
-            yield ccache
+    with _env:
+        while True:
+            env = _env_shared["base"] if _env_shared["users"] else os.environ
+            overrides = _overrides(env, ccache, cache_root, cuda_arch, recache, team, source_dir)
+            if _env_shared["users"] == 0 or overrides == _env_shared["overrides"]:
+                break
+            _env.wait()
+        if _env_shared["users"] == 0:
+            _env_shared.update(overrides=overrides, base=dict(os.environ),
+                               context=knobs.environment_overrides(overrides))
+            _env_shared["context"].__enter__()
+        _env_shared["users"] += 1
+    try:
+        yield ccache
+    finally:
+        with _env:
+            _env_shared["users"] -= 1
+            if _env_shared["users"] == 0:
+                _env_shared["context"].__exit__(None, None, None)
+                _env_shared.update(overrides=None, base=None, context=None)
+                _env.notify_all()
+
+
+def _overrides(env, ccache, cache_root: Path, cuda_arch, recache: bool, team, source_dir) -> dict[str, str]:
+    # Newer torch prepends ccache to its compilers by itself; the wiring
+    # here is exact (the user's compiler, nvcc wrapped, recache on force),
+    # so turn torch's off rather than run ccache twice.
+    overrides = {"TORCH_NO_COMPILER_WRAPPER": "1"}
+    if cuda_arch:
+        overrides["TORCH_CUDA_ARCH_LIST"] = cuda_arch
+    if ccache:
+        cxx = env.get("CXX") or "c++"  # cxx_command() of `env`: the user's compiler, never our own wrapper
+        real_cxx = cxx if "/" in cxx else (shutil.which(cxx) or cxx)
+        overrides["CXX"] = str(_cxx_wrapper(cache_root, ccache, os.path.realpath(real_cxx)))
+        if cuda_arch and "PYTORCH_NVCC" not in env:
+            overrides["PYTORCH_NVCC"] = f"{ccache} {nvcc_command()}"
+        if recache:
+            overrides["CCACHE_RECACHE"] = "1"
+        # Generated bindings live under the cache root and builds run in a
+        # staging folder inside it: with the root as base dir ccache sees
+        # the same relative paths from any cache root, so a new cache dir
+        # still hits.
+        if "CCACHE_BASEDIR" not in env:
+            overrides["CCACHE_BASEDIR"] = base_dir(cache_root, source_dir if team is not None else None)
+        if team is not None and team.available() and "CCACHE_REMOTE_STORAGE" not in env:
+            overrides["CCACHE_REMOTE_STORAGE"] = team.ccache_storage()
+    return overrides
 
 
 def base_dir(cache_root: Path, source_dir: str | None) -> str:

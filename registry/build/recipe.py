@@ -32,7 +32,7 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
         kind="module" if pybind else "kernel-lib",
         # A module's name changes with its scanned content (Python caches
         # modules by name); a kernel library's must not (ccache, see torch_extension.py).
-        module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else ""),
+        module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else _config_suffix(manifest)),
         sources=list(plan.sources) if plan is not None else keys.kernel_sources(manifest, backend),
         cflags=([] if pybind else ["-fvisibility=hidden"]) + prototypes + cflags,
         cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + prototypes + keys.nvcc_flags(manifest),
@@ -49,6 +49,14 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
         launchers=[] if pybind or plan is None else [s for symbols in plan.launchers.values() for _, s in symbols],
         previous_library=previous_library,
     )
+
+
+def _config_suffix(manifest) -> str:
+    """A config registry.tune tries gets its own load() name: configs build side
+    by side, and load() keeps one in-memory version per name."""
+    if not manifest.tunable or manifest.config == manifest.tune.default_config():
+        return ""
+    return "_" + _core.hash_fields_hex([("config", _core.config_label(manifest.config))])[:12]
 
 
 def _launcher_header(manifest) -> str:

@@ -52,6 +52,13 @@ struct OutputDecl {
   DimTerm dims[kMaxOutputDims];
 };
 
+struct TableRoute {
+  int32_t dtype_slot;
+  int32_t ndims;
+  int64_t bucket[8];
+  void* launcher;
+};
+
 struct LauncherTable {
   uint64_t magic;
   const char* op_name;
@@ -60,8 +67,10 @@ struct LauncherTable {
   int32_t arg_dtypes[kMaxArgs];   // per argument: a fixed dtype code, or -1 (the dispatch dtype)
   OutputDecl outputs[kMaxOutputs];
   void* launchers[kDtypeCount];   // by dtype code; null if not listed
+  int64_t route_count;            // registry.tune's winners: 0 unless tuned
+  const TableRoute* routes;
 };
-constexpr uint64_t kTableMagic = 0x6b72656754424c32ULL;  // "kregTBL2"
+constexpr uint64_t kTableMagic = 0x6b72656754424c33ULL;  // "kregTBL3"
 
 // The dtype table (core/dtype.h), by code.
 constexpr c10::ScalarType kCodeTypes[kDtypeCount] = {@CODE_TYPES@};
@@ -114,6 +123,23 @@ const LauncherTable& table_at(int64_t address) {
 )CPP";
 
 constexpr const char* kChecks = R"CPP(
+// registry.tune's winner for this call: the route whose dtype and shape
+// bucket (every dim in (bucket / 2, bucket], 0 for 0) it falls in, else `fallback`.
+void* tuned_route(const LauncherTable& table, int slot, const at::Tensor& first, void* fallback) {
+  const c10::IntArrayRef sizes = first.sizes();
+  for (int64_t r = 0; r < table.route_count; ++r) {
+    const TableRoute& route = table.routes[r];
+    if (route.dtype_slot != slot || route.ndims != static_cast<int32_t>(sizes.size())) continue;
+    bool inside = true;
+    for (int32_t d = 0; d < route.ndims && inside; ++d) {
+      const int64_t size = sizes[d], bucket = route.bucket[d];
+      inside = bucket == 0 ? size == 0 : size > bucket / 2 && size <= bucket;
+    }
+    if (inside) return route.launcher;
+  }
+  return fallback;
+}
+
 // Checks every Tensor argument (args[i] is null for other arguments and for a
 // Tensor? given None), names it, says what to do, and never copies. Returns
 // the launcher for the dispatch dtype: that of the first Tensor whose dtype the
@@ -174,6 +200,7 @@ void* check_tensors(const LauncherTable& table, const at::Tensor* const* args, c
   void* launcher = slot < 0 ? nullptr : table.launchers[slot];
   TORCH_CHECK(launcher != nullptr, table.op_name, ": dtype ", dispatch->scalar_type(),
               " is not supported; the manifest lists ", table.dtypes, " (for '", dispatch_arg, "')");
+  if (C10_UNLIKELY(table.route_count > 0)) return tuned_route(table, slot, first, launcher);
   return launcher;
 }
 

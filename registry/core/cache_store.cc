@@ -185,7 +185,7 @@ const std::vector<std::pair<std::string, std::string>>& cache_layout() {
         {"locks", v + "/locks"}, {"memo", v + "/memo"},        {"deps", v + "/deps"},
         {"generated", v + "/generated"}, {"toolchains", v + "/toolchains.toml"},
         {"cuda_arch", v + "/cuda_arch.txt"}, {"inline", v + "/inline"},
-        {"ccache_bin", v + "/ccache-bin"}};
+        {"ccache_bin", v + "/ccache-bin"}, {"tuned", v + "/tuned"}};
   }();
   return layout;
 }

@@ -17,6 +17,8 @@
 //   v1/deps/<base key>.toml    what the compiler read beyond the include scan,
 //                              per base key (see dep_record.h); gc() and clear()
 //                              remove a record once no entry it names is left
+//   v1/tuned/<kernel>.<backend>.<16 hex of the lib key>.table
+//                              registry.tune's winners for one kernel version (tuned_table.h)
 //   v1/generated/              binding sources and launcher headers (plan.h),
 //                              named by content or signature
 //   v1/toolchains.toml         compiler identities, by the binary's stat (toolchain.h)
@@ -74,7 +76,7 @@ inline constexpr const char* kCacheLayout = "v1";
 
 // name -> path relative to the cache root, for each place in the layout above
 // ("objects", "tmp", "locks", "memo", "deps", "generated", "toolchains",
-// "cuda_arch", "inline", "ccache_bin"; "root" is the layout folder itself).
+// "cuda_arch", "inline", "ccache_bin", "tuned"; "root" is the layout folder itself).
 const std::vector<std::pair<std::string, std::string>>& cache_layout();
 
 struct Entry {

@@ -69,4 +69,38 @@ std::unique_ptr<OwnedLauncherTable> make_launcher_table(
   return owned;
 }
 
+std::unique_ptr<OwnedLauncherTable> routed_launcher_table(const OwnedLauncherTable& base,
+                                                          const std::vector<Route>& routes) {
+  auto owned = std::make_unique<OwnedLauncherTable>();
+  owned->table_ = base.table_;
+  owned->op_name_ = base.op_name_;
+  owned->dtypes_ = base.dtypes_;
+  owned->table_.op_name = owned->op_name_.c_str();
+  owned->table_.dtypes = owned->dtypes_.c_str();
+  for (const Route& route : routes) {
+    TableRoute r{};
+    r.dtype_slot = dtype_code(route.dtype);
+    if (r.dtype_slot < 0 || route.launcher == 0) {
+      throw std::runtime_error("tuned route of " + base.op_name_ + ": unknown dtype '" + route.dtype + "' or no launcher");
+    }
+    size_t start = 0;
+    while (start <= route.bucket.size()) {
+      size_t end = route.bucket.find('x', start);
+      if (end == std::string::npos) end = route.bucket.size();
+      if (r.ndims == kMaxRouteDims) throw std::runtime_error("tuned route: more than 8 dims in " + route.bucket);
+      try {
+        r.bucket[r.ndims++] = std::stoll(route.bucket.substr(start, end - start));
+      } catch (const std::logic_error&) {
+        throw std::runtime_error("tuned route of " + base.op_name_ + ": bad bucket '" + route.bucket + "'");
+      }
+      start = end + 1;
+    }
+    r.launcher = reinterpret_cast<void*>(route.launcher);
+    owned->routes_.push_back(r);
+  }
+  owned->table_.route_count = static_cast<int64_t>(owned->routes_.size());
+  owned->table_.routes = owned->routes_.empty() ? nullptr : owned->routes_.data();
+  return owned;
+}
+
 }  // namespace kreg

@@ -26,7 +26,7 @@
 
 namespace kreg {
 
-inline constexpr uint64_t kTableMagic = 0x6b72656754424c32ULL;  // "kregTBL2"
+inline constexpr uint64_t kTableMagic = 0x6b72656754424c33ULL;  // "kregTBL3": 3 added the routes
 inline constexpr int kTableDtypeSlots = 12;  // dtype_table().size(), checked by the test
 
 struct TableDimTerm {
@@ -44,6 +44,18 @@ struct TableOutputDecl {
   TableDimTerm dims[kMaxOutputDims];
 };
 
+// A tuned route (tuned_table.h): calls whose dispatch dtype is `dtype_slot`
+// and whose first Tensor argument's shape falls in `bucket` (every dim d with
+// bucket/2 < d <= bucket, 0 for 0: shape_bucket()) run `launcher`, another
+// config's launcher of the same op.
+inline constexpr int kMaxRouteDims = 8;
+struct TableRoute {
+  int32_t dtype_slot;
+  int32_t ndims;
+  int64_t bucket[kMaxRouteDims];
+  void* launcher;
+};
+
 struct LauncherTable {
   uint64_t magic;
   const char* op_name;            // "kernel.op", for error messages
@@ -52,7 +64,11 @@ struct LauncherTable {
   int32_t arg_dtypes[kMaxArgs];   // per argument: a fixed dtype code, or -1 (the dispatch dtype)
   TableOutputDecl outputs[kMaxOutputs];
   void* launchers[kTableDtypeSlots];  // by dtype code; null if not listed
+  int64_t route_count;                // 0 unless registry.tune's winners are in use
+  const TableRoute* routes;           // route_count of them, tried in order
 };
+
+struct Route;
 
 // A table and the strings it points to, at one address for its lifetime.
 class OwnedLauncherTable {
@@ -64,8 +80,11 @@ class OwnedLauncherTable {
   friend std::unique_ptr<OwnedLauncherTable> make_launcher_table(
       const std::string&, const OpSpec&, const std::vector<std::pair<std::string, std::string>>&,
       const std::function<void*(const std::string&)>&);
+  friend std::unique_ptr<OwnedLauncherTable> routed_launcher_table(const OwnedLauncherTable&,
+                                                                    const std::vector<Route>&);
   LauncherTable table_{};
   std::string op_name_, dtypes_;
+  std::vector<TableRoute> routes_;
 };
 
 // The table of `op` of `kernel`. symbols: (dtype, launcher symbol) per listed
@@ -75,5 +94,17 @@ class OwnedLauncherTable {
 std::unique_ptr<OwnedLauncherTable> make_launcher_table(
     const std::string& kernel, const OpSpec& op, const std::vector<std::pair<std::string, std::string>>& symbols,
     const std::function<void*(const std::string&)>& find);
+
+// One winner of the tuned table, for routed_launcher_table.
+struct Route {
+  std::string dtype;    // a dtype name of the table
+  std::string bucket;   // shape_bucket() text, e.g. "4096x256"
+  uintptr_t launcher;   // the winning config's launcher for that dtype (its kernel library stays loaded)
+};
+
+// A copy of `base` whose calls in a route's (dtype, bucket) run the route's
+// launcher, the others base's. Throws std::runtime_error on a bad bucket.
+std::unique_ptr<OwnedLauncherTable> routed_launcher_table(const OwnedLauncherTable& base,
+                                                          const std::vector<Route>& routes);
 
 }  // namespace kreg

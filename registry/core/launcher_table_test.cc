@@ -84,3 +84,34 @@ TEST(LauncherTable, AMissingLauncherSaysWhatToDefine) {
 
 }  // namespace
 }  // namespace kreg
+
+namespace kreg {
+namespace {
+
+int tuned_launcher;  // a stand-in for another config's launcher
+
+TEST(LauncherTable, RoutedCopyKeepsTheBaseAndAddsTheRoutes) {
+  OpSpec axpy = op("axpy(Tensor x, Tensor y, float alpha) -> Tensor", {"float32", "bfloat16"});
+  const auto base = make_launcher_table("demo", axpy, symbols_of(axpy), lookup);
+  EXPECT_EQ(base->table().route_count, 0);
+  EXPECT_EQ(base->table().routes, nullptr);
+  const auto routed = routed_launcher_table(
+      *base, {Route{"float32", "4096x256", reinterpret_cast<uintptr_t>(&tuned_launcher)}});
+  const LauncherTable& t = routed->table();
+  EXPECT_NE(routed->address(), base->address());
+  EXPECT_STREQ(t.op_name, "demo.axpy");
+  EXPECT_NE(t.op_name, base->table().op_name);  // its own strings: the base may go
+  EXPECT_EQ(t.launchers[dtype_code("float32")], &f32_launcher);
+  ASSERT_EQ(t.route_count, 1);
+  EXPECT_EQ(t.routes[0].dtype_slot, dtype_code("float32"));
+  EXPECT_EQ(t.routes[0].ndims, 2);
+  EXPECT_EQ(t.routes[0].bucket[0], 4096);
+  EXPECT_EQ(t.routes[0].bucket[1], 256);
+  EXPECT_EQ(t.routes[0].launcher, &tuned_launcher);
+  EXPECT_THROW(routed_launcher_table(*base, {Route{"float32", "4096xx", 1}}), std::runtime_error);
+  EXPECT_THROW(routed_launcher_table(*base, {Route{"float99", "4", 1}}), std::runtime_error);
+  EXPECT_THROW(routed_launcher_table(*base, {Route{"float32", "1x1x1x1x1x1x1x1x1", 1}}), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace kreg

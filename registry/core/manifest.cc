@@ -21,6 +21,9 @@
 #include "toml_util.h"
 
 namespace kreg {
+
+void apply_config(Manifest* m, const Config& config);  // below: the defines of `config` in the flags
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -29,8 +32,9 @@ namespace fs = std::filesystem;
 // them (error messages show them in this order).
 const char* const kTopKeys[] = {"format",  "name",    "description", "binding",   "binding_source",
                                 "include_dirs", "headers", "cflags", "ldflags", "reference",
-                                "cpu",     "cuda",    "op"};
+                                "cpu",     "cuda",    "op",   "tune"};
 const char* const kBackendKeys[] = {"sources", "cflags", "compiler", "device_sources", "device_cflags"};
+const char* const kTuneKeys[] = {"params", "default", "rule"};
 const char* const kOpKeys[] = {"signature", "dtypes",   "launcher", "same_shape", "reference",
                                "outputs",   "arg_dtypes", "backward", "baseline",   "sweep"};
 
@@ -143,6 +147,8 @@ class ManifestParser {
       fail("", "no backend; add a [cpu] or [cuda] table with sources = [...]");
     }
     parse_ops(root, &m);
+    parse_tune(root, &m);
+    apply_config(&m, m.tune.default_config());
     return m;
   }
 
@@ -715,6 +721,81 @@ class ManifestParser {
     return names;
   }
 
+  // [tune]: params = { NAME = [values] }, default = { NAME = value }, rule = "...".
+  void parse_tune(const toml::table& root, Manifest* m) const {
+    const toml::node* node = root.get("tune");
+    if (node == nullptr) return;
+    const toml::table& tune = read_table(*node, "tune");
+    check_keys(tune, "tune", std::begin(kTuneKeys), std::end(kTuneKeys));
+    const toml::node* params = tune.get("params");
+    if (params == nullptr) fail("tune.params", "missing; add params = { NAME = [value, ...] }");
+    for (const auto& [key, values] : read_table(*params, "tune.params")) {
+      const std::string name(key.str());
+      const std::string field = dotted("tune.params", name);
+      // Upper case: a parameter is a macro, and must not collide with the kernel's own identifiers.
+      const bool upper = std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+      });
+      if (!is_c_identifier(name) || !upper) {
+        fail(field, "a parameter is a preprocessor define: use an upper-case C identifier ([A-Z_][A-Z0-9_]*)");
+      }
+      ConfigParam param;
+      param.name = name;
+      const toml::array* array = values.as_array();
+      if (array == nullptr || array->empty()) wrong_type(field, "a non-empty array of integers", values);
+      for (size_t i = 0; i < array->size(); ++i) {
+        const toml::value<int64_t>* v = (*array)[i].as_integer();
+        if (v == nullptr) wrong_type(indexed(field, i), "an integer", (*array)[i]);
+        if (std::find(param.values.begin(), param.values.end(), v->get()) != param.values.end()) {
+          fail(indexed(field, i), "the value " + std::to_string(v->get()) + " is listed twice");
+        }
+        param.values.push_back(v->get());
+      }
+      param.default_value = param.values.front();
+      m->tune.params.push_back(std::move(param));
+    }
+    if (m->tune.params.empty()) fail("tune.params", "empty; name at least one parameter, or remove [tune]");
+    std::sort(m->tune.params.begin(), m->tune.params.end(),
+              [](const ConfigParam& a, const ConfigParam& b) { return a.name < b.name; });
+    if (const toml::node* n = tune.get("default")) {
+      for (const auto& [key, value] : read_table(*n, "tune.default")) {
+        const std::string name(key.str());
+        const std::string field = dotted("tune.default", name);
+        auto param = std::find_if(m->tune.params.begin(), m->tune.params.end(),
+                                  [&](const ConfigParam& p) { return p.name == name; });
+        if (param == m->tune.params.end()) fail(field, "not a parameter of tune.params");
+        const toml::value<int64_t>* v = value.as_integer();
+        if (v == nullptr) wrong_type(field, "an integer", value);
+        if (std::find(param->values.begin(), param->values.end(), v->get()) == param->values.end()) {
+          fail(field, std::to_string(v->get()) + " is not one of the values tune.params." + name + " lists");
+        }
+        param->default_value = v->get();
+      }
+    }
+    std::vector<std::string> names;
+    for (const ConfigParam& p : m->tune.params) names.push_back(p.name);
+    if (const toml::node* n = tune.get("rule")) {
+      const std::string text = read_string(*n, "tune.rule");
+      try {
+        m->tune.rule = ConfigRule::parse(text, names);
+      } catch (const RuleError& e) {
+        fail("tune.rule", "rule \"" + text + "\": " + e.what());
+      }
+    }
+    // The default must be a valid config (a plain get builds it), and every
+    // config must be evaluable: a rule that divides by zero is found here, not mid-tuning.
+    const Config fallback = m->tune.default_config();
+    try {
+      if (m->tune.rule.evaluate(fallback) == 0) {
+        fail("tune.rule", "rule \"" + m->tune.rule.text() + "\" rejects the default config " +
+                              config_label(fallback) + "; change tune.default or the rule");
+      }
+      m->tune.enumerate();
+    } catch (const RuleError& e) {
+      fail("tune.rule", "rule \"" + m->tune.rule.text() + "\": " + e.what());
+    }
+  }
+
   std::string file_;
   std::string dir_;
 };
@@ -747,6 +828,32 @@ Manifest parse_manifest(const std::string& manifest_path) {
 Manifest parse_manifest_text(const std::string& text, const std::string& manifest_path,
                              const std::string& dir) {
   return ManifestParser(manifest_path, dir).parse(text);
+}
+
+void apply_config(Manifest* m, const Config& config) {
+  const std::vector<std::string> defines = config_defines(config);
+  // Appended after what the manifest wrote: the compiler takes the last -D of a name.
+  for (std::vector<std::string>* flags : {&m->cflags, &m->cuda.device_cflags}) {
+    flags->erase(flags->end() - static_cast<std::ptrdiff_t>(config_defines(m->config).size()), flags->end());
+    flags->insert(flags->end(), defines.begin(), defines.end());
+  }
+  m->config = config;
+}
+
+Manifest with_config(const Manifest& manifest, const Config& config) {
+  if (manifest.tune.empty()) throw ManifestError(manifest.file, "tune", "the kernel has no [tune] table");
+  Config sorted = config;
+  std::sort(sorted.begin(), sorted.end());
+  std::string problem;
+  try {
+    problem = manifest.tune.check(sorted);
+  } catch (const RuleError& e) {
+    problem = e.what();
+  }
+  if (!problem.empty()) throw ManifestError(manifest.file, "tune", "config " + config_label(sorted) + ": " + problem);
+  Manifest out = manifest;
+  apply_config(&out, sorted);
+  return out;
 }
 
 bool is_c_identifier(const std::string& s) {

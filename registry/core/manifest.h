@@ -62,6 +62,20 @@
 //                                         #   in named sizes (registry/notebook/dtype_sweep.py maps
 //                                         #   element counts onto them); default: every Tensor (n,)
 //
+//   [tune]                                # optional: the kernel's config space (core/config_space.h)
+//   params  = { THREADS = [256, 128, 512], ROWS = [1, 2, 4] }   # required: upper-case names, each
+//                                         #   with its candidate integers (distinct, non-empty)
+//   default = { THREADS = 256 }           # what a plain get builds; a parameter left out
+//                                         #   defaults to its first value
+//   rule    = "ROWS * THREADS <= 1024"    # which configs are valid: integers, names, + - * / %,
+//                                         #   < <= > >= == !=, && || !, (); 0 is false. The default
+//                                         #   must pass, and the rule must evaluate (no division by
+//                                         #   zero) for every config.
+//   Every unit of every backend gets a config as defines, -DNAME=VALUE, appended to `cflags`
+//   and to [cuda] device_cflags (so the content key covers them: each config is its own build).
+//   The parsed manifest carries the default config's; with_config() gives another's. Kernel
+//   code keeps its hand-set value as the fallback: #ifndef ROWS / #define ROWS 1 / #endif.
+//
 // dtypes come from the one table in core/dtype.h: float32, float16, bfloat16,
 // float64, int8, int16, int32, int64, uint8, bool, float8_e4m3fn, float8_e5m2.
 //
@@ -76,6 +90,7 @@
 #include <utility>
 #include <vector>
 
+#include "config_space.h"
 #include "dtype.h"  // dtype_suffix, the dtype table
 #include "output_spec.h"
 #include "signature.h"
@@ -143,6 +158,8 @@ struct Manifest {
   BackendSpec cpu;
   BackendSpec cuda;
   std::vector<OpSpec> ops;
+  ConfigSpace tune;  // empty without a [tune] table
+  Config config;     // the config whose defines cflags ends with: the default, or with_config's
 };
 
 // Parses and validates; throws ManifestError.
@@ -151,6 +168,11 @@ Manifest parse_manifest(const std::string& manifest_path);
 // Same, from text (for tests and fuzzing); `dir` is where relative paths resolve.
 Manifest parse_manifest_text(const std::string& text, const std::string& manifest_path,
                              const std::string& dir);
+
+// The same manifest building `config` (one value per parameter of its [tune]
+// space): its defines replace the default's. Throws ManifestError naming the
+// config and what is wrong with it (unknown parameter, value, the rule).
+Manifest with_config(const Manifest& manifest, const Config& config);
 
 // Kernel names reach paths and command lines: [a-z_][a-z0-9_]{0,63}.
 bool is_valid_kernel_name(const std::string& name);

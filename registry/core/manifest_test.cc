@@ -521,3 +521,127 @@ TEST_F(ManifestOpsTest, NewDtypesAreAccepted) {
 
 }  // namespace
 }  // namespace kreg
+
+// ---- [tune]: the config space ----------------------------------------------
+
+namespace kreg {
+namespace {
+
+class ManifestTuneTest : public ManifestTest {
+ protected:
+  Manifest parse_tune(const std::string& tune) const {
+    return parse(std::string("format = 1\ncflags = [\"-O3\"]\n") + kCuda + kOp + "[tune]\n" + tune);
+  }
+  // The field and message of the error parsing `tune` raises.
+  std::pair<std::string, std::string> error_of(const std::string& tune) const {
+    try {
+      parse_tune(tune);
+    } catch (const ManifestError& e) {
+      return {e.field(), e.what()};
+    }
+    return {"(no error)", ""};
+  }
+};
+
+TEST_F(ManifestTuneTest, ParamsSortedDefaultFirstValueOrGiven) {
+  Manifest m = parse_tune("params = { THREADS = [256, 128, 512], ROWS = [1, 2, 4] }\ndefault = { ROWS = 2 }\n");
+  ASSERT_EQ(m.tune.params.size(), 2u);
+  EXPECT_EQ(m.tune.params[0].name, "ROWS");
+  EXPECT_EQ(m.tune.params[0].default_value, 2);
+  EXPECT_EQ(m.tune.params[1].name, "THREADS");
+  EXPECT_EQ(m.tune.params[1].values, (std::vector<int64_t>{256, 128, 512}));
+  EXPECT_EQ(m.tune.params[1].default_value, 256);
+  EXPECT_EQ(config_label(m.config), "ROWS=2,THREADS=256");
+  // The default's defines reach every unit: after the manifest's own flags, and the device compiler's.
+  EXPECT_EQ(m.cflags, (std::vector<std::string>{"-O3", "-DROWS=2", "-DTHREADS=256"}));
+  EXPECT_EQ(m.cuda.device_cflags, (std::vector<std::string>{"-DROWS=2", "-DTHREADS=256"}));
+}
+
+TEST_F(ManifestTuneTest, NoTuneTableLeavesFlagsAlone) {
+  Manifest m = parse(std::string("format = 1\ncflags = [\"-O3\"]\n") + kCuda + kOp);
+  EXPECT_TRUE(m.tune.empty());
+  EXPECT_TRUE(m.config.empty());
+  EXPECT_EQ(m.cflags, std::vector<std::string>{"-O3"});
+}
+
+TEST_F(ManifestTuneTest, RuleFiltersConfigsDefaultFirst) {
+  Manifest m = parse_tune("params = { T = [256, 128, 512], R = [1, 2, 4] }\nrule = \"R * T <= 512 && !(R == 2 && T == 128)\"\n");
+  std::vector<std::string> labels;
+  for (const Config& c : m.tune.enumerate()) labels.push_back(config_label(c));
+  // Default (R=1, T=256) first, then odometer order over the written values.
+  EXPECT_EQ(labels, (std::vector<std::string>{"R=1,T=256", "R=1,T=128", "R=1,T=512", "R=2,T=256", "R=4,T=128"}));
+}
+
+TEST_F(ManifestTuneTest, RulePrecedenceAndArithmetic) {
+  const std::vector<std::string> names{"A", "B"};
+  const Config c{{"A", 7}, {"B", 2}};
+  EXPECT_EQ(ConfigRule::parse("A + B * 3", names).evaluate(c), 13);
+  EXPECT_EQ(ConfigRule::parse("(A + B) * 3", names).evaluate(c), 27);
+  EXPECT_EQ(ConfigRule::parse("A / B", names).evaluate(c), 3);
+  EXPECT_EQ(ConfigRule::parse("A % B", names).evaluate(c), 1);
+  EXPECT_EQ(ConfigRule::parse("A - B - 1", names).evaluate(c), 4);  // left-associative
+  EXPECT_EQ(ConfigRule::parse("-A + 10", names).evaluate(c), 3);
+  EXPECT_EQ(ConfigRule::parse("A > B && B >= 2 || A == 0", names).evaluate(c), 1);
+  EXPECT_EQ(ConfigRule::parse("!(A != 7)", names).evaluate(c), 1);
+  EXPECT_EQ(ConfigRule::parse("A < 7 || B <= 1", names).evaluate(c), 0);
+}
+
+TEST_F(ManifestTuneTest, RuleErrorsNameTheRuleAndTheProblem) {
+  const std::string params = "params = { ROWS = [1, 2], THREADS = [128, 256] }\n";
+  auto [field, what] = error_of(params + "rule = \"ROWS * THREDS <= 1024\"\n");
+  EXPECT_EQ(field, "tune.rule");
+  EXPECT_NE(what.find("rule \"ROWS * THREDS <= 1024\""), std::string::npos) << what;
+  EXPECT_NE(what.find("unknown name 'THREDS'"), std::string::npos) << what;
+  EXPECT_NE(what.find("the parameters are ROWS, THREADS"), std::string::npos) << what;
+  std::tie(field, what) = error_of(params + "rule = \"ROWS * (THREADS <= 1024\"\n");
+  EXPECT_NE(what.find("missing ')'"), std::string::npos) << what;
+  std::tie(field, what) = error_of(params + "rule = \"ROWS <= 2 &\"\n");
+  EXPECT_NE(what.find("unexpected character '&' at column 11"), std::string::npos) << what;
+  std::tie(field, what) = error_of(params + "rule = \"ROWS <=\"\n");
+  EXPECT_NE(what.find("the rule ends where a value is expected"), std::string::npos) << what;
+  std::tie(field, what) = error_of(params + "rule = \"THREADS / (ROWS - 1) > 0\"\n");
+  EXPECT_EQ(field, "tune.rule");
+  EXPECT_NE(what.find("division by zero"), std::string::npos) << what;
+  EXPECT_NE(what.find("ROWS=1,THREADS=128"), std::string::npos) << what;
+  std::tie(field, what) = error_of(params + "rule = \"ROWS > 1\"\n");
+  EXPECT_NE(what.find("rejects the default config ROWS=1,THREADS=128"), std::string::npos) << what;
+}
+
+TEST_F(ManifestTuneTest, ParamErrors) {
+  EXPECT_EQ(error_of("params = { rows = [1] }\n").first, "tune.params.rows");
+  EXPECT_EQ(error_of("params = { ROWS = [] }\n").first, "tune.params.ROWS");
+  EXPECT_EQ(error_of("params = { ROWS = [1, 1] }\n").first, "tune.params.ROWS[1]");
+  EXPECT_EQ(error_of("params = { ROWS = [1, \"2\"] }\n").first, "tune.params.ROWS[1]");
+  EXPECT_EQ(error_of("params = { ROWS = [1] }\ndefault = { ROWS = 3 }\n").first, "tune.default.ROWS");
+  EXPECT_EQ(error_of("params = { ROWS = [1] }\ndefault = { COLS = 1 }\n").first, "tune.default.COLS");
+  EXPECT_EQ(error_of("rule = \"1\"\n").first, "tune.params");
+  EXPECT_EQ(error_of("params = { ROWS = [1] }\nrules = \"1\"\n").first, "tune.rules");
+}
+
+TEST_F(ManifestTuneTest, WithConfigReplacesTheDefaultsDefines) {
+  Manifest m = parse_tune("params = { T = [256, 128], R = [1, 2] }\nrule = \"R * T <= 256\"\n");
+  Manifest other = with_config(m, {{"T", 128}, {"R", 2}});
+  EXPECT_EQ(other.cflags, (std::vector<std::string>{"-O3", "-DR=2", "-DT=128"}));
+  EXPECT_EQ(other.cuda.device_cflags, (std::vector<std::string>{"-DR=2", "-DT=128"}));
+  EXPECT_EQ(config_label(other.config), "R=2,T=128");
+  EXPECT_EQ(m.cflags, (std::vector<std::string>{"-O3", "-DR=1", "-DT=256"}));  // unchanged
+  try {
+    with_config(m, {{"T", 256}, {"R", 2}});
+    FAIL() << "the rule rejects R=2,T=256";
+  } catch (const ManifestError& e) {
+    EXPECT_NE(std::string(e.what()).find("the rule \"R * T <= 256\" rejects R=2,T=256"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(with_config(m, {{"T", 64}, {"R", 1}}), ManifestError);   // not a candidate
+  EXPECT_THROW(with_config(m, {{"T", 256}}), ManifestError);             // R missing
+  EXPECT_THROW(with_config(m, {{"T", 256}, {"R", 1}, {"X", 1}}), ManifestError);
+}
+
+TEST(ConfigLabelTest, RoundTrips) {
+  const Config c{{"A", -3}, {"B", 40}};
+  EXPECT_EQ(parse_config_label(config_label(c)), c);
+  EXPECT_THROW(parse_config_label("A=1,B"), RuleError);
+  EXPECT_THROW(parse_config_label("A=x"), RuleError);
+}
+
+}  // namespace
+}  // namespace kreg

@@ -141,8 +141,11 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
   plan.backend = facts.backend;
   plan.env_fingerprint = fingerprint(facts.env);
   // Per manifest path: two checkouts sharing a cache keep separate memos.
-  plan.memo_path = store.memo_path(m.name + "." + facts.backend + "." +
-                                   hash_fields_hex({{"manifest", m.file}}).substr(0, 8));
+  // A config other than the default (registry.tune's candidates) keeps its own
+  // memo: a plain get's memo must still vouch for the default's key.
+  std::vector<std::pair<std::string, std::string>> memo_fields{{"manifest", m.file}};
+  if (m.config != m.tune.default_config()) memo_fields.emplace_back("config", config_label(m.config));
+  plan.memo_path = store.memo_path(m.name + "." + facts.backend + "." + hash_fields_hex(memo_fields).substr(0, 8));
   plan.memo = read_memo(plan.memo_path);
 
   plan.sources = kernel_sources(m, facts.backend, facts.registry_include);

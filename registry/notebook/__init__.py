@@ -1,3 +1,4 @@
 """The notebook layer: the %registry and %%kernel magics, dtype sweeps and
 the correctness checks, timing, watch, rendering errors as text/HTML,
-JupyterLab and the headless quickstart."""
+JupyterLab and the headless quickstart; registry.tune (tune.py) and the
+tuned table a get uses (tuned.py)."""

@@ -124,8 +124,8 @@ def shapes(spec, n: int) -> dict[str, tuple]:
     return {a.name: (n,) for a in spec.signature.args if a.type_name == "Tensor" and not a.optional}
 
 
-def make_args(spec, n: int, dtype, device: str, generator, overrides: dict) -> list:
-    """Random inputs for one call: Tensors shaped by `shapes`, in the dispatch
+def make_args(spec, n: int, dtype, device: str, generator, overrides: dict, shape_of: dict | None = None) -> list:
+    """Random inputs for one call: Tensors shaped by `shapes` (or `shape_of`: name -> shape), in the dispatch
     dtype or the manifest's fixed one (integers drawn from [0, 100)); a Tensor?
     without a sweep shape is None; scalars from `overrides`, else the
     signature's default, else DEFAULT_SCALARS."""
@@ -133,7 +133,7 @@ def make_args(spec, n: int, dtype, device: str, generator, overrides: dict) -> l
 
     from registry import dtypes
 
-    by_name = shapes(spec, n)
+    by_name = shape_of if shape_of is not None else shapes(spec, n)
     values = []
     for i, arg in enumerate(spec.signature.args):
         if arg.name in overrides:

@@ -6,6 +6,8 @@
     %registry status NAME        what the last get of NAME did
     %registry rebuild NAME       compile NAME again and rebind it
     %registry ccache             ccache hits and misses
+    %registry tune NAME [--shapes 4096x256,65536x1024] [--dtypes float32] [--device cuda] [--force]
+                                 registry.tune: search NAME's config space, keep the winners
 
     %%kernel NAME --signature "NAME(Tensor x, float alpha) -> Tensor" [--cpu|--cuda] [--dtypes float32,float16]
     <C++ or CUDA source with one launcher per dtype, see registry/include/kreg/abi.h:
@@ -125,7 +127,7 @@ def show_registry_error(shell, etype, value, tb, tb_offset=None):
 class RegistryMagics(Magics):
     @line_magic("registry")
     def registry_magic(self, line: str):
-        """%registry list | status NAME | rebuild NAME | ccache | isolate on|off"""
+        """%registry list | status NAME | rebuild NAME | ccache | isolate on|off | tune NAME [options]"""
         import registry
 
         words = shlex.split(line)
@@ -150,8 +152,11 @@ class RegistryMagics(Magics):
             knobs.set_isolate(rest == ["on"])
             print(f"isolation {rest[0]}: registry.get() now returns "
                   + ("isolated ops (a crash or hang raises registry.KernelFault)" if rest == ["on"] else "normal ops"))
+        elif command == "tune" and rest and not rest[0].startswith("-"):
+            return registry.tune(rest[0], **_tune_options(rest[1:]))  # the cell shows its table
         else:
-            print("usage: %registry list | status NAME | rebuild NAME | ccache | isolate on|off")
+            print("usage: %registry list | status NAME | rebuild NAME | ccache | isolate on|off | "
+                  "tune NAME [--shapes 4096x256,...] [--dtypes float32,...] [--device cpu|cuda] [--force]")
 
     @staticmethod
     def _ccache_report() -> str:
@@ -201,6 +206,32 @@ class RegistryMagics(Magics):
         how = {"in-process": "unchanged, already loaded", "cache": "loaded from the cache"}.get(
             status.outcome, f"compiled in {status.build_seconds:.1f} s")
         print(f"{args.name}: {op.signature if hasattr(op, 'signature') else op} [{backend}], {how}")
+
+
+def _tune_options(words: list[str]) -> dict:
+    """--shapes 4096x256,65536x1024 --dtypes float32 --device cuda --force, as registry.tune's arguments."""
+    options, i = {}, 0
+    while i < len(words):
+        flag = words[i]
+        if flag == "--force":
+            options["force"] = True
+            i += 1
+            continue
+        if flag not in ("--shapes", "--dtypes", "--device") or i + 1 == len(words):
+            raise MagicUsageError(f"%registry tune: unknown option {flag!r} or missing value; options: "
+                                  f"--shapes 4096x256,65536x1024 --dtypes float32,bfloat16 --device cpu|cuda --force")
+        value = words[i + 1]
+        if flag == "--shapes":
+            try:
+                options["shapes"] = [tuple(int(d) for d in s.split("x")) for s in value.split(",")]
+            except ValueError:
+                raise MagicUsageError(f"%registry tune: --shapes takes ROWSxCOLS,... (e.g. 4096x256), not {value!r}") from None
+        elif flag == "--dtypes":
+            options["dtypes"] = value.split(",")
+        else:
+            options["device"] = value
+        i += 2
+    return options
 
 
 def _loaded_device(name: str) -> str | None:

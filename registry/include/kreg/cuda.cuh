@@ -120,6 +120,25 @@ inline int row_threads(int64_t packs) {
 // registers (over 8192 packs, 128 KiB) and the kernel's looping path runs.
 // Four packs a thread keeps 64 bytes of loads in flight per thread and, at
 // <= 256 threads a row, several blocks per SM to hide each other's reductions.
+//
+// The hand-set constants are defines a kernel's [tune] table may set
+// (kernel.toml; registry.tune searches them), defaulting to the values above:
+//   KREG_ROW_PACKS         the fewest packs a thread holds on rows over one
+//                          warp's 128 packs (1, 2, 4 or 8; doubled up to 8
+//                          until the row fits 32 warps)
+//   KREG_ROW_BLOCK_THREADS the threads a block has at least (32..1024, a
+//                          power of two): short rows share a block up to it
+#ifndef KREG_ROW_PACKS
+#define KREG_ROW_PACKS 4
+#endif
+#ifndef KREG_ROW_BLOCK_THREADS
+#define KREG_ROW_BLOCK_THREADS 128
+#endif
+static_assert(KREG_ROW_PACKS == 1 || KREG_ROW_PACKS == 2 || KREG_ROW_PACKS == 4 || KREG_ROW_PACKS == 8,
+              "KREG_ROW_PACKS must be 1, 2, 4 or 8 (the packs per thread the row kernels instantiate)");
+static_assert(KREG_ROW_BLOCK_THREADS >= 32 && KREG_ROW_BLOCK_THREADS <= 1024 &&
+                  (KREG_ROW_BLOCK_THREADS & (KREG_ROW_BLOCK_THREADS - 1)) == 0,
+              "KREG_ROW_BLOCK_THREADS must be a power of two from 32 to 1024");
 struct RowPlan {
   int packs_per_thread;
   int threads;
@@ -127,15 +146,16 @@ struct RowPlan {
 };
 inline RowPlan plan_rows(int64_t packs) {
   const auto warps_for = [](int64_t n) { return static_cast<int>((n + 31) / 32); };
+  constexpr int kBlock = KREG_ROW_BLOCK_THREADS;
   if (packs <= 32 * 4) {
     const int per = packs <= 32 ? 1 : packs <= 64 ? 2 : 4;
-    return {per, 32, 4};
+    return {per, 32, kBlock / 32};
   }
-  for (int per : {4, 8}) {
+  for (int per = KREG_ROW_PACKS; per <= 8; per *= 2) {
     const int64_t warps = warps_for((packs + per - 1) / per);
     if (warps <= 32) {
       const int threads = static_cast<int>(warps) * 32;
-      return {per, threads, threads < 128 ? 128 / threads : 1};
+      return {per, threads, threads < kBlock ? kBlock / threads : 1};
     }
   }
   return {0, 0, 0};

@@ -1,0 +1,332 @@
+"""registry.tune on the CPU backend, with a probe kernel written here: its
+configs differ in speed by the shape (BLOCK=1 is fast for few rows, BLOCK=8
+for many), one computes wrong (BAD=1) and one's launcher returns an error
+(FAULT=1), and both of those are the fastest of all, so only the check keeps
+them out. Every config writes its number into the `tag` output, so which
+config ran a call is visible.
+
+No process isolation here: the faulting config is a launcher that returns
+an error string, not one that crashes the process.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import registry
+from redis_server import redis_server  # noqa: F401 (fixture)
+from registry import _core
+
+_counter = itertools.count()
+
+MANIFEST = """\
+format = 1
+reference = "reference.py"
+cflags = ["-O2"]
+
+[cpu]
+sources = ["probe.cpp"]
+
+[[op]]
+signature = "probe(Tensor x) -> (Tensor y, Tensor tag)"
+outputs = { y = "like x", tag = "int64[x.shape[:-1]]" }
+sweep = { x = "[rows, cols]" }
+
+[tune]
+params = { BLOCK = [1, 8], BAD = [0, 1], FAULT = [0, 1] }
+rule = "BAD + FAULT <= 1"
+"""
+
+SOURCE = r"""// probe: y = 2 x; tag[r] = 10 * BLOCK + BAD, the config that ran.
+#include <time.h>
+
+#include "kreg/cpu.h"
+
+#ifndef BLOCK
+#define BLOCK 1
+#endif
+#ifndef BAD
+#define BAD 0
+#endif
+#ifndef FAULT
+#define FAULT 0
+#endif
+
+KREG_API const char* probe_f32(kreg_tensor y, kreg_tensor tag, kreg_tensor x, void*) {
+  if (FAULT) return "probe: this config faults";
+  const int64_t rows = kreg::row_count(x), cols = kreg::row_length(x);
+  // BLOCK=1 suits few rows, BLOCK=8 many: the other one waits 2 ms.
+  const int preferred = rows < 64 ? 1 : 8;
+  if (!BAD && BLOCK != preferred) {
+    timespec wait{0, 2000000};
+    nanosleep(&wait, nullptr);
+  }
+  const float* xs = static_cast<const float*>(x.data);
+  float* ys = static_cast<float*>(y.data);
+  int64_t* tags = static_cast<int64_t*>(tag.data);
+  for (int64_t i = 0; i < rows * cols; ++i) ys[i] = 2.0f * xs[i] + (BAD ? 0.5f : 0.0f);
+  for (int64_t r = 0; r < rows; ++r) tags[r] = 10 * BLOCK + BAD;
+  return nullptr;
+}
+"""
+
+REFERENCE = """\
+import torch
+
+# The tag says which config ran; it has no reference value.
+TOLERANCES = {"probe": {"int64": (0.0, 1e9)}}
+
+
+def probe(x):
+    return 2 * x, torch.zeros(x.shape[:-1], dtype=torch.int64)
+"""
+
+FEW, MANY = (16, 32), (256, 32)
+
+
+def write_probe(root, name):
+    folder = root / name
+    folder.mkdir()
+    (folder / "kernel.toml").write_text(MANIFEST)
+    (folder / "probe.cpp").write_text(SOURCE)
+    (folder / "reference.py").write_text(REFERENCE)
+    return folder
+
+
+def tag_of(op, shape) -> int:
+    _, tag = op(torch.randn(shape))
+    return int(tag[0])
+
+
+@pytest.fixture(scope="module")
+def tuned(kernels_root, cache_root):
+    name = f"probe_t{next(_counter)}"
+    folder = write_probe(kernels_root, name)
+    result = registry.tune(name, shapes=[FEW, MANY], device="cpu", repeats=5)
+    return name, folder, result
+
+
+def test_wrong_and_faulting_configs_are_dropped_and_never_chosen(tuned):
+    name, _, result = tuned
+    # The BAD configs never wait: they would be the fastest everywhere if they were timed.
+    assert set(result.winners.values()) <= {"BAD=0,BLOCK=1,FAULT=0", "BAD=0,BLOCK=8,FAULT=0"}, result.winners
+    dropped = "\n".join(result.dropped)
+    assert "BAD=1,BLOCK=1,FAULT=0: wrong: y:" in dropped, dropped
+    assert "BAD=0,BLOCK=8,FAULT=1: fault: " in dropped and "probe: this config faults" in dropped, dropped
+    assert result.winners[("probe", "float32", "16x32")] == "BAD=0,BLOCK=1,FAULT=0"
+    assert result.winners[("probe", "float32", "256x32")] == "BAD=0,BLOCK=8,FAULT=0"
+    table = result.table
+    assert not table[table["config"].str.contains("BAD=1|FAULT=1")]["chosen"].any()
+    assert table[table["config"].str.contains("BAD=1")]["median_us"].isna().all()  # dropped before timing
+    many = table[(table["shape"] == "256x32") & table["chosen"].astype(bool)]
+    assert float(many["speedup"].iloc[0]) > 2, many  # 2 ms of waiting saved
+    assert "tune" in repr(result) and "<table" in result._repr_html_()
+    assert result.plot() is not None
+
+
+def test_the_tuned_op_dispatches_to_the_winner_of_each_shape_bucket(tuned):
+    name, _, _ = tuned
+    op = registry.get(name, device="cpu")
+    assert tag_of(op, MANY) == 80
+    assert tag_of(op, FEW) == 10
+    assert tag_of(op, (200, 30)) == 80   # bucket 256x32
+    assert tag_of(op, (12, 20)) == 10    # bucket 16x32
+    assert tag_of(op, (1024, 32)) == 10  # not tuned: the default config (BLOCK=1)
+    status = registry.status(name, device="cpu")
+    assert status.tuned.startswith("in use: "), status.tuned
+    assert "probe float32 256x32: BAD=0,BLOCK=8,FAULT=0" in str(status)
+
+
+def test_the_table_survives_a_fresh_process(tuned, cache_root, kernels_root):
+    name, _, _ = tuned
+    script = textwrap.dedent(f"""
+        import torch, registry
+        op = registry.get({name!r}, device="cpu")
+        print(int(op(torch.randn(256, 32))[1][0]), int(op(torch.randn(16, 32))[1][0]))
+        print(registry.status({name!r}, device="cpu").tuned)
+    """)
+    env = dict(os.environ, REGISTRY_CACHE_DIR=str(cache_root), REGISTRY_KERNELS_PATH=str(kernels_root))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()[:2]
+    assert first == "80 10", out.stdout
+    assert second.startswith("in use: "), out.stdout
+
+
+def test_an_edit_makes_the_table_stale_and_the_default_runs(tuned):
+    name, folder, _ = tuned
+    source = folder / "probe.cpp"
+    source.write_text(source.read_text() + "// an edit\n")
+    op = registry.get(name, device="cpu")
+    status = registry.status(name, device="cpu")
+    assert status.tuned.startswith("stale: tuned for other code"), status.tuned
+    assert tag_of(op, MANY) == 10  # the default config, not the winner measured on other code
+
+
+def test_a_manifest_without_a_config_space_is_refused(kernels_root):
+    from registry.errors import UsageError
+
+    name = f"probe_t{next(_counter)}"
+    folder = write_probe(kernels_root, name)
+    (folder / "kernel.toml").write_text(MANIFEST.split("[tune]")[0])
+    with pytest.raises(UsageError, match=r"has no config space: add a \[tune\] table"):
+        registry.tune(name, device="cpu")
+
+
+def test_configs_have_their_own_keys_and_the_default_is_a_plain_get(kernels_root):
+    name = f"probe_t{next(_counter)}"
+    write_probe(kernels_root, name)
+    manifest = _core.parse_manifest(str(kernels_root / name / "kernel.toml"))
+    assert _core.config_label(manifest.config) == "BAD=0,BLOCK=1,FAULT=0"
+    assert manifest.cflags[-3:] == ["-DBAD=0", "-DBLOCK=1", "-DFAULT=0"]
+    assert len(manifest.tune.enumerate()) == 6  # 8, less the two the rule rejects
+    other = _core.with_config(manifest, [("BLOCK", 8), ("BAD", 0), ("FAULT", 0)])
+    from registry.build import keys
+
+    files = [str(kernels_root / name / "probe.cpp")]
+    key_of = lambda m: _core.kernel_lib_key(m, "cpu", {"env.x": "1"}, files, str(keys.REGISTRY_INCLUDE)).hex
+    assert key_of(other) != key_of(manifest)
+    assert key_of(_core.with_config(manifest, manifest.config)) == key_of(manifest)
+
+
+def test_tuning_again_what_the_table_covers_measures_nothing(tuned):
+    name, _, _ = tuned
+    # (run after the edit test: the kernel is another version now, so tune it first)
+    first = registry.tune(name, shapes=[FEW], device="cpu", repeats=3)
+    assert first.compiled >= 0 and len(first.table) > 1
+    again = registry.tune(name, shapes=[FEW], device="cpu")
+    assert len(again.table) == 1 and again.table["note"].iloc[0].startswith("cached"), again.table
+    assert again.winners == first.winners
+    assert again.seconds < 0.1, again.seconds
+    assert len(registry.tune(name, shapes=[FEW], device="cpu", repeats=3, force=True).table) > 1
+
+
+def test_the_magic_tunes_and_returns_the_result(tuned, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    name, _, _ = tuned
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "registry.magics")
+    try:
+        result = shell.run_line_magic("registry", f"tune {name} --shapes 16x32 --device cpu")
+        assert result.winners == {("probe", "float32", "16x32"): "BAD=0,BLOCK=1,FAULT=0"}, result
+        shell.run_line_magic("registry", "tune")
+        assert "tune NAME [--shapes" in capsys.readouterr().out
+    finally:
+        shell.run_line_magic("unload_ext", "registry.magics")
+
+
+def test_a_teammate_uses_the_tuned_table_through_the_team_cache_with_no_compile(tmp_path, redis_server):
+    """Alice tunes with the team cache set; Bob, with an empty cache of his
+    own, gets the kernel: the libraries and the table come from the Redis."""
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    name = f"probe_team{next(_counter)}"
+    write_probe(kernels, name)
+    common = {**os.environ, "REGISTRY_KERNELS_PATH": str(kernels), "REGISTRY_REMOTE_CACHE": redis_server.url,
+              "REGISTRY_REMOTE_TIMEOUT": "2", "REGISTRY_DEVICE": "cpu"}
+    alice = textwrap.dedent(f"""
+        import registry
+        result = registry.tune({name!r}, shapes=[{MANY!r}], device="cpu", repeats=3)
+        print(result.winners)
+    """)
+    bob = textwrap.dedent(f"""
+        import torch, registry
+        from registry.build import step as builder
+        op = registry.get({name!r}, device="cpu")
+        print(int(op(torch.randn(*{MANY!r}))[1][0]), len(builder.builds_run))
+        print(registry.status({name!r}, device="cpu").tuned)
+    """)
+    for script, cache in ((alice, tmp_path / "alice"), (bob, tmp_path / "bob")):
+        out = subprocess.run([sys.executable, "-c", script], env={**common, "REGISTRY_CACHE_DIR": str(cache)},
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+    tag, builds = out.stdout.splitlines()[0].split()
+    assert (tag, builds) == ("80", "0"), out.stdout  # the winner runs, nothing compiled on Bob's machine
+    assert out.stdout.splitlines()[1].startswith("in use: "), out.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_library_row_kernel_tunes_on_cuda_and_runs_its_winners(kernels_root):
+    from conftest import KernelCopy
+
+    copy = KernelCopy(kernels_root, "rowmax", f"rowmax_t{next(_counter)}")
+    shapes = [(4096, 256), (65536, 1024)]
+    result = registry.tune(copy.name, shapes=shapes, device="cuda", repeats=10)
+    assert not result.dropped, result.dropped
+    assert result.table["config"].nunique() == 24
+    table = result.table
+    for shape in ("4096x256", "65536x1024"):
+        chosen = table[(table["shape"] == shape) & table["chosen"].astype(bool)]
+        assert len(chosen) == 1 and float(chosen["speedup"].iloc[0]) >= 1.0, table[table["shape"] == shape]
+    status = registry.status(copy.name, device="cuda")
+    assert status.tuned.startswith("in use: "), status.tuned
+    op = registry.get(copy.name, device="cuda")
+    routed = sum(config != "KREG_ROW_BLOCK_THREADS=128,KREG_ROW_PACKS=4" for config in result.winners.values())
+    assert op._table.route_count == routed
+    for shape in shapes:  # the winners compute what torch does
+        x = torch.randn(*shape, device="cuda")
+        values, indices = op(x)
+        expected = torch.max(x, dim=-1)
+        assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+
+
+def test_a_cached_get_of_a_never_tuned_kernel_imports_no_tuning_code(kernels_root, cache_root):
+    name = f"probe_t{next(_counter)}"
+    write_probe(kernels_root, name)
+    registry.get(name, device="cpu")  # built and cached
+    script = textwrap.dedent(f"""
+        import sys, registry
+        registry.get({name!r}, device="cpu")
+        print(sorted(m for m in sys.modules if m.startswith("registry.notebook")))
+        print(registry.status({name!r}, device="cpu").tuned)
+    """)
+    env = dict(os.environ, REGISTRY_CACHE_DIR=str(cache_root), REGISTRY_KERNELS_PATH=str(kernels_root))
+    env.pop("REGISTRY_REMOTE_CACHE", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    modules, line = out.stdout.splitlines()[:2]
+    assert modules == "[]", out.stdout
+    assert line.startswith("not tuned"), out.stdout
+
+
+def test_builds_with_the_same_compiler_settings_share_the_environment_and_others_wait(tmp_path):
+    """registry.tune's configs build side by side: the compiler environment
+    (build/ccache.py) is shared by builds that need the same settings; one
+    that needs others waits until it is free, and it is restored after."""
+    import threading
+    import time
+
+    from registry.build import ccache
+
+    seen, lock = [], threading.Lock()
+
+    def build(arch: str) -> None:
+        with ccache.compiler_environment(tmp_path, arch):
+            start = time.perf_counter()
+            with lock:
+                seen.append((arch, os.environ.get("TORCH_CUDA_ARCH_LIST"), os.environ.get("CXX"), start))
+            time.sleep(0.3)
+            with lock:
+                seen.append((arch, os.environ.get("TORCH_CUDA_ARCH_LIST"), os.environ.get("CXX"), time.perf_counter()))
+
+    before = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=build, args=("9.0",)) for _ in range(4)] + [threading.Thread(target=build, args=("8.0",))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    assert all(arch == seen_arch for arch, seen_arch, _, _ in seen), seen  # each build saw its own settings
+    assert len({cxx for arch, _, cxx, _ in seen if arch == "9.0"}) == 1
+    assert elapsed < 4 * 0.3, elapsed  # the four 9.0 builds overlapped (serialized: 1.5 s in all)
+    assert elapsed >= 2 * 0.3 - 0.05  # the 8.0 one ran alone, before or after them
+    assert os.environ.get("TORCH_CUDA_ARCH_LIST") == before
