@@ -24,7 +24,7 @@ from registry.isolation import wire
 from registry.isolation.supervisor import SUPERVISOR, WorkerDied, WorkerTimeout
 
 MAX_ARGS, MAX_OUTPUTS, MAX_OUTPUT_DIMS, DTYPE_SLOTS = 32, 8, 8, 12  # core/codegen.h, core/launcher_table.h
-TABLE_MAGIC = 0x6B72656754424C32  # kTableMagic, "kregTBL2"
+TABLE_MAGIC = 0x6B72656754424C33  # kTableMagic, "kregTBL3"
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
                "float8_e4m3fn", "float8_e5m2")
 ITEM_SIZES = (4, 2, 2, 8, 1, 2, 4, 8, 1, 1, 1, 1)
@@ -42,7 +42,8 @@ class _OutputDecl(ctypes.Structure):
 class LauncherTable(ctypes.Structure):
     _fields_ = [("magic", ctypes.c_uint64), ("op_name", ctypes.c_char_p), ("dtypes", ctypes.c_char_p),
                 ("same_shape_mask", ctypes.c_uint64), ("arg_dtypes", ctypes.c_int32 * MAX_ARGS),
-                ("outputs", _OutputDecl * MAX_OUTPUTS), ("launchers", ctypes.c_void_p * DTYPE_SLOTS)]
+                ("outputs", _OutputDecl * MAX_OUTPUTS), ("launchers", ctypes.c_void_p * DTYPE_SLOTS),
+                ("route_count", ctypes.c_int64), ("routes", ctypes.c_void_p)]
 
 
 class KregTensor(ctypes.Structure):
@@ -118,6 +119,9 @@ class ProxyTable:
         self.table = LauncherTable.from_buffer_copy(LauncherTable.from_address(source_table.address))
         if self.table.magic != TABLE_MAGIC:
             raise RuntimeError("the launcher table's layout is not the one registry/isolation/proxy.py mirrors")
+        # A tuned table's routes name other configs' launchers in this process:
+        # an isolated op must never call one of them here, so it runs the default config.
+        self.table.route_count, self.table.routes = 0, None
         self.address = ctypes.addressof(self.table)
         kinds = kinds_of(spec)
         prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(CTYPE_OF_KIND[k] for k in kinds), ctypes.c_void_p)
