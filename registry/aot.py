@@ -55,8 +55,11 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
         raise RegistryError(
             f"kernel {name!r} compiles its device code with "
             f"{'NVRTC' if manifest.cuda.compiler == 'nvrtc' else 'nvcc -cubin'} into a cubin, "
-            "which AOT packages do not support yet; "
-            "package its CPU backend only, or build the CUDA backend with compiler = \"nvcc\""
+            "which AOT packages do not support yet: a package would need to carry the cubin (or compile it "
+            "when installed) and load it into each device's context for its launchers (kreg/launch.h), and "
+            "it does neither. Package its CPU backend only (python -m registry aot "
+            f"{name} --backend cpu, or backends=[\"cpu\"]), or build the CUDA backend with "
+            "compiler = \"nvcc\" in [cuda]"
         )
     _check_python_names(manifest)
     out = _prepare(Path(out_dir))
