@@ -13,30 +13,12 @@
 #include <type_traits>
 
 #include "kreg/abi.h"
-#include "kreg/device.cuh"  // to_float / from_float, shared with NVRTC device code
+#include "kreg/device.cuh"  // to_float / from_float, to_acc / from_acc, shared with NVRTC device code
 
 namespace kreg {
 
-// Reductions accumulate in float, or double for double storage.
-template <typename T>
-struct Accumulator {
-  using type = float;
-};
-template <>
-struct Accumulator<double> {
-  using type = double;
-};
-template <typename T>
-using acc_t = typename Accumulator<T>::type;
-
-__device__ __forceinline__ double to_acc(double v) { return v; }
-template <typename T>
-__device__ __forceinline__ float to_acc(T v) { return to_float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_acc(acc_t<T> v) { return from_float<T>(v); }
-template <>
-__device__ __forceinline__ double from_acc<double>(double v) { return v; }
+// acc_t, to_acc and from_acc (storage <-> accumulator, double included) come
+// from kreg/device.cuh.
 
 // N elements moved as one aligned load/store (N * sizeof(T) <= 16 bytes).
 template <typename T, int N>
