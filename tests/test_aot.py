@@ -1,4 +1,4 @@
-"""The AOT path: a manifest exported as an installable package (registry/aot.py),
+"""The AOT path: a manifest exported as an installable package (registry/tools/aot.py),
 built by pip with setuptools + BuildExtension, and imported in a fresh
 interpreter that never imports the JIT registry.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from registry import aot
 from registry.errors import RegistryError
+from registry.tools import aot
 
 # Runs in the fresh interpreter: the package as production code would use it.
 CHECK = """

@@ -12,7 +12,8 @@ import shutil
 import pytest
 
 from conftest import KernelCopy
-from registry import _core, device_build
+from registry import _core
+from registry.device import cubin_build as device_build
 
 ARCH = "9.0"
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)

@@ -12,7 +12,8 @@ import subprocess
 import pytest
 
 from conftest import KernelCopy, CHECKOUT
-from registry import _core, device_build
+from registry import _core
+from registry.device import cubin_build as device_build
 from registry.errors import BuildError
 
 ARCH = "9.0"

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from registry import _core
-from registry.builder import BuildPlan, build_error
+from registry.build.failure import build_error
+from registry.build.step import BuildPlan
 
 from conftest import CHECKOUT
 

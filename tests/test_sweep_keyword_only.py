@@ -8,7 +8,7 @@ import torch
 
 import registry
 from registry import _core
-from registry.checks import check_call
+from registry.notebook.checks import check_call
 
 from kernel_contract import check_op
 from test_fakes_with_defaults import ROWSTAT_CPU, ROWSTAT_TOML

@@ -1,1 +1,6 @@
-"""Building: what turns a plan's sources into artifacts, and what explains a failed build."""
+"""What a cache miss runs: the build recipe, the two build paths (torch's
+cpp_extension.load and the registry's own compiler call), ccache, the key
+vocabulary for tools, progress, diagnostics, the lock-build-publish step.
+
+Imported only when something must be built; never imports registry.notebook
+or registry.tools (tests/test_import_rules.py)."""

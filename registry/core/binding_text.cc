@@ -3,7 +3,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "codegen.h"  // the launcher table's limits (kMaxArgs, ...)
+#include "table_limits.h"
 #include "dtype.h"
 
 namespace kreg {

@@ -13,12 +13,13 @@
 #include <type_traits>
 
 #include "kreg/abi.h"
+#include "kreg/accumulate.h"
 #include "kreg/device.cuh"  // to_float / from_float, to_acc / from_acc, shared with NVRTC device code
 
 namespace kreg {
 
-// acc_t, to_acc and from_acc (storage <-> accumulator, double included) come
-// from kreg/device.cuh.
+// to_acc / from_acc (to and from acc_t, kreg/accumulate.h; double included)
+// come from kreg/device.cuh.
 
 // N elements moved as one aligned load/store (N * sizeof(T) <= 16 bytes).
 template <typename T, int N>

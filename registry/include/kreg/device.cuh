@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kreg/accumulate.h"
+
 namespace kreg {
 
 // For float, __half and __nv_bfloat16 storage: their accumulator is float.
@@ -54,19 +56,9 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// Storage <-> accumulator: reductions accumulate in float, or double for
-// double storage. The helpers to write code once for every dtype, float64
+// Storage <-> accumulator (acc_t, kreg/accumulate.h: float, or double for
+// double storage). The helpers to write code once for every dtype, float64
 // included; here (not in kreg/cuda.cuh) so NVRTC device code has them too.
-template <typename T>
-struct Accumulator {
-  using type = float;
-};
-template <>
-struct Accumulator<double> {
-  using type = double;
-};
-template <typename T>
-using acc_t = typename Accumulator<T>::type;
 
 __device__ __forceinline__ double to_acc(double v) { return v; }
 template <typename T>

@@ -2,7 +2,7 @@
 // every kernel library whose device code is a cubin (NVRTC, nvcc -cubin). It
 // holds the bound cubin, its module per device (loaded on the first launch on
 // each) and the driver's entry points, handed over by the registry
-// (registry/device_module.py) through kreg_bind_device_module, so the library
+// (registry/device/driver_module.py) through kreg_bind_device_module, so the library
 // needs neither CUDA headers nor libcuda at link time.
 #include <pthread.h>
 #include <string.h>
