@@ -89,11 +89,24 @@ def status(name: str, *, device: str | None = None):
     paths, build time, and what changed since the previous build."""
     requested = knobs.requested_device(device)
     state = STATE.find(name, requested)
+    if state is None and requested is None:
+        state = _loaded_for_any_device(name)
     if state is None:
         from registry.errors import NotLoadedError
 
         raise NotLoadedError(f"kernel {name!r} has not been loaded in this process; call registry.get({name!r}) first")
     return state.status
+
+
+def _loaded_for_any_device(name: str):
+    """status(name) with no device asked: the kernel as loaded for whichever
+    device a get named; with both loaded, the one a plain get(name) picks."""
+    loaded = {backend: state for (kernel, backend), state in STATE.kernels.items() if kernel == name}
+    if len(loaded) <= 1:
+        return next(iter(loaded.values()), None)
+    from registry import environment
+
+    return loaded[environment.backend_for(None)]
 
 
 class KernelInfo:

@@ -56,6 +56,16 @@ class OpCallError(RegistryError, RuntimeError):
     device in this process); says what to change."""
 
 
+class OpInputError(RegistryError, RuntimeError):
+    """An op's inputs fail its checks (device, contiguity, dtype, shape) or its
+    launcher refused them; the message names the op and the argument."""
+
+
+class BindingModuleError(RegistryError, AttributeError):
+    """A hand-written binding's module does not define a function for every
+    op of the manifest; names the op and what the module defines."""
+
+
 class BuildEnvironmentError(RegistryError, RuntimeError):
     """This machine cannot build what was asked (no GPU to target, a compiler
     that does not run); says what to set or install."""

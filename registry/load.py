@@ -49,10 +49,11 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
     ops = {}
     if manifest.binding == "pybind":
         module = STATE.modules.get(lib.entry.key) or (lib.built.loaded if lib.built else _import_module(lib))
+        functions = module_ops(module, manifest)
         STATE.modules[lib.entry.key] = module
         for spec in manifest.ops:
             op = before.get(spec.name) or Op.of(manifest.name, spec, schemas[spec.name])
-            op._swap(getattr(module, spec.name), None, backend, lib.entry.key, *_signature_of(spec, schemas))
+            op._swap(functions[spec.name], None, backend, lib.entry.key, *_signature_of(spec, schemas))
             op._set_spec(spec)
             ops[spec.name] = op
         _remove_dropped(manifest, before, ops)
@@ -130,6 +131,26 @@ def _meta_kernel(*args):
     from registry import torch_ops
 
     return torch_ops.fake_of_table(args[-1])(*args[:-1])
+
+
+def module_ops(module, manifest, where: str | None = None) -> dict:
+    """The function of each manifest op in a hand-written binding's module
+    (`m.def("<op>", ...)`). Raises BindingModuleError naming every op the
+    module lacks and the functions it does define. The one check of a
+    module's ops: loading calls it, and so can a tool that imports a module
+    it built (`where` names that module; the binding source by default)."""
+    missing = [spec.name for spec in manifest.ops if not callable(getattr(module, spec.name, None))]
+    if not missing:
+        return {spec.name: getattr(module, spec.name) for spec in manifest.ops}
+    from registry.errors import BindingModuleError
+
+    defined = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None)))
+    source = where or (manifest.binding_source or "the binding source")
+    ops = ", ".join(repr(n) for n in missing)
+    raise BindingModuleError(
+        f"kernel {manifest.name!r}: the module built from {source} defines no function for op{'s' if len(missing) > 1 else ''} "
+        f"{ops} of {manifest.file}; it defines {', '.join(defined) or 'no functions'}. Name each m.def after its op "
+        f"(m.def(\"{missing[0]}\", ...)) or rename the op's signature in kernel.toml.")
 
 
 def _signature_of(spec, schemas) -> tuple[str, list[str]]:

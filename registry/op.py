@@ -127,11 +127,17 @@ class Op:
         # (a plain C function is opaque to it). _is_compiling is bound by the
         # _swap that set a fast entry.
         if fast is not None and not _is_compiling():
-            result = fast(*args)
+            try:  # free unless it raises (Python >= 3.11)
+                result = fast(*args)
+            except RuntimeError as error:
+                raise self._call_error(error) from None
             if result is not NotImplemented:
                 return result
         if self._table is None:  # a hand-written pybind module's function
-            return self._fn(*args)
+            try:
+                return self._fn(*args)
+            except TypeError as error:
+                raise self._module_argument_error(error) from None
         if self._tensor_index and _grad_enabled():
             for i in self._tensor_index:
                 t = args[i]
@@ -142,10 +148,37 @@ class Op:
         try:  # free unless it raises (Python >= 3.11)
             return self._fn(*args, self._address)
         except RuntimeError as error:
-            translated = self._argument_error(error)
-            if translated is None:
-                raise
-            raise translated from None
+            raise self._call_error(error) from None
+
+    def _call_error(self, error: RuntimeError) -> Exception:
+        """What a failed call raises: a RegistryError that is still the
+        RuntimeError it was. The binding's checks and a launcher's refusal
+        start with "<kernel>.<op>: ", the fake's (Meta) device check with
+        "<op>: argument "; anything else is raised as it came."""
+        translated = self._argument_error(error)
+        if translated is not None:
+            return translated
+        message = str(error)
+        if message.startswith((f"{self.kernel}.{self.name}: ", f"{self.name}: argument ")):
+            from registry.errors import OpInputError
+
+            return OpInputError(message)
+        return error
+
+    def _module_argument_error(self, error: TypeError) -> Exception:
+        """pybind11's "incompatible function arguments" from a hand-written
+        binding: a function taking raw pointers (or other non-Tensor types)
+        where the op passes tensors. Say what to write instead."""
+        message = str(error)
+        if "incompatible function arguments" not in message:
+            return error
+        supported = message.split("Invoked with:", 1)[0].rstrip()
+        return _op_argument_error(
+            f"{self.kernel}.{self.name}: the binding's function does not accept the op's arguments "
+            f"({self.signature}). pybind11 says: {supported}\n"
+            f"A hand-written binding's function must take torch::Tensor for each Tensor argument (and double / "
+            f"int64_t / bool for the scalars) and read the data inside, e.g. x.data_ptr<float>(); it cannot take "
+            f"raw pointers such as float*.")
 
     def _argument_error(self, error: RuntimeError):
         """torch's schema check names the generated binding (kreg_<hash>::call)

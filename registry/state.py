@@ -25,7 +25,8 @@ that rule visible and gives tests one thing to look at.
     torch_libraries  namespace -> torch.library.Library (torch_ops.py), kept alive
     torch_handles    (kernel, op) -> backend -> Op behind torch.ops.<kernel>.<op>
     faked_namespaces, fakes_by_table   the Meta kernels of bindings (load.py, torch_ops.py)
-    device_modules   cubin key -> CUmodule (driver_module.py)
+    device_modules   (cubin key, device) -> CUmodule (driver_module.py)
+    device_images    cubin key -> its bytes, kept for the launcher libraries
 """
 from __future__ import annotations
 
@@ -147,7 +148,8 @@ class ProcessState:
         self.torch_handles: dict = {}
         self.faked_namespaces: set[str] = set()
         self.fakes_by_table: dict[int, object] = {}
-        self.device_modules: dict[str, int] = {}
+        self.device_modules: dict[tuple[str, int], int] = {}
+        self.device_images: dict[str, bytes] = {}
         self.lock = threading.RLock()  # one slow-path get at a time
 
     def find(self, name: str, requested: str | None):

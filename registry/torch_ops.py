@@ -61,8 +61,23 @@ def fake_of_table(address: int):
     generate and compile it."""
     fake = _fakes_by_table[address]
     if isinstance(fake, tuple):
-        fake = _fakes_by_table[address] = fake_for(*fake)
+        fake = _fakes_by_table[address] = _positional(fake_for(*fake), fake[0].signature)
     return fake
+
+
+def _positional(fake, signature):
+    """The binding's `call` takes every argument positionally (no defaults, no
+    '*'), while the fake has the op's own parameters: pass the keyword-only
+    ones by name."""
+    keywords = tuple(a.name for a in signature.args if a.keyword_only)
+    if not keywords:
+        return fake
+    first = len(signature.args) - len(keywords)
+
+    def meta(*args):
+        return fake(*args[:first], **dict(zip(keywords, args[first:])))
+
+    return meta
 
 
 def expose(namespace: str, op_spec, backend: str, handle) -> None:

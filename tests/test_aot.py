@@ -157,3 +157,30 @@ def test_asking_for_a_missing_backend_says_what_to_do(tmp_path, axpy_copy):
         aot.export_package(axpy_copy.name, tmp_path / "pkg", backends=["cuda"])
     with pytest.raises(ValueError, match="not one of cpu, cuda"):
         aot.export_package(axpy_copy.name, tmp_path / "pkg", backends=["rocm"])
+
+
+def test_the_cpu_module_gets_the_hosts_f16c_flag_as_the_jit_build_does(tmp_path):
+    # Without -mf16c every half <-> float conversion is a library call: the
+    # JIT's CPU builds add it where the CPU has F16C (core/toolchain.h); the
+    # package's setup.py decides on the machine that builds it.
+    from registry import _core
+
+    setup = (aot.export_package("axpy", tmp_path / "pkg", backends=["cpu"]) / "setup.py").read_text()
+    namespace = {"__file__": str(tmp_path / "pkg" / "setup.py")}
+    exec(compile(setup.split("\nsetup(\n", 1)[0], "setup.py", "exec"), namespace)  # all but the setup() call
+    modules = {m.name: m for m in namespace["extensions"]()}
+    cpu_flags = modules["axpy_ops._C_cpu"].extra_compile_args
+    assert ("-mf16c" in cpu_flags) == ("-mf16c" in _core.HOST_CXX_FLAGS), cpu_flags
+    assert cpu_flags.index("-O3") > (cpu_flags.index("-mf16c") if "-mf16c" in cpu_flags else -1)  # the manifest's win
+
+
+@pytest.mark.parametrize("kernel, compiler", [("axpy_nvrtc", "NVRTC"), ("axpy_cubin", "nvcc -cubin")])
+def test_a_cubin_kernel_is_refused_at_aot_time_saying_what_is_missing(tmp_path, kernel, compiler):
+    with pytest.raises(RegistryError) as caught:
+        aot.export_package(kernel, tmp_path / "pkg")
+    message = str(caught.value)
+    assert f"compiles its device code with {compiler} into a cubin" in message, message
+    assert "carry the cubin" in message and "--backend cpu" in message and 'compiler = "nvcc"' in message, message
+    assert not (tmp_path / "pkg").exists()  # refused before anything was written
+    cpu_only = aot.export_package(kernel, tmp_path / "cpu_pkg", backends=["cpu"])  # the way out it names
+    assert (cpu_only / "setup.py").is_file()

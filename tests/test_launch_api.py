@@ -19,6 +19,8 @@ GetFunction = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ct
 Launch = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,
                           ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))
 ErrorString = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
+CtxGetDevice = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int))
+ModuleLoadData = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p)
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +38,7 @@ class FakeDriver:
 
     def __init__(self, missing=()):
         self.launches, self.missing, self.names = [], set(missing), []
+        self.device, self.loads = 0, []  # the current context's device; (device, image) per cuModuleLoadData
 
         def get_function(fn, module, name):
             if name.decode() in self.missing:
@@ -57,11 +60,24 @@ class FakeDriver:
             text[0] = b"named driver error"
             return 0
 
-        self._callbacks = (GetFunction(get_function), Launch(launch), ErrorString(error_string))
+        def ctx_get_device(device):
+            device[0] = self.device
+            return 0
 
-    def bind(self, library, module: int) -> None:
-        library.kreg_bind_device_module.argtypes = [ctypes.c_void_p] * 4
-        library.kreg_bind_device_module(module, *[ctypes.cast(c, ctypes.c_void_p) for c in self._callbacks])
+        def module_load_data(module, image):
+            self.loads.append((self.device, image))
+            module[0] = 1000 + len(self.loads)  # a module of this device's context
+            return 0
+
+        self._callbacks = (GetFunction(get_function), Launch(launch), ErrorString(error_string),
+                           CtxGetDevice(ctx_get_device), ModuleLoadData(module_load_data))
+
+    def bind(self, library, module: int, device: int = 0, image: bytes = b"cubin") -> None:
+        """What device_module.bind does: the cubin, loaded as `module` on `device`."""
+        self._image = image  # alive while bound, as device_module keeps it
+        library.kreg_bind_device_module.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + \
+            [ctypes.c_void_p] * 5
+        library.kreg_bind_device_module(image, module, device, *[ctypes.cast(c, ctypes.c_void_p) for c in self._callbacks])
 
 
 def _tensor(address: int, n: int) -> KregTensor:
@@ -126,3 +142,42 @@ def test_missing_kernel_is_an_error_string(launchers):
     driver.bind(launchers, 3)
     error = _call(launchers, "f32", 4096)
     assert error is not None and b"extern \"C\" __global__" in error
+
+
+def test_each_device_launches_from_its_own_module_loaded_on_first_use(launchers):
+    # A module belongs to one context: a call whose current device is another
+    # GPU must load the cubin there and launch from that module, never from
+    # the first device's.
+    driver = FakeDriver()
+    driver.bind(launchers, 1, device=0, image=b"cubin-v1")
+    _call(launchers, "f16", 8)
+    driver.device = 1
+    _call(launchers, "f16", 8)
+    _call(launchers, "f16", 8)
+    driver.device = 0
+    _call(launchers, "f16", 8)
+    assert [l["module"] for l in driver.launches] == [1, 1001, 1001, 1]
+    assert driver.loads == [(1, b"cubin-v1")]  # loaded once for device 1, from the bound cubin
+
+    # A rebuilt cubin: device 0 gets the registry's module, device 1 loads the new bytes.
+    driver.bind(launchers, 2, device=0, image=b"cubin-v2")
+    driver.device = 1
+    _call(launchers, "f16", 8)
+    driver.device = 0
+    _call(launchers, "f16", 8)
+    assert [l["module"] for l in driver.launches][-2:] == [1002, 2]
+    assert driver.loads[-1] == (1, b"cubin-v2")
+
+
+def test_no_current_context_is_an_error_not_a_launch(launchers):
+    driver = FakeDriver()
+    driver.bind(launchers, 1)
+
+    def no_context(device):
+        return 201  # CUDA_ERROR_INVALID_CONTEXT
+
+    driver._callbacks = driver._callbacks[:3] + (CtxGetDevice(no_context),) + driver._callbacks[4:]
+    driver.bind(launchers, 1)
+    error = _call(launchers, "f32", 16)
+    assert error is not None and b"no CUDA context is current" in error
+    assert driver.launches == []

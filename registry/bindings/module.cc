@@ -108,7 +108,11 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "The kernel registry's C++ core: manifests, include scanning, keys, the cache.";
 
   // The one place C++ exceptions become Python ones (error_classes above).
-  py::register_exception_translator([](std::exception_ptr p) {
+  // Local to this module: a global translator would also take over every
+  // other pybind11 module sharing pybind11's internals, torch's included,
+  // so an aten error, or a Python fake's TypeError surfacing through
+  // torch.ops, became a CoreError (empty, for the fake's).
+  py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const py::error_already_set&) {

@@ -24,6 +24,9 @@ def build_error(plan: BuildPlan, log: str, staging: Path) -> BuildError:
         diagnostics = _undefined_symbol_diagnostics(plan, log) + diagnostics
     if plan.ops:
         diagnostics = _launcher_mismatches(plan, diagnostics, log) + diagnostics
+    from registry.build import source_mistakes
+
+    diagnostics = source_mistakes.diagnostics(plan, log) + diagnostics
     return BuildError(plan.kernel, plan.describe(), diagnostics, log)
 
 

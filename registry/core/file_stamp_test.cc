@@ -42,6 +42,7 @@ TEST(FileStamp, StatHasNanosecondsAndInode) {
 TEST(FileStamp, UnchangedIsStatOnly) {
   TempDir dir;
   const std::string path = dir.write("a.h", "abc");
+  set_mtime(path, 1700000000, 5);  // written long before the stamp: not racy (below)
   std::vector<FileStamp> stamps = {*stamp_file(path)};
   EXPECT_TRUE(stamps_unchanged(stamps));
   StampCheck check = check_stamps(stamps);
@@ -167,6 +168,47 @@ TEST(FileStamp, SameSizeEditRightAfterTheStamp) {
     rewrite_in_place(path, round % 2 ? "abd" : "abc");  // same size, same inode, at once
     ASSERT_FALSE(stamps_unchanged(stamps)) << "round " << round;
   }
+}
+
+// Racy stamps, as git calls them: on a filesystem whose times tick coarsely
+// (whole seconds here), a file written, stamped and rewritten with the same
+// size within one tick keeps its stat. A stamp whose mtime is not older than
+// its own recording by a tick is therefore re-hashed, however equal the stat.
+TEST(FileStamp, RacyStampOnACoarseClockIsRehashed) {
+  TempDir dir;
+  const std::string path = dir.write("a.h", "abc");
+  const time_t this_second = time(nullptr);
+  set_mtime(path, this_second, 0);  // what a whole-second filesystem records for a write now
+  std::vector<FileStamp> stamps = {*stamp_file(path)};
+  rewrite_in_place(path, "abd");
+  set_mtime(path, this_second, 0);  // the same tick: same size, inode and mtime
+  EXPECT_FALSE(stamps_unchanged(stamps));
+  StampCheck check = check_stamps(stamps);
+  ASSERT_EQ(check.changed.size(), 1u);
+  EXPECT_EQ(check.changed[0], path);
+}
+
+TEST(FileStamp, RacyButUnchangedIsRehashedUntilItsTickHasPassed) {
+  TempDir dir;
+  const std::string path = dir.write("a.h", "abc");  // a fine-grained mtime of just now
+  std::vector<FileStamp> stamps = {*stamp_file(path)};
+  EXPECT_FALSE(stamps_unchanged(stamps));  // racy: the stat alone cannot vouch for it yet
+  EXPECT_TRUE(check_stamps(stamps).changed.empty());
+  usleep(static_cast<useconds_t>(kFineTimestampTickNs / 1000 + 20000));
+  StampCheck check = check_stamps(stamps);  // re-hashed and re-recorded after the tick
+  EXPECT_TRUE(check.changed.empty());
+  EXPECT_TRUE(check.refreshed);
+  EXPECT_TRUE(stamps_unchanged(stamps));  // stat-only from now on
+  EXPECT_FALSE(check_stamps(stamps).refreshed);
+}
+
+TEST(FileStamp, OldFilesAreNotRacy) {
+  TempDir dir;
+  const std::string path = dir.write("a.h", "abc");
+  set_mtime(path, time(nullptr) - 10, 0);
+  const FileStamp stamp = *stamp_file(path);
+  EXPECT_FALSE(stamp_is_racy(stamp));
+  EXPECT_GT(stamp.recorded_ns, stamp.stat.mtime_ns);
 }
 
 }  // namespace

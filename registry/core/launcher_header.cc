@@ -100,9 +100,12 @@ std::string join_params(const std::vector<LauncherParam>& params, bool with_name
 
 bool conflict_reported(const std::string& output, const std::string& symbol) {
   // g++: "conflicting declaration of C function"; clang: "conflicting types for";
-  // nvcc's front end: "declaration is incompatible with".
+  // nvcc's front end: "declaration is incompatible with", or, where a
+  // parameter type differs (two overloads to it), "more than one instance of
+  // overloaded function "f" has "C" linkage".
   for (const char* phrase : {"conflicting declaration", "conflicting types", "declaration is incompatible",
-                             "conflicts with", "redeclared with different"}) {
+                             "conflicts with", "redeclared with different",
+                             "more than one instance of overloaded function"}) {
     for (size_t at = output.find(phrase); at != std::string::npos; at = output.find(phrase, at + 1)) {
       const size_t line_end = output.find('\n', at);
       const std::string line = output.substr(at, line_end == std::string::npos ? std::string::npos : line_end - at);

@@ -66,6 +66,20 @@ TEST(LauncherHeader, ExplainsPointerConstnessAndCountFromExcerpts) {
       << messages[0];
 }
 
+// nvcc (CUDA 12/13) on a launcher that differs from its prototype in a
+// parameter type: it takes the two as overloads, and says only this.
+TEST(LauncherHeader, ExplainsNvccsOverloadedCLinkageError) {
+  const std::string nvcc =
+      "axpy.cu(2): error: more than one instance of overloaded function \"axpy_f32\" has \"C\" linkage\n"
+      "  extern \"C\" __attribute__((visibility(\"default\"))) const char* axpy_f32(kreg_tensor out, kreg_tensor x, "
+      "kreg_tensor y, double alpha, void* stream) {\n";
+  const auto messages = explain_launcher_mismatch({kAxpy}, nvcc, {});
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_TRUE(contains(messages[0], "op axpy, launcher axpy_f32: parameter 4 (float alpha) must be float but the "
+                                    "launcher takes double"))
+      << messages[0];
+}
+
 TEST(LauncherHeader, ClangConflictingTypesWithoutExcerptStillNamesThePrototype) {
   const auto messages = explain_launcher_mismatch({kAxpy}, "a.cpp:3:13: error: conflicting types for 'axpy_f16'\n", {});
   ASSERT_EQ(messages.size(), 1u);

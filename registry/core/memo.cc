@@ -28,6 +28,7 @@ FileStamp read_stamp(const toml::table& t) {
   std::optional<Digest> digest = Digest::from_hex(get_string(t, "xxh3"));
   if (!digest) throw std::runtime_error("field 'xxh3' is not a digest");
   stamp.content = *digest;
+  stamp.recorded_ns = get_int(t, "recorded_ns");
   return stamp;
 }
 
@@ -87,6 +88,7 @@ std::string memo_to_toml(const Memo& memo) {
     out << "mtime_ns = " << stamp.stat.mtime_ns << "\n";
     out << "inode = " << static_cast<int64_t>(stamp.stat.inode) << "\n";
     out << "xxh3 = " << toml_quote(stamp.content.hex()) << "\n";
+    out << "recorded_ns = " << stamp.recorded_ns << "\n";
   }
   write_inputs(out, memo.inputs);
   return out.str();

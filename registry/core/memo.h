@@ -8,10 +8,10 @@
 // one checkout's shortcut: losing it costs time, never correctness (the
 // cache's dependency records, dep_record.h, make keys from content alone).
 //
-// v1/memo/<kernel>.<backend>.<8 hex of the manifest path>.toml, format 2
+// v1/memo/<kernel>.<backend>.<8 hex of the manifest path>.toml, format 3
 // (written by plan.h's record_outcome; the name keeps two checkouts sharing
 // a cache apart):
-//   format  = 2
+//   format  = 3
 //   kernel  = "axpy"
 //   backend = "cpu"
 //   env     = "<32 hex>"                  # digest of the env.* and toolchain.* key inputs
@@ -24,12 +24,14 @@
 //   mtime_ns = 2
 //   inode    = 3                          # as a signed 64-bit integer
 //   xxh3     = "<32 hex>"
+//   recorded_ns = 5                       # when the stat was taken (file_stamp.h: racy stamps)
 //   [inputs]                              # the key inputs of keys.lib, for diffs
 //   "file:axpy.cpp" = "<32 hex>"
 // The memo is written without fsync (each edit writes it). A crash can leave
 // it cut short; cut at a table boundary it would still parse, with fewer
 // stamps, and vouch for a key without checking every file: the counts
-// (format 2) make such a file unreadable instead. Format 1 had no counts.
+// (format 2) make such a file unreadable instead. Format 1 had no counts;
+// format 2 no recording time (a format 2 memo is not read: one re-hash).
 // Binding keys are not kept: a binding's key follows from the signature and
 // the environment, and is recomputed only when the binding is not loaded.
 #pragma once
@@ -44,7 +46,7 @@
 
 namespace kreg {
 
-inline constexpr int kMemoFormat = 2;
+inline constexpr int kMemoFormat = 3;
 
 struct Memo {
   std::string kernel;

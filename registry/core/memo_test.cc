@@ -19,7 +19,8 @@ Memo sample_memo() {
   memo.backend = "cuda";
   memo.env = hash_bytes("env").hex();
   memo.keys = {{"lib", hash_bytes("lib").hex()}, {"binding", hash_bytes("binding").hex()}};
-  FileStamp a{"/work/kernels/axpy/axpy.cu", {1234, 1764500000123456789LL, 42}, hash_bytes("a")};
+  FileStamp a{"/work/kernels/axpy/axpy.cu", {1234, 1764500000123456789LL, 42}, hash_bytes("a"),
+              1764500001000000000LL};
   // Quotes, backslashes, a tab and a huge inode must survive the round trip.
   FileStamp b{"/work/kernels/a \"quoted\"\\dir/\tb.h", {0, -5, 0xFFFFFFFFFFFFFFF0ULL},
               hash_bytes("b")};
@@ -50,6 +51,7 @@ TEST(Memo, RoundTrip) {
     EXPECT_EQ(back->stamps[i].path, memo.stamps[i].path);
     EXPECT_TRUE(back->stamps[i].stat == memo.stamps[i].stat);
     EXPECT_EQ(back->stamps[i].content, memo.stamps[i].content);
+    EXPECT_EQ(back->stamps[i].recorded_ns, memo.stamps[i].recorded_ns);
   }
   ASSERT_EQ(back->inputs.size(), memo.inputs.size());
   for (size_t i = 0; i < memo.inputs.size(); ++i) {
@@ -104,7 +106,10 @@ TEST(Memo, OtherFormatIsNullopt) {
   TempDir dir;
   const std::string path = dir.path() + "/axpy.cpu.toml";
   std::string text = memo_to_toml(sample_memo());
-  ASSERT_EQ(text.rfind("format = 2\n", 0), 0u);
+  ASSERT_EQ(text.rfind("format = 3\n", 0), 0u);
+  text.replace(0, 10, "format = 2");  // format 2 had no recording times: read as no memo
+  write_text(path, text);
+  EXPECT_FALSE(read_memo(path));
   text.replace(0, 10, "format = 1");  // format 1 had no counts: read as no memo
   write_text(path, text);
   EXPECT_FALSE(read_memo(path));

@@ -183,8 +183,21 @@ OutputSpec default_output_spec(const Signature& signature) {
 
 std::string fake_function(const Signature& signature, const std::vector<OutputSpec>& outputs,
                           const std::string& fn_name) {
+  // The parameters as the schema has them (defaults, a bare * before the
+  // keyword-only ones): torch calls a fake with the arguments its caller
+  // wrote, leaving defaulted ones out and passing keyword-only ones by name.
+  // Defaults are canonical (signature.h), and each is a Python literal.
   std::string params;
-  for (const Arg& a : signature.args) params += (params.empty() ? "" : ", ") + a.name;
+  bool star_written = false;
+  for (const Arg& a : signature.args) {
+    if (!params.empty()) params += ", ";
+    if (a.keyword_only && !star_written) {
+      params += "*, ";
+      star_written = true;
+    }
+    params += a.name;
+    if (a.has_default) params += "=" + a.default_text;
+  }
   const std::string device = signature.args.at(signature.first_tensor()).name + ".device";
   std::string body;
   for (const OutputSpec& spec : outputs) {

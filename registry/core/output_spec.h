@@ -56,8 +56,9 @@ OutputSpec parse_output_spec(const std::string& text, const Signature& signature
 OutputSpec default_output_spec(const Signature& signature);
 
 // Python source of the fake (meta) function for an op whose outputs are
-// `outputs` (one per return): "def <fn_name>(x, weight, ...):\n    return ...".
-// Arguments in signature order, keyword-only ones too (torch passes all).
+// `outputs` (one per return): "def <fn_name>(x, w, eps=1e-05, *, k=0):\n    return ...".
+// Parameters as the schema has them: defaults, and a bare * before the
+// keyword-only ones (torch calls a fake with the arguments its caller wrote).
 std::string fake_function(const Signature& signature, const std::vector<OutputSpec>& outputs,
                           const std::string& fn_name);
 

@@ -84,6 +84,17 @@ TEST(OutputSpec, FakeFunctionIsPythonFromTheSameDeclarations) {
   EXPECT_EQ(fake_function(inplace, {}, "g"), "def g(x, a):\n    return None\n");
 }
 
+TEST(OutputSpec, FakeFunctionHasTheSchemasDefaultsAndKeywordOnlyArguments) {
+  const Signature sig = parse_signature(
+      "rowstat(Tensor x, Tensor? w=None, float scale=2.0, *, int offset=0, bool flag=True, int[] dims=[0, 1]) -> Tensor");
+  const std::string text = fake_function(sig, {parse_output_spec("like x", sig, "out")}, "fake");
+  EXPECT_EQ(text.substr(0, text.find('\n')),
+            "def fake(x, w=None, scale=2.0, *, offset=0, flag=True, dims=[0, 1]):");
+  const Signature required_keyword = parse_signature("f(Tensor x, *, int k) -> Tensor");
+  const std::string text2 = fake_function(required_keyword, {parse_output_spec("like x", required_keyword, "out")}, "f");
+  EXPECT_EQ(text2.substr(0, text2.find('\n')), "def f(x, *, k):");
+}
+
 TEST(OutputSpec, DefaultIsLikeTheFirstTensor) {
   const Signature sig = parse_signature("f(Tensor? b, Tensor x) -> Tensor");
   EXPECT_EQ(default_output_spec(sig).text, "like x");

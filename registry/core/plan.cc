@@ -46,7 +46,12 @@ std::vector<FileStamp> stamp_all(const std::vector<std::string>& paths) {
 bool same_stamps(const std::vector<FileStamp>& a, const std::vector<FileStamp>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].path != b[i].path || !(a[i].stat == b[i].stat) || a[i].content != b[i].content) return false;
+    // The recording time too: a re-verified racy stamp is written back, so a
+    // fresh process does not re-hash it again.
+    if (a[i].path != b[i].path || !(a[i].stat == b[i].stat) || a[i].content != b[i].content ||
+        a[i].recorded_ns != b[i].recorded_ns) {
+      return false;
+    }
   }
   return true;
 }

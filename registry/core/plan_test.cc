@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -25,6 +26,10 @@ using test_support::TempDir;
 void write_file(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary) << text;
+  // Dated a minute back, as files are by the time a user runs get: a file
+  // written in the tick of its stamp is racy (file_stamp.h) and re-hashed,
+  // which these tests of the memo's verdicts are not about.
+  fs::last_write_time(path, fs::last_write_time(path) - std::chrono::seconds(60));
 }
 
 // <tmp>/kernels/axpy (a CPU kernel with one header), <tmp>/include/kreg/abi.h

@@ -319,6 +319,13 @@ def _entry_input(entry, name: str) -> str | None:
     return next((i.value for i in entry.inputs if i.name == name), None)
 
 
+def dep_labels(manifest):
+    """Labels of the dependency record's files: the same as the key's file:
+    inputs (keys._label), so checkouts at different paths share records."""
+    return _core.DepLabels([("", os.path.realpath(manifest.dir)),
+                            ("registry/include/", os.path.realpath(keys.REGISTRY_INCLUDE))])
+
+
 def recorded_files(store, memo) -> list[str]:
     """The files the previous cubin of this kernel was compiled from (its
     entry's deps): macro-spelled includes the scanner cannot see stay keyed."""
@@ -326,6 +333,20 @@ def recorded_files(store, memo) -> list[str]:
         return []
     hit = store.lookup(memo.keys["device"])
     return list(hit.entry.deps) if hit.entry is not None else []
+
+
+def _cached(store, record: str, base, labels):
+    """(entry, stamps of the record's extra files) of the cubin the cache
+    holds for this content, or None: the dependency record's newest entry
+    whose files match, else the base key itself (a build that needed no file
+    beyond the scanned ones is published under it)."""
+    found = _core.match_dep_record(record, base, labels)
+    if found is not None:
+        hit = store.lookup(found.key.hex)
+        if hit.entry is not None:
+            return hit.entry, list(found.stamps)
+    hit = store.lookup(base.hex)
+    return (hit.entry, []) if hit.entry is not None else None
 
 
 def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, force: bool,
@@ -342,38 +363,58 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
         if hit.entry is not None and all(_entry_input(hit.entry, n) == v for n, v in nv.key_inputs()):
             return DeviceArtifact(hit.entry, None, nv)
     arch = target_arch(cuda_arch)
-    snapshot = Snapshot(manifest)
-    for path in scan_files(manifest, recorded_files(store, memo)):
-        snapshot.add(path)
-    key = device_key(manifest, snapshot, arch, nv)
+    # The key is reconstructible before compiling, as the kernel library's is
+    # (core/dep_record.h): the *base key* covers the scanned files only and
+    # names a dependency record in the cache, whose entries give each earlier
+    # build's key from the other files it needed (macro-spelled includes,
+    # headers read around the mirror) and their digests. Going back to
+    # earlier content finds its cubin whatever was built in between.
+    started_ns = time.time_ns()  # before any read: a file saved after it is not trusted as what was compiled
+    scanned = scan_files(manifest, [])
+    base_snapshot = Snapshot(manifest)
+    for path in scanned:
+        base_snapshot.add(path)
+    base = device_key(manifest, base_snapshot, arch, nv)
+    record, labels = store.deps_path(base.hex), dep_labels(manifest)
     reason = ""
     if not force:
-        hit = store.lookup(key.hex)
-        if hit.entry is not None:
-            return DeviceArtifact(hit.entry, None, nv, stamps=snapshot.stamps)
-        reason = hit.miss_reason
-    with _locked(store.lock_path(key.hex)):
-        if force:
-            store.remove(key.hex)
-        else:
+        found = _cached(store, record, base, labels)
+        if found is not None:
+            return DeviceArtifact(found[0], None, nv, stamps=base_snapshot.stamps + found[1])
+        reason = store.lookup(base.hex).miss_reason
+    # Compiled from the scanned files and those the last cubin needed (so a
+    # macro-spelled include costs no extra discovery round).
+    snapshot = base_snapshot
+    for path in scan_files(manifest, recorded_files(store, memo)):
+        snapshot.add(path)
+    with _locked(store.lock_path(base.hex)):  # the record is written under the base key's lock
+        if not force:
             # Look again under the lock, as every artifact does (core/build_claim.h):
             # another process may have published this cubin while we waited.
-            hit = store.lookup(key.hex)
-            if hit.entry is not None:
-                return DeviceArtifact(hit.entry, None, nv, reason, snapshot.stamps)
+            found = _cached(store, record, base, labels)
+            if found is not None:
+                return DeviceArtifact(found[0], None, nv, reason, base_snapshot.stamps + found[1])
         staging = Path(store.make_staging_dir())
         try:
             built = compile_device(manifest, snapshot, arch, nv, staging)
-            # built.key covers every header compiling found; usually key itself.
+            # The key of what was compiled: the base's inputs plus each file
+            # beyond the scanned ones, as the record will reproduce it.
+            deps = _core.deps_from_build(base, labels, sorted(snapshot.files), scanned, started_ns)
+            key = built.key = deps.key
+            if force:
+                store.remove(key.hex)
             entry = _core.Entry()
-            entry.key, entry.kernel, entry.backend, entry.kind = built.key.hex, manifest.name, "cuda", "device"
+            entry.key, entry.kernel, entry.backend, entry.kind = key.hex, manifest.name, "cuda", "device"
             entry.artifact, entry.build_seconds = built.artifact, built.seconds
-            entry.built_at, entry.deps, entry.inputs = int(time.time()), built.deps, built.key.inputs
-            existing = store.lookup(built.key.hex) if built.key.hex != key.hex else None
-            if existing is not None and existing.entry is not None:
-                shutil.rmtree(staging, ignore_errors=True)  # the enlarged key is cached: the same bytes
-                return DeviceArtifact(existing.entry, built, nv, reason, snapshot.stamps)
-            published = store.publish(str(staging), entry)
+            entry.built_at, entry.deps, entry.inputs = int(time.time()), built.deps, key.inputs
+            existing = store.lookup(key.hex)
+            if existing.entry is not None:
+                shutil.rmtree(staging, ignore_errors=True)  # cached already (a discovery round): the same bytes
+                published = existing.entry
+            else:
+                published = store.publish(str(staging), entry)
+            if deps.entry is not None:
+                _core.add_dep_entry(record, base, deps.entry)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

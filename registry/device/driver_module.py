@@ -7,8 +7,12 @@ cuGetErrorString, so the library links neither libcuda nor the CUDA runtime.
 Modules are never unloaded: an old op handle or a compiled graph may still
 launch from one.
 
-The module belongs to the CUDA context current when it was loaded: torch's
-primary context of the current device (one device per kernel for now).
+A module belongs to the CUDA context it was loaded in: torch's primary
+context of a device. So the registry loads the cubin for the current device
+when it binds, and the launcher library loads it for any other device on the
+first launch there (kreg_launch asks the driver for the current context's
+device: the binding makes the inputs' device current), keyed by device: a
+call on a second GPU never launches the first GPU's function.
 """
 from __future__ import annotations
 
@@ -18,8 +22,12 @@ from registry.errors import RegistryError
 from registry.state import STATE
 
 _driver = None
-# cubin key -> CUmodule handle, per process; loaded once, never unloaded.
+# (cubin key, device) -> CUmodule handle, per process; loaded once, never
+# unloaded. A module belongs to one context: one per device.
 _modules = STATE.device_modules
+# cubin key -> its bytes, kept alive for the launcher library, which loads
+# them into a device's context on its first launch there.
+_images = STATE.device_images
 
 
 def _cuda():
@@ -77,24 +85,35 @@ def warm_up_context() -> None:
     threading.Thread(target=warm, name="kreg-cuda-context", daemon=True).start()
 
 
-def load_module(key: str, cubin_path: str) -> int:
-    if key in _modules:
-        return _modules[key]
+def load_module(key: str, cubin_path: str) -> tuple[int, int, bytes]:
+    """(module, device, image): the cubin loaded into the current device's
+    primary context, once per (cubin, device). Other devices' modules are
+    loaded by the launcher library on its first launch there."""
+    import torch
+
     _ensure_context()
-    data = open(cubin_path, "rb").read()
-    module = ctypes.c_void_p()
-    _check(_cuda().cuModuleLoadData(ctypes.byref(module), data), f"cuModuleLoadData({cubin_path})")
-    _modules[key] = module.value
-    return module.value
+    device = torch.cuda.current_device()
+    image = _images.get(key)
+    if image is None:
+        with open(cubin_path, "rb") as cubin:
+            image = _images[key] = cubin.read()  # kept: the library loads it for other devices
+    module = _modules.get((key, device))
+    if module is None:
+        handle = ctypes.c_void_p()
+        _check(_cuda().cuModuleLoadData(ctypes.byref(handle), image), f"cuModuleLoadData({cubin_path})")
+        module = _modules[(key, device)] = handle.value
+    return module, device, image
 
 
 def bind(library, key: str, cubin_path: str) -> None:
-    """Point a launcher library's kreg_launch at the module of this cubin."""
-    module = load_module(key, cubin_path)
+    """Point a launcher library's kreg_launch at this cubin: its module on the
+    current device now, on any other device at the first launch there."""
+    module, device, image = load_module(key, cubin_path)
     driver = _cuda()
     entry = [ctypes.cast(getattr(driver, name), ctypes.c_void_p)
-             for name in ("cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorString")]
+             for name in ("cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorString", "cuCtxGetDevice",
+                          "cuModuleLoadData")]
     bind_fn = library.kreg_bind_device_module
-    bind_fn.argtypes = [ctypes.c_void_p] * 4
+    bind_fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 5
     bind_fn.restype = None
-    bind_fn(ctypes.c_void_p(module), *entry)
+    bind_fn(image, ctypes.c_void_p(module), device, *entry)

@@ -186,12 +186,29 @@ def results(spec, args: list, returned) -> list:
     return list(returned) if isinstance(returned, (tuple, list)) else [returned]
 
 
+def split_arguments(spec, args) -> tuple[tuple, dict]:
+    """One call's arguments in signature order (make_args) as the op takes
+    them: (positional, keyword-only by name). An op, its reference and its
+    baseline all refuse a keyword-only argument passed positionally."""
+    names = [a.name for a in spec.signature.args if a.keyword_only]
+    if not names:
+        return tuple(args), {}
+    first = len(spec.signature.args) - len(names)  # keyword-only arguments come last
+    return tuple(args[:first]), dict(zip(names, args[first:]))
+
+
+def call_with(fn, spec, args):
+    """fn(*args) with the keyword-only arguments passed by keyword."""
+    positional, keywords = split_arguments(spec, args)
+    return fn(*positional, **keywords)
+
+
 def check_call(op, spec, reference_fn, args: list, reference_module=None) -> CheckResult:
     """Calls op and its reference on the same inputs and compares every output
     with the tolerance of its dtype; the worst output decides."""
     ref_in = reference_args(args)
-    outs = results(spec, args, op(*args))
-    refs = reference_fn(*ref_in)
+    outs = results(spec, args, call_with(op, spec, args))
+    refs = call_with(reference_fn, spec, ref_in)
     refs = list(refs) if isinstance(refs, (tuple, list)) else [refs]
     if len(refs) != len(outs):
         return CheckResult(float("nan"), float("nan"), False,

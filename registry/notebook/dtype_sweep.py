@@ -193,7 +193,7 @@ def _device_label(device: str) -> str:
 
 def _run_case(op, reference, baseline, module, spec, dtype: str, n: int, device: str, budget: int, repeats: int,
               args: dict, copy_gbps: float | None) -> dict:
-    from registry.notebook.checks import check_call, results, shapes, tolerance
+    from registry.notebook.checks import check_call, results, shapes, split_arguments, tolerance
 
     rtol, atol = tolerance(dtype, module, spec.name)
     torch_dtype = dtype_table.torch_dtype(dtype)
@@ -215,17 +215,20 @@ def _run_case(op, reference, baseline, module, spec, dtype: str, n: int, device:
     input_sets = [make_args(spec, n, torch_dtype, device, generator, args) for _ in range(sets)]
     _poison(max(1, elements), torch_dtype, device)
     check = check_call(op, spec, reference, list(input_sets[0]), module)
-    outs = results(spec, input_sets[0], op(*input_sets[0]))
+    # Keyword-only arguments go by keyword, to the op and to its baseline.
+    calls = [split_arguments(spec, args) for args in input_sets]
+    positional_sets, keyword_sets = [c[0] for c in calls], [c[1] for c in calls]
+    outs = results(spec, input_sets[0], op(*positional_sets[0], **keyword_sets[0]))
     out_bytes = sum(o.numel() * o.element_size() for o in outs)
     in_bytes = sum(a.numel() * a.element_size() for a in input_sets[0] if isinstance(a, torch.Tensor))
     del outs
-    seconds = median_seconds(op, input_sets, device, repeats)
+    seconds = median_seconds(op, positional_sets, device, repeats, keyword_sets=keyword_sets)
     gbps = (in_bytes + out_bytes) / seconds / 1e9
     row.update(max_abs_err=check.max_abs_err, max_rel_err=check.max_rel_err, passed=check.passed,
                median_ms=seconds * 1e3, gbps=gbps,
                fraction_of_copy=gbps / copy_gbps if copy_gbps else None, note=check.reason)
     if baseline is not None:
-        base_seconds = median_seconds(baseline, input_sets, device, repeats)
+        base_seconds = median_seconds(baseline, positional_sets, device, repeats, keyword_sets=keyword_sets)
         row.update(baseline_ms=base_seconds * 1e3, speedup=base_seconds / seconds)
     return row
 

@@ -12,23 +12,29 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def median_seconds(op, input_sets: list, device: str, repeats: int, warmup: int = 3) -> float:
+def median_seconds(op, input_sets: list, device: str, repeats: int, warmup: int = 3,
+                   keyword_sets: list[dict] | None = None) -> float:
+    """keyword_sets: each input set's keyword arguments (an op's keyword-only
+    ones), passed as such; none when not given."""
+    keywords = keyword_sets or [{}] * len(input_sets)
     for i in range(warmup):
-        op(*input_sets[i % len(input_sets)])
+        op(*input_sets[i % len(input_sets)], **keywords[i % len(input_sets)])
     _sync(device)
     times = []
     if device == "cuda":
         for i in range(max(1, repeats)):
+            args, kwargs = input_sets[i % len(input_sets)], keywords[i % len(input_sets)]
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            op(*input_sets[i % len(input_sets)])
+            op(*args, **kwargs)
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end) / 1e3)
     else:
         for i in range(max(1, repeats)):
+            args, kwargs = input_sets[i % len(input_sets)], keywords[i % len(input_sets)]
             start = time.perf_counter()
-            op(*input_sets[i % len(input_sets)])
+            op(*args, **kwargs)
             times.append(time.perf_counter() - start)
     return statistics.median(times)
 

@@ -56,8 +56,11 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
         raise RegistryError(
             f"kernel {name!r} compiles its device code with "
             f"{'NVRTC' if manifest.cuda.compiler == 'nvrtc' else 'nvcc -cubin'} into a cubin, "
-            "which AOT packages do not support yet; "
-            "package its CPU backend only, or build the CUDA backend with compiler = \"nvcc\""
+            "which AOT packages do not support yet: a package would need to carry the cubin (or compile it "
+            "when installed) and load it into each device's context for its launchers (kreg/launch.h), and "
+            "it does neither. Package its CPU backend only (python -m registry aot "
+            f"{name} --backend cpu, or backends=[\"cpu\"]), or build the CUDA backend with "
+            "compiler = \"nvcc\" in [cuda]"
         )
     _check_python_names(manifest)
     out = _prepare(Path(out_dir))
@@ -220,6 +223,22 @@ def torch_libstdcxx():
 LINK_FLAGS += [lib for lib in [torch_libstdcxx()] if lib]
 
 
+def host_cpu_flags():
+    """-mf16c where the CPU that builds has F16C, as the registry's own CPU
+    builds do (without it every half <-> float conversion is a library call).
+    Linux lists f16c in /proc/cpuinfo exactly when it is usable (AVX and the
+    OS saving its state); elsewhere nothing is added. The manifest's flags
+    come after these, so a -mno-f16c there wins."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return ["-mf16c"] if "f16c" in line.split(":", 1)[-1].split() else []
+    except OSError:
+        pass
+    return []
+
+
 def cuda_problem():
     """Why the CUDA module cannot be built here, or None."""
     import torch
@@ -241,7 +260,8 @@ def extensions():
                             extra_compile_args=CXX_FLAGS, extra_link_args=LINK_FLAGS)]
     if "cpu" in SOURCES:
         modules.append(CppExtension("{package}._C_cpu", SOURCES["cpu"], include_dirs=INCLUDE_DIRS,
-                                    extra_compile_args=CXX_FLAGS + CPU_CXX_FLAGS, extra_link_args=LINK_FLAGS))
+                                    extra_compile_args=host_cpu_flags() + CXX_FLAGS + CPU_CXX_FLAGS,
+                                    extra_link_args=LINK_FLAGS))
     wanted = os.environ.get("KREG_AOT_CUDA", "auto")
     if "cuda" in SOURCES and wanted != "0":
         problem = cuda_problem()

@@ -26,6 +26,7 @@ import sys
 import time
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # as a shell reports a process stopped by Ctrl-C
 
 
 def _layout_exists(root) -> bool:
@@ -52,9 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     # written, a full disk) and names its path: also a message, not a traceback.
     except (RegistryError, OSError) as error:
         return _fail(error, EXIT_FAILED)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    # Anything else is a defect of the registry, not of the user's input: still
+    # one line (a command line prints no traceback), saying how to report it.
+    except Exception as error:  # noqa: BLE001
+        return _fail(f"unexpected {type(error).__name__}: {error} (a defect of the registry, not of your "
+                     f"kernel: please report it with the command you ran)", EXIT_FAILED)
 
 
-def _fail(error: Exception, code: int) -> int:
+def _fail(error: "Exception | str", code: int) -> int:
     print(f"error: {error}", file=sys.stderr)
     return code
 

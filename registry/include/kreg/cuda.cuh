@@ -14,19 +14,12 @@
 
 #include "kreg/abi.h"
 #include "kreg/accumulate.h"
-#include "kreg/device.cuh"  // to_float / from_float, shared with NVRTC device code
+#include "kreg/device.cuh"  // to_float / from_float, to_acc / from_acc, shared with NVRTC device code
 
 namespace kreg {
 
-// to_acc / from_acc: to and from acc_t (kreg/accumulate.h).
-__device__ __forceinline__ double to_acc(double v) { return v; }
-template <typename T>
-__device__ __forceinline__ float to_acc(T v) { return to_float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_acc(acc_t<T> v) { return from_float<T>(v); }
-template <>
-__device__ __forceinline__ double from_acc<double>(double v) { return v; }
+// to_acc / from_acc (to and from acc_t, kreg/accumulate.h; double included)
+// come from kreg/device.cuh.
 
 // N elements moved as one aligned load/store (N * sizeof(T) <= 16 bytes).
 template <typename T, int N>
