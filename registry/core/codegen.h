@@ -27,7 +27,7 @@ namespace kreg {
 
 // Bumped whenever the generated text changes in a way the signature does not
 // capture; part of every binding key.
-inline constexpr int kBindingTemplateVersion = 6;  // 6: outputs straight from the allocator
+inline constexpr int kBindingTemplateVersion = 7;  // 7: float64 launchers get float arguments as double
 
 // Limits of the launcher table's fixed arrays (checked when a manifest is parsed).
 inline constexpr int kMaxArgs = 32;      // arguments of one op

@@ -25,7 +25,7 @@ TEST(Codegen, ChecksEveryTensorArgumentByName) {
   const std::string text = generate_binding(sig, "cpu", "ns");
   EXPECT_TRUE(contains(text, "const at::Tensor* kreg_args[4] = {tensor_ptr(a), nullptr, tensor_ptr(b), tensor_ptr(c)};"));
   EXPECT_TRUE(contains(text, "const char* const kreg_names[4] = {\"a\", \"k\", \"b\", \"c\"};"));
-  EXPECT_TRUE(contains(text, "check_tensors(table, kreg_args, kreg_names, 4, 0);"));
+  EXPECT_TRUE(contains(text, "check_tensors(table, kreg_args, kreg_names, 4, 0, &kreg_slot);"));
   EXPECT_TRUE(contains(text, "const std::optional<at::Tensor>& c"));
 }
 
@@ -45,6 +45,18 @@ TEST(Codegen, SeveralOutputsNoOutputsAndInPlace) {
   EXPECT_TRUE(contains(inplace, "if (x.numel() == 0) return;"));
   EXPECT_TRUE(contains(inplace, "m.def(\"call(Tensor(a!) x, float a, int kreg_table) -> ()\")"));
   EXPECT_FALSE(contains(inplace, "allocate(table"));
+}
+
+TEST(Codegen, AFloat64DispatchPassesFloatArgumentsUnnarrowed) {
+  const std::string text = generate_binding(parse_signature("axpy(Tensor x, Tensor y, float alpha) -> Tensor"), "cpu", "ns");
+  EXPECT_TRUE(contains(text, "kreg_slot == 3\n      ? reinterpret_cast<const char* (*)(kreg_tensor, kreg_tensor, "
+                             "kreg_tensor, double, void*)>(launcher)(view_of(kreg_out0), view_of(x), view_of(y), "
+                             "alpha, stream)\n      : reinterpret_cast<Launcher>(launcher)(view_of(kreg_out0), "
+                             "view_of(x), view_of(y), static_cast<float>(alpha), stream);"))
+      << text;
+  // Without a float argument there is one launcher type.
+  const std::string ints = generate_binding(parse_signature("f(Tensor x, int k) -> Tensor"), "cpu", "ns");
+  EXPECT_FALSE(contains(ints, "kreg_slot == 3"));
 }
 
 TEST(Codegen, ListsAndScalarTypes) {
