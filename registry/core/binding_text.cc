@@ -119,9 +119,10 @@ constexpr const char* kChecks = R"CPP(
 // Tensor? given None), names it, says what to do, and never copies. Returns
 // the launcher for the dispatch dtype: that of the first Tensor whose dtype the
 // manifest does not fix; *slot is that launcher's dtype code (a float64
-// launcher takes float arguments as double, kreg/abi.h).
+// launcher takes float arguments as double, kreg/abi.h). Bit i of
+// mutated_mask: argument i is a Tensor(a!), written in place.
 void* check_tensors(const LauncherTable& table, const at::Tensor* const* args, const char* const* names,
-                    int count, int first_index, int* slot_out) {
+                    int count, int first_index, int* slot_out, uint64_t mutated_mask) {
   const at::Tensor& first = *args[first_index];
   const char* first_arg = names[first_index];
   const at::Tensor* dispatch = nullptr;
@@ -153,9 +154,16 @@ void* check_tensors(const LauncherTable& table, const at::Tensor* const* args, c
                   "' is ", t.scalar_type(), " but '", dispatch_arg, "' is ", dispatch->scalar_type(),
                   "; convert one of them with .to(dtype) (the op never converts implicitly)");
     }
-    TORCH_CHECK(t.is_contiguous(), table.op_name, ": argument '", arg,
+    // A Tensor(a!) argument is written in place: a contiguous copy would get
+    // the result and the caller's tensor would not, so say how to keep it.
+    TORCH_CHECK(t.is_contiguous() || ((mutated_mask >> i) & 1u), table.op_name, ": argument '", arg,
                 "' is not contiguous (sizes ", t.sizes(), ", strides ", t.strides(),
                 "); pass .contiguous() (the op never copies implicitly)");
+    TORCH_CHECK(t.is_contiguous(), table.op_name, ": argument '", arg, "' is not contiguous (sizes ", t.sizes(),
+                ", strides ", t.strides(), ") and is written in place: a .contiguous() copy passed instead "
+                "would receive the result, and '", arg, "' would not. Make it contiguous first and pass that "
+                "tensor (c = ", arg, ".contiguous(), then the op on c), then copy back with ", arg,
+                ".copy_(c), or keep using c");
     if ((table.same_shape_mask >> i) & 1u) {
       if (shape_ref == nullptr) {
         shape_ref = &t;
@@ -254,6 +262,15 @@ std::string launcher_arg(const Arg& arg, bool wide) {
     case ArgType::kScalarType: return "code_of(table, " + arg.name + ", \"" + arg.name + "\")";
     default: return arg.name;
   }
+}
+
+// Bit i: argument i is a Tensor(a!) (check_tensors' contiguity advice).
+uint64_t mutated_mask(const Signature& signature) {
+  uint64_t mask = 0;
+  for (size_t i = 0; i < signature.args.size(); ++i) {
+    if (signature.args[i].mutated) mask |= uint64_t{1} << i;
+  }
+  return mask;
 }
 
 void replace_all(std::string& text, const std::string& from, const std::string& to) {
@@ -374,7 +391,7 @@ std::string checks_and_call(const Signature& signature, const std::string& backe
   out << "};\n"
       << "  int kreg_slot = -1;\n"
       << "  void* launcher = check_tensors(table, kreg_args, kreg_names, " << n << ", "
-      << signature.first_tensor() << ", &kreg_slot);\n";
+      << signature.first_tensor() << ", &kreg_slot, " << mutated_mask(signature) << "ull);\n";
   if (cuda) out << "  const c10::DeviceGuard device_guard(" << first.name << ".device());\n";
   std::string written;  // the tensors the launcher writes: nothing to do when all are empty
   for (size_t k = 0; k < signature.returns.size(); ++k) {
