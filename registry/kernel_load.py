@@ -144,6 +144,30 @@ def _remove_dropped(manifest, before: dict[str, Op], ops: dict[str, Op]) -> None
             )
 
 
+def module_functions(module) -> list[str]:
+    """The public functions a hand-written pybind module defines (its m.def names)."""
+    return sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
+
+
+def check_module_ops(manifest, defined, module_label: str) -> None:
+    """Every op of a `binding = "pybind"` manifest is a function of its module.
+    defined: the names the module defines (module_functions of the loaded
+    module, or the m.def names of its source where it is not built, as `aot`
+    has it). Raises RegistryError naming the first missing op, what the
+    module does define, and what to do."""
+    defined = sorted(defined)
+    missing = [op.name for op in manifest.ops if op.name not in defined]
+    if not missing:
+        return
+    from registry.errors import RegistryError
+
+    raise RegistryError(
+        f"kernel {manifest.name!r}: op {missing[0]!r} is in {manifest.file}, but {module_label} does not define it"
+        + (f" (nor {', '.join(repr(m) for m in missing[1:])})" if len(missing) > 1 else "")
+        + f"; it defines {', '.join(defined) if defined else 'no function'}. Add m.def(\"{missing[0]}\", ...) to "
+        f"its PYBIND11_MODULE, or remove the op from kernel.toml")
+
+
 def _import_module(artifact):
     import importlib.util
 
