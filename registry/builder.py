@@ -112,18 +112,18 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
         # A progress bar after 0.5 s; on any exception (Ctrl-C included) it also
         # stops the compilers still running in the staging folder.
         with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
-            loaded = cpp_extension.load(
-                name=plan.module_name,
-                sources=plan.sources,
-                extra_cflags=plan.cflags,
-                extra_cuda_cflags=plan.cuda_cflags,
-                extra_ldflags=plan.ldflags + _libstdcxx_flags(),
-                extra_include_paths=plan.include_paths,
-                build_directory=str(staging),
-                verbose=knobs.verbose(),
-                with_cuda=plan.with_cuda,
-                is_python_module=plan.is_python_module,
-            )
+            options = dict(name=plan.module_name, sources=plan.sources, extra_cflags=plan.cflags,
+                           extra_cuda_cflags=plan.cuda_cflags, extra_ldflags=plan.ldflags + _libstdcxx_flags(),
+                           extra_include_paths=plan.include_paths, build_directory=str(staging),
+                           verbose=knobs.verbose(), with_cuda=plan.with_cuda)
+            if plan.kind == "kernel-lib":
+                # Built, not loaded: load() would dlopen it here, in the staging
+                # folder, for the life of the process (see check_launchers_at).
+                cpp_extension._write_ninja_file_and_build_library(
+                    **options, extra_sycl_cflags=[], with_sycl=False, is_standalone=False)
+                loaded = None
+            else:
+                loaded = cpp_extension.load(**options, is_python_module=plan.is_python_module)
     except (RuntimeError, OSError, ImportError) as error:
         raise build_error(plan, _error_text(error), staging) from None
     seconds = time.perf_counter() - start
@@ -131,9 +131,9 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     for obj in staging.glob("*.o"):
         obj.unlink()
     if plan.kind == "kernel-lib":
-        # Open it before the staging folder is renamed away.
-        loaded = open_library(str(staging / plan.artifact))
-        _check_launchers(plan, loaded)
+        # load() dlopened it in the staging folder; kernel_load opens the published file.
+        check_launchers_at(plan, str(staging / plan.artifact))
+        loaded = None
     elif plan.kind == "binding":
         loaded = None  # load() ran its static registration (TORCH_LIBRARY)
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
@@ -211,6 +211,22 @@ def _launcher_mismatches(plan: BuildPlan, diagnostics: list, log: str) -> list:
     where = diagnostics[0] if diagnostics else Diagnostic(plan.manifest_file, 1, None, "error", "")
     return [where._replace(severity="error", message=m)
             for m in _core.explain_launcher_mismatch(plan.ops, log, excerpts)]
+
+
+def check_launchers_at(plan: BuildPlan, path: str) -> None:
+    """_check_launchers on the library at `path` in a staging folder, closed
+    again: the process loads the file where it is published (kernel_load), so
+    the loader's record of it (dladdr, dl_iterate_phdr: what gdb, perf and
+    sanitizer reports read) names a file in the cache, not a folder renamed
+    away or removed. glibc would hand the staging handle back for the
+    published path (the same inode) while it stays open."""
+    import _ctypes
+
+    library = open_library(path)
+    try:
+        _check_launchers(plan, library)
+    finally:
+        _ctypes.dlclose(library._handle)
 
 
 def _check_launchers(plan: BuildPlan, library) -> None:

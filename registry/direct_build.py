@@ -46,7 +46,6 @@ _COMPILE = ["-std=c++20", "-fPIC"]
 
 
 def build(plan, staging: Path):
-    from registry.kernel_load import open_library
     from registry.progress import build_progress
 
     builder.builds_run.append((plan.kernel, plan.kind))
@@ -80,9 +79,8 @@ def build(plan, staging: Path):
     deps = _depfile_deps(staging, plan.project_dirs)
     for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:
         leftover.unlink()
-    library = open_library(str(out))
-    builder._check_launchers(plan, library)
-    return builder.BuildResult(staging, plan.artifact, deps, seconds, library)
+    builder.check_launchers_at(plan, str(out))  # closed again: kernel_load opens the published file
+    return builder.BuildResult(staging, plan.artifact, deps, seconds, None)
 
 
 def one_step(plan, team=None) -> bool:

@@ -57,7 +57,8 @@ def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op
         _remove_dropped(manifest, before, ops)
         return ops
 
-    handle = lib.built.loaded if lib.built else STATE.libraries.get(lib.entry.key) or open_library(lib.path)
+    # A fresh build is opened here too, from its published place (builder.check_launchers_at).
+    handle = STATE.libraries.get(lib.entry.key) or open_library(lib.path)
     STATE.libraries[lib.entry.key] = handle
     if device is not None:
         from registry import device_module
