@@ -100,7 +100,7 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
         from registry import direct_build
 
         return direct_build.build(plan, staging)
-    cpp_extension = _import_cpp_extension(quiet_about_cuda=not plan.with_cuda)
+    cpp_extension = _import_cpp_extension()
 
     builds_run.append((plan.kernel, plan.kind))
 
@@ -177,12 +177,13 @@ class _NoCudaRuntimeNote(logging.Filter):
         return not str(record.msg).startswith("No CUDA runtime is found")
 
 
-def _import_cpp_extension(quiet_about_cuda: bool):
+def _import_cpp_extension():
     """torch.utils.cpp_extension. Its import looks for a CUDA toolkit and, on a
     machine that has one but no GPU, logs "No CUDA runtime is found": noise on
-    a CPU build, so it is dropped then (a CUDA build keeps it: it says which
-    toolkit builds for a GPU this machine cannot see)."""
-    if "torch.utils.cpp_extension" in sys.modules or not quiet_about_cuda:
+    a CPU build, and on a CUDA build for a GPU elsewhere (TORCH_CUDA_ARCH_LIST)
+    too, where it reads as an error: the registry says itself when a build
+    needs a GPU it cannot see (environment.cuda_arch_list). So it is dropped."""
+    if "torch.utils.cpp_extension" in sys.modules:
         from torch.utils import cpp_extension
 
         return cpp_extension
