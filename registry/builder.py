@@ -116,9 +116,10 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
                            extra_cuda_cflags=plan.cuda_cflags, extra_ldflags=plan.ldflags + _libstdcxx_flags(),
                            extra_include_paths=plan.include_paths, build_directory=str(staging),
                            verbose=knobs.verbose(), with_cuda=plan.with_cuda)
-            if plan.kind == "kernel-lib":
+            if plan.kind in ("kernel-lib", "binding"):
                 # Built, not loaded: load() would dlopen it here, in the staging
-                # folder, for the life of the process (see check_launchers_at).
+                # folder, for the life of the process (see check_launchers_at);
+                # kernel_load opens the published file.
                 cpp_extension._write_ninja_file_and_build_library(
                     **options, extra_sycl_cflags=[], with_sycl=False, is_standalone=False)
                 loaded = None
@@ -131,11 +132,9 @@ def run_build(plan: BuildPlan, staging: Path) -> BuildResult:
     for obj in staging.glob("*.o"):
         obj.unlink()
     if plan.kind == "kernel-lib":
-        # load() dlopened it in the staging folder; kernel_load opens the published file.
+        # Checked here and closed again; kernel_load opens the published file.
         check_launchers_at(plan, str(staging / plan.artifact))
         loaded = None
-    elif plan.kind == "binding":
-        loaded = None  # load() ran its static registration (TORCH_LIBRARY)
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
 
 

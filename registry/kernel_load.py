@@ -69,8 +69,7 @@ def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op
         namespace = namespaces[spec.name]
         if namespace not in STATE.namespaces:
             binding = artifacts[spec.name]
-            if binding.built is None:
-                torch.ops.load_library(binding.path)
+            torch.ops.load_library(binding.path)  # a fresh build too: from its published place
             STATE.namespaces[namespace] = binding.path
         if namespace not in STATE.fast_entries:
             STATE.fast_entries[namespace] = _fast_entry(STATE.namespaces[namespace])
@@ -94,8 +93,7 @@ def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op
 def _fast_entry(path: str):
     """The binding's fast entry (core/fast_entry.h): fast(table address)
     gives a Python function for that table, or None; None if the binding has
-    none. The library is loaded already (torch.ops.load_library, or load()
-    when it was built): RTLD_NOLOAD finds it and never loads a second copy,
+    none. The library is loaded already (torch.ops.load_library): RTLD_NOLOAD finds it and never loads a second copy,
     whose TORCH_LIBRARY would register the namespace again and abort."""
     import os
 

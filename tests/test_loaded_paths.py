@@ -63,3 +63,35 @@ def test_a_fresh_nvcc_kernel_library_is_loaded_from_its_cache_entry(axpy_copy, c
     address = ctypes.cast(getattr(STATE.libraries[key], "axpy_f32"), ctypes.c_void_p).value
     loaded = _file_of(address)
     assert os.path.isfile(loaded) and loaded.startswith(str(cache_root)) and "/objects/" in loaded, loaded
+
+
+class _PhdrInfo(ctypes.Structure):
+    _fields_ = [("dlpi_addr", ctypes.c_void_p), ("dlpi_name", ctypes.c_char_p)]
+
+
+def _loaded_objects() -> list[str]:
+    """The name the dynamic loader keeps for each loaded object (dl_iterate_phdr)."""
+    names = []
+    callback_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_PhdrInfo), ctypes.c_size_t, ctypes.c_void_p)
+
+    def seen(info, size, data):
+        names.append((info.contents.dlpi_name or b"").decode())
+        return 0
+
+    libc = ctypes.CDLL(None)
+    libc.dl_iterate_phdr(callback_type(seen), None)
+    return names
+
+
+def test_a_fresh_binding_is_loaded_from_its_cache_entry(axpy_copy, cache_root):
+    import uuid
+
+    # A signature new to the cache (and to ccache): its binding builds in this process.
+    axpy_copy.edit("kernel.toml", "float alpha) -> Tensor", f"float alpha_{uuid.uuid4().hex[:12]}) -> Tensor")
+    op = registry.get(axpy_copy.name, device="cpu")
+    assert "axpy" in registry.status(axpy_copy.name, device="cpu").compiled
+    x = torch.randn(8)
+    torch.testing.assert_close(op(x, x, 2.0), 3 * x)
+    ours = [name for name in _loaded_objects() if name.startswith(str(cache_root))]
+    assert ours, "no library of the cache is loaded"
+    assert not [name for name in ours if not os.path.isfile(name)], ours  # staging folders are gone
