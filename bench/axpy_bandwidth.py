@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 import registry
-from registry.timing import cuda_median_ms
+from registry.notebook.timing import cuda_median_ms
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 

@@ -37,9 +37,11 @@ t0 = time.perf_counter()
 import torch
 t1 = time.perf_counter()
 import registry
-from registry import device_module, device_build, kernel_build, environment, kernel_load, _core, direct_build, builder
+from registry import _core, environment, load
+from registry.build import misses, direct
+from registry.device import driver_module, cubin_build
 if not torch.cuda.is_available():
-    device_module.bind = lambda library, key, path: None  # no GPU: no driver to load the cubin into
+    driver_module.bind = lambda library, key, path: None  # no GPU: no driver to load the cubin into
 parts = {}
 def timed(mod, name, label):
     fn = getattr(mod, name)
@@ -52,10 +54,10 @@ def timed(mod, name, label):
     setattr(mod, name, wrapper)
 timed(environment, "build_environment", "environment")
 timed(_core, "make_plan", "plan")
-timed(device_build, "ensure", "device (cubin)")
-timed(kernel_load, "load", "load+swap")
-timed(kernel_build, "build_missing", "build host lib")
-timed(direct_build, "_run", "compiler processes")
+timed(cubin_build, "ensure", "device (cubin)")
+timed(load, "load", "load+swap")
+timed(misses, "build_missing", "build host lib")
+timed(direct, "_run", "compiler processes")
 t2 = time.perf_counter()
 op = registry.get(sys.argv[1], device=sys.argv[2])
 if torch.cuda.is_available():

@@ -27,17 +27,17 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 # (module, function, label): what is timed. Modules are imported after the
 # environment points the registry at the scratch folders.
 PHASES = [
-    ("registry.kernel", "find", "find the manifest"),
+    ("registry.resolve", "find", "find the manifest"),
     ("registry.environment", "build_environment", "environment facts"),
     ("registry._core", "make_plan", "plan (keys, memo, lookups)"),
-    ("registry.artifacts", "_claim", "claim (lock, staging folder)"),
-    ("registry.ccache", "remote_storage_configured", "ccache remote storage asked"),
-    ("registry.direct_build", "_run", "compiler"),
-    ("registry.direct_build", "_depfile_deps", "depfile read"),
-    ("registry.kernel_load", "open_library", "dlopen"),
+    ("registry.build.artifacts", "_claim", "claim (lock, staging folder)"),
+    ("registry.build.ccache", "remote_storage_configured", "ccache remote storage asked"),
+    ("registry.build.direct", "_run", "compiler"),
+    ("registry.build.direct", "_depfile_deps", "depfile read"),
+    ("registry.load", "open_library", "dlopen"),
     ("registry._core", "publish_claim", "publish (entry, dep record)"),
     ("registry._core", "record_outcome", "record (memo)"),
-    ("registry.kernel_load", "load", "load (tables, swap)"),
+    ("registry.load", "load", "load (tables, swap)"),
 ]
 
 
@@ -53,7 +53,7 @@ def main() -> None:
     import torch
 
     import registry
-    from registry import kernel_build  # noqa: F401  (the modules PHASES name)
+    from registry.build import misses  # noqa: F401  (the modules PHASES name)
 
     spent: dict[str, float] = collections.defaultdict(float)
     for module_name, name, label in PHASES:

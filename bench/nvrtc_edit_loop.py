@@ -105,7 +105,8 @@ def _edit(copy: Copy, k: int, *edits) -> None:
 
 
 def cpu_steps(reps: int, work: Path) -> dict:
-    from registry import _core, device_build, nvrtc
+    from registry import _core
+    from registry.device import cubin_build, nvrtc
 
     os.environ["REGISTRY_CACHE_DIR"] = str(work / "cache")  # the toolchain memo of nvcc -cubin
     store = _core.CacheStore(str(work / "cache"))
@@ -117,7 +118,7 @@ def cpu_steps(reps: int, work: Path) -> dict:
         memo = _core.Memo()
 
         def resolve():
-            a = device_build.ensure(store, manifest, "9.0", memo, trust_memo=False, force=False)
+            a = cubin_build.ensure(store, manifest, "9.0", memo, trust_memo=False, force=False)
             memo.keys = {"device": a.key}
             return a
 
@@ -161,10 +162,11 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path, arch: str = "sm_90")
     no compile before it saw (the loop's device edit with a new constant):
     NVRTC answers an identical recompile from the CUDA compute cache (0.07 s
     against 0.28 s on the H200), which no edit ever gets."""
-    from registry import device_build, keys
+    from registry.build import keys
+    from registry.device import cubin_build
 
     out: dict = {}
-    includes = [f"-I{d}" for d in keys.include_dirs(manifest) + [str(device_build.SHIM_DIR), nv.include_dir]]
+    includes = [f"-I{d}" for d in keys.include_dirs(manifest) + [str(cubin_build.SHIM_DIR), nv.include_dir]]
     original = (copy.dir / "axpy_device.cu").read_text()
     fresh = iter(range(10_000, 1_000_000))
 
@@ -175,8 +177,8 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path, arch: str = "sm_90")
             text = text.replace(old, new.format(k=k), 1)
         return text.encode()
 
-    variants = {"nvrtc_compile": device_build.nvrtc_options(manifest, arch, split=nv.splits_compiles),
-                "nvrtc_compile_one_thread": device_build.nvrtc_options(manifest, arch, split=False)}
+    variants = {"nvrtc_compile": cubin_build.nvrtc_options(manifest, arch, split=nv.splits_compiles),
+                "nvrtc_compile_one_thread": cubin_build.nvrtc_options(manifest, arch, split=False)}
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(reps):  # in turn, so both see the same load
         for name, options in variants.items():
@@ -273,7 +275,8 @@ def gpu_steps(reps: int, torch_reps: int, work: Path) -> dict:
         cold.append(float(p.stdout.strip().splitlines()[-1]))
     results["cold_get"] = {"s": median(cold), "n": reps}
     # The compilers alone on the same code, in this run: what the steps above are read against.
-    from registry import _core, nvrtc
+    from registry import _core
+    from registry.device import nvrtc
 
     major, minor = torch.cuda.get_device_capability()
     manifest = _core.parse_manifest(str(copy.dir / "kernel.toml"))

@@ -38,10 +38,10 @@ import torch
 
 import registry
 from registry import _core
-from registry.checks import load_reference, make_args, results, shapes
-from registry.dtype_sweep import _copy_bandwidth
-from registry.kernel import locate
-from registry.timing import cuda_median_ms, median_seconds
+from registry.notebook.checks import load_reference, make_args, results, shapes
+from registry.notebook.dtype_sweep import _copy_bandwidth
+from registry.notebook.timing import cuda_median_ms, median_seconds
+from registry.resolve import locate
 
 KERNELS = ["softmax", "rmsnorm", "layernorm", "rowmax", "quantize", "scale"]
 DTYPES = ["float32", "float16", "bfloat16"]

@@ -46,8 +46,8 @@ import torch
 
 import registry
 from registry import _core
-from registry.checks import load_reference, make_args
-from registry.kernel import locate
+from registry.notebook.checks import load_reference, make_args
+from registry.resolve import locate
 
 KERNELS = ["softmax", "rmsnorm", "layernorm", "rowmax", "quantize", "scale", "matmul",
            "axpy", "axpy_nvrtc", "axpy_cubin"]

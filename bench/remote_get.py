@@ -34,11 +34,11 @@ start = time.perf_counter()
 import registry
 op = registry.get("axpy", device=os.environ["DEVICE"])
 seconds = time.perf_counter() - start
-from registry import builder
+from registry.build import step
 x = torch.randn(1 << 16, device=os.environ["DEVICE"]); y = torch.randn_like(x)
 status = registry.status("axpy", device=os.environ["DEVICE"])
 print(json.dumps({"get_s": seconds, "ok": bool(torch.allclose(op(x, y, 2.0), 2.0 * x + y)),
-                  "outcome": status.outcome, "compiles": len(builder.builds_run), "remote": status.remote}))
+                  "outcome": status.outcome, "compiles": len(step.builds_run), "remote": status.remote}))
 """
 
 

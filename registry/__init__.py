@@ -8,7 +8,7 @@
 The public functions are here: get, list, status. `get` has two paths. The
 hot one (below): the kernel was loaded in this process and every file it
 depends on has the stat it had, so the op handle is returned after a few
-stat() calls and nothing else. The slow one (kernel.resolve): keys, cache,
+stat() calls and nothing else. The slow one (resolve.resolve): keys, cache,
 builds, loading. See README.md and ARCHITECTURE.md.
 """
 from __future__ import annotations
@@ -55,7 +55,7 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None) -> Op | 
         state.status = served = state.in_process
         served.get_seconds = perf_counter() - start
         return state.handle
-    from registry.kernel import resolve
+    from registry.resolve import resolve
 
     with STATE.lock:
         state = resolve(name, requested, rebuild, lambda backend: STATE.kernels.get((name, backend)))
@@ -113,7 +113,7 @@ _LAZY = {
     "RegistryError": "registry.errors", "BuildError": "registry.errors",
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
-    "sweep": "registry.dtype_sweep", "watch": "registry.watcher",
+    "sweep": "registry.notebook.dtype_sweep", "watch": "registry.notebook.watcher",
 }
 
 

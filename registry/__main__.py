@@ -1,7 +1,7 @@
-"""`python -m registry ...`: see registry/cli.py for the commands."""
+"""`python -m registry ...`: see registry/tools/cli.py for the commands."""
 import sys
 
-from registry.cli import main
+from registry.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

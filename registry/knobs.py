@@ -1,7 +1,10 @@
 """Every environment variable the registry reads, declared once.
 
 Read through these functions (not os.environ) so tests can scope a knob with
-monkeypatch.setenv and so the documentation below stays the whole list.
+monkeypatch.setenv and so the documentation below stays the whole list. The
+process environment is written here only (put_kernel_root_first,
+environment_overrides; tests/test_import_rules.py checks it), so whatever
+changes it is found in one file.
 
 REGISTRY_CACHE_DIR     cache root (default: <checkout>/cache in a checkout or an
                        editable install, else $XDG_CACHE_HOME/kernel-registry)
@@ -15,7 +18,7 @@ REGISTRY_LOCK_TIMEOUT  seconds a build waits for another process building the
                        same key before giving up (default: 600)
 REGISTRY_VERBOSE       "1" prints the build commands
 REGISTRY_NVRTC         a libnvrtc.so to compile device code with (compiler = "nvrtc");
-                       default: the one in torch's nvidia wheels (registry/nvrtc.py)
+                       default: the one in torch's nvidia wheels (registry/device/nvrtc.py)
 REGISTRY_CACHE_MAX_BYTES  cache size cap, e.g. 20G or 500M; least recently used
                        entries that no live process has loaded are removed
                        after each build (default: 20G)
@@ -30,6 +33,7 @@ REGISTRY_REMOTE_TIMEOUT  seconds any one network wait on the remote cache may
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -76,6 +80,33 @@ def kernel_roots() -> list[Path]:
         if root not in roots:
             roots.append(root)
     return roots
+
+
+def put_kernel_root_first(root: Path | str) -> None:
+    """Search `root` before every other kernel root (REGISTRY_KERNELS_PATH,
+    read by every get), unless it is already listed: the %%kernel magic's
+    folder, the quickstart's scratch copy."""
+    current = [p for p in os.environ.get("REGISTRY_KERNELS_PATH", "").split(os.pathsep) if p]
+    if str(root) not in current:
+        os.environ["REGISTRY_KERNELS_PATH"] = os.pathsep.join([str(root), *current])
+
+
+@contextlib.contextmanager
+def environment_overrides(overrides: dict[str, str]):
+    """Sets `overrides` in the process environment for the `with` block (what
+    a compiler that torch's load() starts reads: CXX, TORCH_CUDA_ARCH_LIST,
+    CCACHE_*), then restores what was there. Not thread-safe by itself: the
+    caller serializes (ccache.compiler_environment)."""
+    saved = {k: os.environ.get(k) for k in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def device() -> str | None:
@@ -128,7 +159,7 @@ def parse_size(text: str, what: str) -> int:
 
 
 # REGISTRY_REMOTE_CACHE, REGISTRY_REMOTE_CACHE_MODE, REGISTRY_REMOTE_TIMEOUT:
-# see the top of this file and registry/remote.py.
+# see the top of this file and registry/remote/team_cache.py.
 def remote_cache() -> str | None:
     return os.environ.get("REGISTRY_REMOTE_CACHE", "").strip() or None
 

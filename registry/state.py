@@ -24,8 +24,8 @@ that rule visible and gives tests one thing to look at.
                      compiled earlier may still pass their address
     torch_libraries  namespace -> torch.library.Library (torch_ops.py), kept alive
     torch_handles    (kernel, op) -> backend -> Op behind torch.ops.<kernel>.<op>
-    faked_namespaces, fakes_by_table   the Meta kernels of bindings (kernel_load.py, torch_ops.py)
-    device_modules   cubin key -> CUmodule (device_module.py)
+    faked_namespaces, fakes_by_table   the Meta kernels of bindings (load.py, torch_ops.py)
+    device_modules   cubin key -> CUmodule (driver_module.py)
 """
 from __future__ import annotations
 

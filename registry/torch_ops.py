@@ -4,7 +4,7 @@ Two registrations, each done once per process (registering a namespace twice
 aborts the process, which is exactly what torch's own JIT reload does):
 
 * every generated binding `kreg_<hash>::call` gets a fake (meta) kernel, so
-  torch.compile can trace through an Op handle. kernel_load.py registers it
+  torch.compile can trace through an Op handle. load.py registers it
   with the binding (a fresh process's first `get` does not import this
   module); the fake itself is made here, on its first call (fake_of_table);
 * kernels with `binding = "torch-library"` are also defined as
@@ -56,7 +56,7 @@ def fake_for(spec, schema: str | None = None):
 
 def fake_of_table(address: int):
     """The fake of the op whose launcher table is at `address`: the binding's
-    Meta kernel (kernel_load.py) asks on each call. Made on the first: most
+    Meta kernel (load.py) asks on each call. Made on the first: most
     processes never trace, and a fresh process's first `get` should not
     generate and compile it."""
     fake = _fakes_by_table[address]

@@ -56,13 +56,13 @@ def axpy_copy(kernels_root) -> KernelCopy:
 @pytest.fixture
 def compiles():
     """The compiles run since the test started, as (kernel, kind) pairs."""
-    from registry import builder
+    from registry.build import step
 
-    start = len(builder.builds_run)
+    start = len(step.builds_run)
 
     class Counter:
         def __call__(self, kernel: str | None = None) -> list[tuple[str, str]]:
-            runs = builder.builds_run[start:]
+            runs = step.builds_run[start:]
             return [r for r in runs if kernel is None or r[0] == kernel]
 
     return Counter()

@@ -1,12 +1,12 @@
 """The lab's test shape, derived from each kernel's manifest so every kernel
 gets it for free. What "correct" means (inputs, reference, tolerance) is
-registry.checks, the same contract registry.sweep applies."""
+registry.notebook.checks, the same contract registry.sweep applies."""
 from __future__ import annotations
 
 import torch
 
 from registry import _core, knobs
-from registry.checks import TOLERANCES, check_call, compare, load_reference, make_args as _make_args
+from registry.notebook.checks import TOLERANCES, check_call, compare, load_reference, make_args as _make_args
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 

@@ -47,7 +47,7 @@ class RedisServer:
                 time.sleep(0.02)
 
     def client(self, username=None, password=None):
-        from registry.resp import Connection
+        from registry.remote.resp import Connection
 
         return Connection("127.0.0.1", self.port, 5.0, username, password)
 

@@ -45,7 +45,8 @@ def seed_cache(dest: Path, source: Path) -> Path:
     """A cache at `dest` holding copies of `source`'s axpy binding entry. The
     cache is content-addressed and entries verify by digest, so a copied
     folder is as good as one built there."""
-    from registry import _core, keys
+    from registry import _core
+    from registry.build import keys
 
     # Only axpy's: the session cache also holds the bindings of other kernels'
     # signatures (the kernel library's), which tests counting entries must not see.
@@ -99,7 +100,7 @@ PROLOGUE = """
 import json, os, sys, time
 import torch
 import registry
-from registry import builder
+from registry.build import step
 
 def check(name):
     op = registry.get(name, device="cpu")
@@ -109,7 +110,7 @@ def check(name):
     status = registry.status(name, device="cpu")
     return {"name": name, "ok": ok, "outcome": status.outcome, "compiled": status.compiled,
             "notes": status.notes, "changes": status.changes,
-            "builds": [list(b) for b in builder.builds_run]}
+            "builds": [list(b) for b in step.builds_run]}
 
 def say(**fields):
     print(json.dumps(fields), flush=True)

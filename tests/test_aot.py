@@ -1,4 +1,4 @@
-"""The AOT path: a manifest exported as an installable package (registry/aot.py),
+"""The AOT path: a manifest exported as an installable package (registry/tools/aot.py),
 built by pip with setuptools + BuildExtension, and imported in a fresh
 interpreter that never imports the JIT registry.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from registry import aot
 from registry.errors import RegistryError
+from registry.tools import aot
 
 # Runs in the fresh interpreter: the package as production code would use it.
 CHECK = """
@@ -189,8 +189,8 @@ def test_a_pybind_module_without_a_manifest_op_is_not_exported(tmp_path, axpy_co
 def test_the_module_check_names_the_missing_op_and_what_the_module_defines(axpy_copy):
     import types
 
-    from registry import _core, kernel_load
-    from registry.kernel import locate
+    from registry import _core, load
+    from registry.resolve import locate
 
     axpy_copy.path("kernel.toml").write_text(axpy_copy.path("kernel.toml").read_text() + (
         '\n[[op]]\nsignature = "axpy_twice(Tensor x, Tensor y, float alpha) -> Tensor"\n'
@@ -198,5 +198,5 @@ def test_the_module_check_names_the_missing_op_and_what_the_module_defines(axpy_
     manifest = _core.parse_manifest(locate(axpy_copy.name))
     module = types.SimpleNamespace(axpy=len, helper=len, _private=len, __name__="m", VERSION=3)
     with pytest.raises(RegistryError, match=r"op 'axpy_twice'.*defines axpy, helper"):
-        kernel_load.check_module_ops(manifest, kernel_load.module_functions(module), "the module m")
-    kernel_load.check_module_ops(manifest, ["axpy", "axpy_twice"], "the module m")  # all there: no error
+        load.check_module_ops(manifest, load.module_functions(module), "the module m")
+    load.check_module_ops(manifest, ["axpy", "axpy_twice"], "the module m")  # all there: no error

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from registry import _core, ccache, kernel_build, keys
-from registry.builder import _import_cpp_extension, run_build
+from registry import _core
+from registry.build import ccache, recipe, keys
+from registry.build.compile import run_build
+from registry.build.torch_extension import _import_cpp_extension
 
 TOP_LEVEL = 'cflags = ["-DAXPY_TOP_LEVEL_FLAG=1", "-fno-math-errno"]'
 GUARD = '#ifndef AXPY_TOP_LEVEL_FLAG\n#error "the manifest\'s top-level cflags did not reach this unit"\n#endif\n'
@@ -40,7 +42,7 @@ def _guarded_copy(copy, source: str):
 
 def test_top_level_cflags_reach_nvcc(axpy_copy, cuda_toolkit, cache_root, tmp_path):
     manifest = _guarded_copy(axpy_copy, "axpy.cu")
-    plan = kernel_build.lib_plan(manifest, "cuda", "0" * 32)
+    plan = recipe.lib_plan(manifest, "cuda", "0" * 32)
     staging = tmp_path / "staging"
     staging.mkdir()
     with ccache.compiler_environment(cache_root, os.environ["TORCH_CUDA_ARCH_LIST"]):
@@ -56,7 +58,7 @@ def test_top_level_cflags_reach_cpu_units(axpy_copy):
 
 
 def test_aot_package_gives_top_level_cflags_to_nvcc(tmp_path, axpy_copy):
-    from registry import aot
+    from registry.tools import aot
 
     _guarded_copy(axpy_copy, "axpy.cu")
     package = aot.export_package(axpy_copy.name, tmp_path / "pkg", backends=["cuda"])
@@ -66,7 +68,7 @@ def test_aot_package_gives_top_level_cflags_to_nvcc(tmp_path, axpy_copy):
 
 
 def test_binding_key_ignores_the_kernel_library_recipe():
-    manifest = _core.parse_manifest(str(Path(keys.__file__).resolve().parent.parent / "kernels/axpy/kernel.toml"))
+    manifest = _core.parse_manifest(str(Path(keys.__file__).resolve().parents[2] / "kernels/axpy/kernel.toml"))
     env = {"env.torch": "t", "toolchain.kernel_lib": "one"}
     signature = manifest.ops[0].signature
     assert keys.binding_key(signature, "cpu", env).hex == \

@@ -20,7 +20,7 @@ say(ready=os.getpid())
 for name, go in json.loads(os.environ["ROUNDS_PLAN"]):
     while not os.path.exists(go):
         time.sleep(0.001)
-    before = len(builder.builds_run)
+    before = len(step.builds_run)
     result = check(name)
     result["builds"] = result["builds"][before:]
     say(**result)

@@ -85,7 +85,7 @@ def test_the_memo_keeps_only_the_keys_it_reads(private_cache, private_kernels):
 # and torch_ops (a binding's fake is made on its first trace) are not on this
 # list, and the public functions live in the package itself.
 CACHED_GET_MODULES = {
-    "registry", "registry._core", "registry.environment", "registry.kernel", "registry.kernel_load",
+    "registry", "registry._core", "registry.environment", "registry.resolve", "registry.load",
     "registry.knobs", "registry.op", "registry.state",
 }
 

@@ -133,14 +133,15 @@ GARBAGE = b"\x7fELF\x00\xff\xfe not what was written \x80\x81\n"
 
 
 def test_garbage_generated_binding_source_is_regenerated(tmp_path):
-    from registry import _core, kernel_build, keys
+    from registry import _core
+    from registry.build import recipe, keys
 
     manifest = _core.parse_manifest(str(Path(__file__).resolve().parent.parent / "kernels/axpy/kernel.toml"))
     op = manifest.ops[0]
     source = tmp_path / "v1" / "generated" / f"{keys.binding_namespace(op.signature, 'cpu')}.cpp"
     source.parent.mkdir(parents=True)
     source.write_bytes(GARBAGE)
-    plan = kernel_build.binding_plan(manifest, op, "cpu", tmp_path)
+    plan = recipe.binding_plan(manifest, op, "cpu", tmp_path)
     assert plan.sources == [str(source)]
     assert source.read_text() == _core.generate_binding(op.signature, "cpu", source.stem)
 
@@ -149,7 +150,7 @@ def test_garbage_ccache_wrapper_is_rewritten(tmp_path):
     import shutil
     import subprocess
 
-    from registry import ccache
+    from registry.build import ccache
 
     ccache_exe, real_cxx = shutil.which("ccache"), os.path.realpath(shutil.which("c++"))
     if ccache_exe is None:
@@ -191,7 +192,7 @@ def test_garbage_lock_file_holder_is_readable_text(tmp_path):
 
 
 def test_garbage_inline_kernel_file_is_rewritten(tmp_path):
-    from registry import magics
+    from registry.notebook import magics
 
     source = tmp_path / "v1" / "inline" / "k" / "k.cpp"
     source.parent.mkdir(parents=True)

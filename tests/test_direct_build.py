@@ -1,5 +1,5 @@
 """Torch-free kernel libraries built by the registry's own compiler call
-(registry/direct_build.py): no libtorch on the link line, keys without torch's
+(registry/build/direct.py): no libtorch on the link line, keys without torch's
 version, one compile-and-link step for a CPU edit (linked lean when it can
 be), load()-style diagnostics."""
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import registry
-from registry import _core, direct_build, keys
+from registry import _core
+from registry.build import direct, keys
 
 
 def _needed(path: str) -> list[str]:
@@ -96,7 +97,7 @@ def test_cpu_edit_with_remote_storage_compiles_through_ccache(axpy_copy, monkeyp
 
 
 def test_ccache_configuration_naming_remote_storage_counts(monkeypatch, tmp_path):
-    from registry import ccache
+    from registry.build import ccache
 
     if shutil.which("ccache") is None:
         pytest.skip("ccache not installed: apt-get install ccache")
@@ -112,15 +113,13 @@ def test_ccache_configuration_naming_remote_storage_counts(monkeypatch, tmp_path
 
 def test_link_names_torch_libstdcxx_only_where_the_compiler_would_not(monkeypatch):
     # Named twice, GNU ld reads libstdc++ twice (~10 ms of a ~0.1 s edit).
-    from registry import builder
-
-    monkeypatch.setattr(builder, "_libstdcxx_flags", lambda: ["/opt/torch/lib/libstdc++.so.6"])
-    monkeypatch.setattr(direct_build, "_compiler_libstdcxx", lambda cxx, stat: "/opt/torch/lib/libstdc++.so.6")
-    assert direct_build._libstdcxx_flags("c++") == []
-    monkeypatch.setattr(direct_build, "_compiler_libstdcxx", lambda cxx, stat: "/usr/lib/libstdc++.so.6.0.30")
-    assert direct_build._libstdcxx_flags("c++") == ["/opt/torch/lib/libstdc++.so.6"]
-    monkeypatch.setattr(direct_build, "_compiler_libstdcxx", lambda cxx, stat: None)
-    assert direct_build._libstdcxx_flags("c++") == ["/opt/torch/lib/libstdc++.so.6"]
+    monkeypatch.setattr(direct, "torch_libstdcxx_flags", lambda: ["/opt/torch/lib/libstdc++.so.6"])
+    monkeypatch.setattr(direct, "_compiler_libstdcxx", lambda cxx, stat: "/opt/torch/lib/libstdc++.so.6")
+    assert direct._libstdcxx_flags("c++") == []
+    monkeypatch.setattr(direct, "_compiler_libstdcxx", lambda cxx, stat: "/usr/lib/libstdc++.so.6.0.30")
+    assert direct._libstdcxx_flags("c++") == ["/opt/torch/lib/libstdc++.so.6"]
+    monkeypatch.setattr(direct, "_compiler_libstdcxx", lambda cxx, stat: None)
+    assert direct._libstdcxx_flags("c++") == ["/opt/torch/lib/libstdc++.so.6"]
 
 
 def test_edit_links_libstdcxx_once_and_still_needs_it(axpy_copy, monkeypatch, cache_root):
@@ -130,7 +129,7 @@ def test_edit_links_libstdcxx_once_and_still_needs_it(axpy_copy, monkeypatch, ca
                       '(const char* s) { return std::string(s).size(); }\n')
     commands = _commands_of_an_edit(axpy_copy, monkeypatch)
     link = [c for c in commands if "-shared" in c][-1]
-    if direct_build._compiler_libstdcxx(*direct_build._stat_of(link[0])) is not None:
+    if direct._compiler_libstdcxx(*direct._stat_of(link[0])) is not None:
         assert not [a for a in link if "libstdc++" in a], link
     lib = registry.status(axpy_copy.name, device="cpu").artifacts["kernel library"]
     assert "libstdc++.so.6" in _needed(lib)
@@ -145,14 +144,14 @@ def test_an_edit_links_lean_when_the_library_needed_no_cxx_runtime(axpy_copy, mo
 
 
 def _recording_direct_commands(monkeypatch) -> list:
-    """The compiler commands direct_build runs from now on, as they start."""
-    commands, run = [], direct_build._run
+    """The compiler commands direct.py runs from now on, as they start."""
+    commands, run = [], direct._run
 
     def recording(command, *args, **kwargs):
         commands.append(list(command))
         return run(command, *args, **kwargs)
 
-    monkeypatch.setattr(direct_build, "_run", recording)
+    monkeypatch.setattr(direct, "_run", recording)
     return commands
 
 
@@ -196,24 +195,24 @@ def test_only_a_library_needing_the_c_runtime_alone_is_linked_lean(tmp_path):
                           'extern "C" unsigned long f(const char* s) { return std::string(s).size(); }\n')
     omp = _shared_library(tmp_path, "omp", 'extern "C" void f(float* x, int n) {\n'
                           '#pragma omp parallel for\n  for (int i = 0; i < n; ++i) x[i] += 1;\n}\n', "-fopenmp")
-    assert direct_build._needs_only_c_runtime(plain), direct_build._needed_libraries(plain)
-    assert "libstdc++.so.6" in direct_build._needed_libraries(cxx) and not direct_build._needs_only_c_runtime(cxx)
-    assert "libgomp.so.1" in direct_build._needed_libraries(omp) and not direct_build._needs_only_c_runtime(omp)
+    assert direct._needs_only_c_runtime(plain), direct._needed_libraries(plain)
+    assert "libstdc++.so.6" in direct._needed_libraries(cxx) and not direct._needs_only_c_runtime(cxx)
+    assert "libgomp.so.1" in direct._needed_libraries(omp) and not direct._needs_only_c_runtime(omp)
     (tmp_path / "not_elf.so").write_bytes(b"libc.so.6")
     for path in (None, str(tmp_path / "missing.so"), str(tmp_path / "not_elf.so")):
-        assert not direct_build._needs_only_c_runtime(path)
+        assert not direct._needs_only_c_runtime(path)
 
 
 def test_a_lean_link_falls_back_on_any_linkers_undefined_symbols():
-    assert direct_build._undefined_references_only("/usr/bin/ld: x.o: undefined reference to `operator new(unsigned long)'")
-    assert direct_build._undefined_references_only("ld.lld: error: undefined symbol: operator new(unsigned long)")
-    assert not direct_build._undefined_references_only("axpy_cpu.cpp:12:5: error: expected ';'\n"
+    assert direct._undefined_references_only("/usr/bin/ld: x.o: undefined reference to `operator new(unsigned long)'")
+    assert direct._undefined_references_only("ld.lld: error: undefined symbol: operator new(unsigned long)")
+    assert not direct._undefined_references_only("axpy_cpu.cpp:12:5: error: expected ';'\n"
                                                        "undefined reference to `f'")
 
 
 def test_compile_error_reads_file_line_with_the_line_marked(axpy_copy):
     from registry.errors import BuildError
-    from registry.render import render_text
+    from registry.notebook.render import render_text
 
     axpy_copy.edit("axpy_cpu.cpp", "T* os = static_cast<T*>(out.data);", "T* os = static_cast<T*>(out.data)")
     with pytest.raises(BuildError) as caught:

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 import registry
-from registry import _core, cache_cap, progress
+from registry import _core
+from registry.build import cache_cap, progress
 
 
 @pytest.fixture

@@ -15,15 +15,16 @@ from reliability_helpers import binding_seed, private_cache, private_kernels  # 
 # waits for the go file, checks the op again (after a gc) and exits.
 LIVE = """
 from pathlib import Path
-from registry import _core, knobs, pins
+from registry import _core, knobs
+from registry.state import STATE
 result = check(os.environ["KERNEL"])
 status = registry.status(os.environ["KERNEL"], device="cpu")
 keys = [Path(p).parent.name for p in status.artifacts.values()]
-pinned_by_get = all(k in pins.held() for k in keys)
-if not pinned_by_get:  # until kernel.py pins what it loads (see pins.hold)
+pinned_by_get = all(k in STATE.pins.held() for k in keys)
+if not pinned_by_get:  # until resolve.py pins what it loads (see STATE.pins.hold)
     store = _core.CacheStore(str(knobs.cache_dir()))
     for k in keys:
-        pins.hold(store, k)
+        STATE.pins.hold(store, [k])
 say(keys=keys, pinned_by_get=pinned_by_get, **result)
 while not os.path.exists(os.environ["GO"]):
     time.sleep(0.01)
@@ -78,11 +79,12 @@ def test_gc_keeps_what_a_live_process_loaded_and_evicts_the_rest(private_cache, 
     assert after.total_bytes == 0
     figure(f"eviction: gc under a 1-byte cap removed the unpinned kernel library, kept the 2 entries "
            f"a live process had loaded (its op still correct), removed them once it exited; "
-           f"pinned by registry.get itself: {'yes' if loaded['pinned_by_get'] else 'no (pins.hold fallback)'}")
+           f"pinned by registry.get itself: {'yes' if loaded['pinned_by_get'] else 'no (STATE.pins.hold fallback)'}")
 
 
 def test_collect_garbage_applies_the_cap_but_keeps_the_new_entry(private_cache, monkeypatch):
-    from registry import _core, cache_cap
+    from registry import _core
+    from registry.build import cache_cap
 
     store = _core.CacheStore(str(private_cache))
     keys = [e.key for e in store.list()]
@@ -95,7 +97,8 @@ def test_collect_garbage_applies_the_cap_but_keeps_the_new_entry(private_cache, 
 
 
 def test_collect_garbage_warns_instead_of_failing_on_a_bad_cap(private_cache, monkeypatch):
-    from registry import _core, cache_cap
+    from registry import _core
+    from registry.build import cache_cap
 
     monkeypatch.setenv("REGISTRY_CACHE_MAX_BYTES", "twenty gigs")
     with pytest.warns(RuntimeWarning, match="REGISTRY_CACHE_MAX_BYTES must be a size such as 20G"):
@@ -103,8 +106,9 @@ def test_collect_garbage_warns_instead_of_failing_on_a_bad_cap(private_cache, mo
 
 
 def test_pin_of_an_evicted_entry_says_what_to_do(private_cache):
-    from registry import _core, pins
+    from registry import _core
+    from registry.state import STATE
 
     store = _core.CacheStore(str(private_cache))
     with pytest.raises(RuntimeError, match=r"not in the cache .*call get\(\) again"):
-        pins.hold(store, "0" * 32)
+        STATE.pins.hold(store, ["0" * 32])

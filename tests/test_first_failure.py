@@ -13,7 +13,7 @@ import torch
 
 import registry
 from figures import figure
-from registry.build_processes import processes_in
+from registry.build.build_processes import processes_in
 
 
 def test_a_syntax_error_does_not_wait_for_the_binding_beside_it(axpy_copy, cache_root):

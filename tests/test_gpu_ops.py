@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import registry
-from registry.timing import cuda_median_ms
+from registry.notebook.timing import cuda_median_ms
 from figures import figure
 from kernel_contract import DTYPES, cases, check, check_op
 
@@ -143,7 +143,7 @@ def test_wrapper_overhead_under_5_percent_at_2_28(axpy, dtype):
     """Op time (checks, allocation, dispatch, launch) against the kernel's own
     time: the same launcher called directly through its address."""
     from registry.state import STATE
-    from registry.launchers import KregTensor
+    from kreg_tensor import KregTensor
 
     n = 1 << 28
     x, y = torch.randn(n, device="cuda").to(dtype), torch.randn(n, device="cuda").to(dtype)

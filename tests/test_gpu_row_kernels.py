@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import registry
-from registry.checks import DEFAULT_SCALARS, check_call, load_reference
+from registry.notebook.checks import DEFAULT_SCALARS, check_call, load_reference
+from registry.notebook.timing import cuda_median_ms
 from registry.op import _default_value
-from registry.timing import cuda_median_ms
 from figures import figure
 from kernel_contract import manifests, op_handle, reference
 

@@ -39,14 +39,14 @@ static_assert(kreg_slow(15) != 1, "slow on purpose");
 # A parent that ignores SIGINT (a shell's background job, some CI runners)
 # passes the ignore on, and Python then never raises KeyboardInterrupt:
 # restore the default handler first. With "--wrap-load", the child wraps
-# torch's load() the way builder.run_build is to (see registry/progress.py).
+# torch's load() the way torch_extension.build is to (see registry/build/progress.py).
 CHILD = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import registry
 if "--wrap-load" in sys.argv:
     from torch.utils import cpp_extension
-    from registry.progress import build_progress
+    from registry.build.progress import build_progress
     real_load = cpp_extension.load
     def load(*args, **kwargs):
         with build_progress(sys.argv[1], "the kernel library", None, build_dir=kwargs["build_directory"]):
@@ -56,10 +56,10 @@ op = registry.get(sys.argv[1], device="cpu")
 print("outcome", registry.status(sys.argv[1], device="cpu").outcome, flush=True)
 """
 
-# Whether builder.run_build / kernel_build.build_missing already call the clean-up in registry/progress.py.
-BUILDER_CLEANS_UP = "build_progress" in (Path(registry.__file__).parent / "builder.py").read_text()
-WORKERS_STOPPED = "stop_builds_of_this_process" in (Path(registry.__file__).parent / "kernel_build.py").read_text()
-NOT_WIRED = ("builder.run_build does not call progress.build_progress(build_dir=staging) yet: on SIGINT "
+# Whether torch_extension.build / misses.build_missing already call the clean-up in registry/build/progress.py.
+BUILDER_CLEANS_UP = "build_progress" in (Path(registry.__file__).parent / "build" / "torch_extension.py").read_text()
+WORKERS_STOPPED = "stop_builds_of_this_process" in (Path(registry.__file__).parent / "build" / "misses.py").read_text()
+NOT_WIRED = ("torch_extension.build does not call progress.build_progress(build_dir=staging) yet: on SIGINT "
              "subprocess.run SIGKILLs ninja before ninja can stop its compilers, which run in their own "
              "process groups and so outlive even a Ctrl-C to the whole group")
 
@@ -181,7 +181,7 @@ def test_ctrl_c_stops_the_build_and_publishes_nothing(slow_copy, cache_root):
         # To the whole process group: what Ctrl-C in a terminal, or Jupyter's interrupt, sends.
         run = _interrupt_build(slow_copy.name, whole_group=True)
         # The build was underway: a compiler (CPU kernel libraries are built
-        # without ninja, by direct_build.py) or load()'s ninja was running.
+        # without ninja, by direct.py) or load()'s ninja was running.
         assert any(n in ("ninja", "cc1plus") for n, _ in run.seen.values()), f"no build seen: {run.seen}"
         _exited_by_interrupt(run, cache_root)
         survivors.update(_survivors(run.seen))
@@ -198,7 +198,7 @@ def test_ctrl_c_stops_the_build_and_publishes_nothing(slow_copy, cache_root):
 
 def test_build_progress_stops_compilers_left_by_an_interrupt(slow_copy, cache_root):
     # SIGINT to the Python process alone (`kill -INT <pid>`), with load()
-    # wrapped as builder.run_build is to wrap it: nothing may survive.
+    # wrapped as torch_extension.build is to wrap it: nothing may survive.
     run = _interrupt_build(slow_copy.name, whole_group=False, wrap_load=True)
     _exited_by_interrupt(run, cache_root)
     assert not _survivors(run.seen)
@@ -208,7 +208,7 @@ def test_build_progress_stops_compilers_left_by_an_interrupt(slow_copy, cache_ro
     pytest.param(True, id="ctrl-c"),
     pytest.param(False, id="sigint-to-python-alone", marks=pytest.mark.xfail(
         not WORKERS_STOPPED, strict=False,
-        reason="kernel_build.build_missing does not call progress.stop_builds_of_this_process on KeyboardInterrupt yet: "
+        reason="misses.build_missing does not call progress.stop_builds_of_this_process on KeyboardInterrupt yet: "
                "the SIGINT reaches only the main thread, the worker threads' builds run to the end and publish, "
                "and the interrupt takes effect only then")),
 ])
@@ -230,7 +230,7 @@ def test_interrupt_during_side_by_side_builds_stops_both(slow_copy, tmp_path, mo
 
 @pytest.fixture
 def shown(monkeypatch):
-    from registry import progress
+    from registry.build import progress
 
     monkeypatch.setattr(progress, "_should_show", lambda: True)  # pytest's stderr is no terminal
     return progress
@@ -257,7 +257,7 @@ def test_progress_closes_on_keyboard_interrupt(shown, capsys, tmp_path):
 
 
 def test_kill_build_processes_stops_what_runs_in_the_folder(tmp_path):
-    from registry.build_processes import kill_build_processes, processes_in
+    from registry.build.build_processes import kill_build_processes, processes_in
 
     sleeper = subprocess.Popen(["sleep", "60"], cwd=tmp_path)
     bystander = subprocess.Popen(["sleep", "60"])

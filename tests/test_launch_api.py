@@ -1,6 +1,6 @@
 """kreg/launch.h without a GPU: axpy_nvrtc's host launchers, compiled with the
 launch runtime and no CUDA header, call a stand-in driver bound the way
-registry/device_module.py binds the real one. Checks which kernels they
+registry/device/driver_module.py binds the real one. Checks which kernels they
 launch, with which grids and argument values, and that rebinding a new
 module takes effect (the device-code hot swap)."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ import subprocess
 import pytest
 
 from conftest import CHECKOUT
-from registry import keys
-from registry.launchers import KregTensor
+from registry.build import keys
+from kreg_tensor import KregTensor
 
 GetFunction = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p)
 Launch = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p,

@@ -8,7 +8,7 @@ import torch
 from IPython.core.interactiveshell import InteractiveShell
 
 import registry
-from registry import magics
+from registry.notebook import magics
 
 _names = itertools.count()
 
@@ -35,9 +35,9 @@ def cell(offset: str = "0.0f") -> str:
 @pytest.fixture(scope="module")
 def shell():
     ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "registry.magics")
+    ip.run_line_magic("load_ext", "registry.notebook.magics")
     yield ip
-    ip.run_line_magic("unload_ext", "registry.magics")
+    ip.run_line_magic("unload_ext", "registry.notebook.magics")
 
 
 @pytest.fixture
@@ -129,10 +129,10 @@ def test_bad_arguments_say_what_to_write(shell):
 
 def test_unload_restores_the_exception_display(shell):
     assert shell.custom_exceptions == (registry.RegistryError,)  # BuildError, ManifestError and the others
-    shell.run_line_magic("unload_ext", "registry.magics")
+    shell.run_line_magic("unload_ext", "registry.notebook.magics")
     assert registry.RegistryError not in shell.custom_exceptions
     assert "kernel" not in shell.magics_manager.magics["cell"]
-    shell.run_line_magic("load_ext", "registry.magics")
+    shell.run_line_magic("load_ext", "registry.notebook.magics")
     assert registry.RegistryError in shell.custom_exceptions
 
 
@@ -212,7 +212,7 @@ def _run_tidily(shell, capsys, code: str, error_type):
     assert isinstance(result.error_in_exec, error_type)
     out = capsys.readouterr()
     text = out.out + out.err
-    assert "Traceback" not in text and "site-packages" not in text and "registry/kernel.py" not in text
+    assert "Traceback" not in text and "site-packages" not in text and "registry/resolve.py" not in text
     assert type(result.error_in_exec).__name__ in text
     return text
 
@@ -240,7 +240,7 @@ def test_missing_launcher_is_a_build_error_shown_like_a_compile_error(shell, nam
     assert isinstance(result.error_in_exec, registry.BuildError)
     out = capsys.readouterr()
     text = out.out + out.err
-    assert "Traceback" not in text and "registry/kernel.py" not in text
+    assert "Traceback" not in text and "registry/resolve.py" not in text
     assert "no launcher for float32" in text and "axpy_f32" in text
 
 

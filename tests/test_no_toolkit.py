@@ -2,7 +2,7 @@
 nvcc hidden (PATH without it, CUDA_HOME pointing nowhere), an NVRTC kernel's
 device code, its host launchers and its op binding still build and are keyed,
 and nothing runs nvcc. No GPU here: build + key + load the libraries, no launch
-(launching is tests/test_gpu_nvrtc.py's part)."""
+(launching is tests/test_gpu_device_paths.py's part)."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKOUT, KernelCopy
-from registry import _core, nvrtc
+from registry import _core
+from registry.device import nvrtc
 
 SCRIPT = r"""
 import json, shutil, sys
@@ -24,9 +25,9 @@ sys.addaudithook(lambda event, args: popen.append([str(a) for a in (args[1] or [
                  if event == "subprocess.Popen" else None)
 assert shutil.which("nvcc") is None, shutil.which("nvcc")
 import registry
-from registry import device_module
+from registry.device import driver_module
 bound = []
-device_module.bind = lambda library, key, path: bound.append(key)  # no GPU: no driver to load the cubin
+driver_module.bind = lambda library, key, path: bound.append(key)  # no GPU: no driver to load the cubin
 registry.get(sys.argv[1], device="cuda")
 status = registry.status(sys.argv[1], device="cuda")
 print(json.dumps({"compiled": status.compiled, "device": status.device, "key": status.key,

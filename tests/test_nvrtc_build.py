@@ -2,7 +2,8 @@
 on any machine. Every project header NVRTC can see is keyed by content (also
 those behind macro and conditional includes), header edits change the key
 and the cubin, errors point at file:line, and no CUDA toolkit is needed.
-Launching the cubin is tests/test_gpu_nvrtc.py's part."""
+What both device paths share is tests/test_device_build_paths.py's; launching
+the cubin is tests/test_gpu_device_paths.py's part."""
 from __future__ import annotations
 
 import os
@@ -12,42 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHECKOUT, KernelCopy
-from registry import _core, device_build, nvrtc
-from registry.errors import BuildError
-
-ARCH = "9.0"
-
-
-@pytest.fixture
-def kernel(tmp_path) -> KernelCopy:
-    return KernelCopy(tmp_path / "kernels", "axpy_nvrtc", "axpy_nvrtc")
+from conftest import CHECKOUT
+from device_build_helpers import build, copy_example, cubin, inputs, make_store
+from registry import _core
+from registry.device import cubin_build, nvrtc
 
 
 @pytest.fixture
-def store(tmp_path):
-    return _core.CacheStore(str(tmp_path / "cache"))
+def kernel(tmp_path):
+    return copy_example(tmp_path, "nvrtc")
 
 
-def _memo(device_key: str | None):
-    memo = _core.Memo()
-    memo.keys = {"device": device_key} if device_key else {}
-    return memo
-
-
-def build(kernel: KernelCopy, store, previous=None):
-    """One resolve of the cubin, as `get` does it: previous is the last artifact."""
-    manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
-    memo = _memo(previous.key) if previous is not None else None
-    return device_build.ensure(store, manifest, ARCH, memo, trust_memo=False, force=False)
-
-
-def inputs(artifact) -> dict[str, str]:
-    return {i.name: i.value for i in artifact.entry.inputs}
-
-
-def cubin(artifact) -> bytes:
-    return Path(artifact.path).read_bytes()
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    return make_store(tmp_path, monkeypatch)
 
 
 def test_nvrtc_comes_from_torchs_wheel():
@@ -73,14 +52,8 @@ def test_compiles_axpy_to_a_cubin_for_the_arch(kernel, store):
     assert "axpy_launch.cpp" not in keyed
 
 
-def test_an_unchanged_kernel_is_a_cache_hit(kernel, store):
-    first = build(kernel, store)
-    again = build(kernel, store, first)
-    assert again.built is None and again.key == first.key
-
-
 def test_a_cubin_build_leaves_the_cache_cap_to_after_the_result(kernel, store, monkeypatch, tmp_path):
-    # The cap runs on a worker thread once the get has its result (kernel.py);
+    # The cap runs on a worker thread once the get has its result (resolve.py);
     # an entry over the cap is still there when the cubin build returns.
     staging = tmp_path / "old-staging"
     staging.mkdir()
@@ -93,73 +66,10 @@ def test_a_cubin_build_leaves_the_cache_cap_to_after_the_result(kernel, store, m
     assert store.lookup("cd" * 16).entry is not None
 
 
-@pytest.mark.parametrize("header", ["include/axpy_nvrtc/config.h", "axpy_math.h"])
-def test_header_edit_changes_key_and_cubin(kernel, store, header):
-    first = build(kernel, store)
-    if header.endswith("config.h"):
-        kernel.edit(header, "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 1.0f")
-    else:
-        kernel.edit(header, "return alpha * x + y", "return alpha * x - y")
-    second = build(kernel, store, first)
-    assert second.built is not None, "a header edit must recompile"
-    assert second.key != first.key
-    assert cubin(second) != cubin(first)
-    changed = set(_core.diff_key_inputs(first.entry.inputs, second.entry.inputs))
-    assert changed == {f"file:{header} changed"}
-
-
-def test_every_edit_of_a_header_gives_a_new_cubin(kernel, store):
-    """Seven edits in a row, as in a notebook: never an old cubin (NVRTC's
-    automatic PCH folder returned the old value after each of these)."""
-    previous, seen = build(kernel, store), set()
-    seen.add(cubin(previous))
-    for bias in range(1, 8):
-        kernel.path("include/axpy_nvrtc/config.h").write_text(
-            f"#pragma once\n#define AXPY_BIAS {bias}.0f\n#define AXPY_VECTORS_PER_THREAD 4\n")
-        artifact = build(kernel, store, previous)
-        assert artifact.built is not None and cubin(artifact) not in seen, f"edit {bias} gave an old cubin"
-        seen.add(cubin(artifact))
-        previous = artifact
-
-
 def test_never_turns_on_nvrtc_automatic_pch(kernel):
     manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
-    options = device_build.nvrtc_options(manifest, "sm_90")
+    options = cubin_build.nvrtc_options(manifest, "sm_90")
     assert not [o for o in options if "pch" in o], options
-
-
-MACRO_SOURCE = """
-#include "axpy_device.cu"
-#define KREG_TEST_HEADER "macro/extra.h"
-#include KREG_TEST_HEADER
-extern "C" __global__ void extra(float* out) { out[0] = EXTRA_VALUE; }
-"""
-
-
-def _macro_kernel(kernel: KernelCopy) -> None:
-    kernel.path("macro").mkdir()
-    kernel.path("macro/extra.h").write_text("#define EXTRA_VALUE 1.0f\n")
-    kernel.path("with_macro.cu").write_text(MACRO_SOURCE)
-    kernel.edit("kernel.toml", 'device_sources = ["axpy_device.cu"]', 'device_sources = ["with_macro.cu"]')
-    kernel.edit("kernel.toml", 'include_dirs = ["include"]', 'include_dirs = ["include", "."]')
-
-
-def test_header_behind_a_macro_include_is_keyed(kernel, store):
-    """The scanner cannot read `#include MACRO`; NVRTC cannot open what was not
-    snapshotted, so compiling finds it, and the published key covers it."""
-    _macro_kernel(kernel)
-    first = build(kernel, store)
-    assert first.built.rounds == 2  # the first compile asked for macro/extra.h
-    assert "file:macro/extra.h" in inputs(first)
-    assert first.key == first.built.key.hex
-    # Without a previous build to learn from, the same bytes give the same key: a hit.
-    again = build(kernel, store)
-    assert again.key == first.key
-    kernel.path("macro/extra.h").write_text("#define EXTRA_VALUE 2.0f\n")
-    second = build(kernel, store, first)
-    assert second.built is not None and second.built.rounds == 1  # recorded: no discovery needed
-    assert second.key != first.key and cubin(second) != cubin(first)
-    assert set(_core.diff_key_inputs(first.entry.inputs, second.entry.inputs)) == {"file:macro/extra.h changed"}
 
 
 def test_both_sides_of_a_conditional_include_are_keyed(kernel, store):
@@ -183,8 +93,8 @@ def test_both_sides_of_a_conditional_include_are_keyed(kernel, store):
 def test_keys_are_exact_even_when_the_scanner_sees_nothing(kernel, store, monkeypatch):
     """NVRTC is given only the snapshot: with a scanner that finds no header at
     all, compiling still discovers each one and the key covers them all."""
-    monkeypatch.setattr(device_build, "scan_files",
-                        lambda manifest, recorded: device_build.device_sources(manifest) + list(recorded))
+    monkeypatch.setattr(cubin_build, "scan_files",
+                        lambda manifest, recorded: cubin_build.device_sources(manifest) + list(recorded))
     artifact = build(kernel, store)
     assert artifact.built.rounds > 1
     keyed = {n for n in inputs(artifact) if n.startswith("file:")}
@@ -192,35 +102,12 @@ def test_keys_are_exact_even_when_the_scanner_sees_nothing(kernel, store, monkey
             "file:registry/include/kreg/device.cuh"} <= keyed
 
 
-def test_compile_error_points_at_the_real_file_and_line(kernel, store):
-    kernel.edit("axpy_math.h", "return alpha * x + y + AXPY_BIAS;", "return alpha * x + y + AXPY_BIAS + oops;")
-    with pytest.raises(BuildError) as caught:
-        build(kernel, store)
-    first = caught.value.first
-    assert first is not None, caught.value.log
-    assert first.file == str(kernel.path("axpy_math.h").resolve())
-    assert first.line == 13
-    from registry.render import render_text
-
-    text = render_text(caught.value)
-    assert "axpy_math.h:13" in text and "oops" in text
-    assert "/src/k/" not in str(caught.value)  # no staging mirror paths in what the user reads
-
-
-def test_missing_header_is_a_compile_error_naming_it(kernel, store):
-    kernel.edit("axpy_device.cu", '#include "axpy_math.h"', '#include "axpy_mth.h"')
-    with pytest.raises(BuildError) as caught:
-        build(kernel, store)
-    assert "axpy_mth.h" in str(caught.value)
-    assert caught.value.first.file == str(kernel.path("axpy_device.cu").resolve())
-
-
 def test_target_arch_from_the_arch_list():
-    assert device_build.target_arch("9.0") == "sm_90"
-    assert device_build.target_arch("8.0;9.0+PTX") == "sm_90"
-    assert device_build.target_arch("8.6 8.9") == "sm_89"
+    assert cubin_build.target_arch("9.0") == "sm_90"
+    assert cubin_build.target_arch("8.0;9.0+PTX") == "sm_90"
+    assert cubin_build.target_arch("8.6 8.9") == "sm_89"
     with pytest.raises(Exception, match="TORCH_CUDA_ARCH_LIST"):
-        device_build.target_arch("")
+        cubin_build.target_arch("")
 
 
 def test_builds_with_no_cuda_toolkit(kernel, tmp_path):
@@ -232,11 +119,12 @@ def test_builds_with_no_cuda_toolkit(kernel, tmp_path):
     env["PYTHONPATH"] = os.pathsep.join([str(CHECKOUT), str(CHECKOUT / "tests")])
     script = f"""
 import shutil
-from registry import _core, device_build
+from registry import _core
+from registry.device import cubin_build
 assert shutil.which("nvcc") is None, shutil.which("nvcc")
 manifest = _core.parse_manifest({str(kernel.path("kernel.toml"))!r})
 store = _core.CacheStore({str(tmp_path / "cache")!r})
-a = device_build.ensure(store, manifest, "9.0", None, trust_memo=False, force=False)
+a = cubin_build.ensure(store, manifest, "9.0", None, trust_memo=False, force=False)
 assert open(a.path, "rb").read(4) == b"\\x7fELF"
 print("KEY", a.key)
 """
@@ -246,8 +134,8 @@ print("KEY", a.key)
 
 
 def test_aot_export_refuses_nvrtc_device_code_and_names_the_way_out(tmp_path):
-    from registry import aot
     from registry.errors import RegistryError
+    from registry.tools import aot
 
     with pytest.raises(RegistryError, match="NVRTC.*CPU backend only"):
         aot.export_package("axpy_nvrtc", tmp_path / "pkg")
@@ -264,9 +152,9 @@ def test_aot_export_refuses_nvrtc_device_code_and_names_the_way_out(tmp_path):
     ("/opt/cuda/lib64/libnvrtc.so", "", False),
 ])
 def test_split_compile_only_where_nvrtc_takes_it(kernel, library, distribution, splits):
-    from registry.nvrtc import Nvrtc
+    from registry.device.nvrtc import Nvrtc
 
     manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
-    compiler = device_build.NvrtcDevice(Nvrtc(library, None, distribution))
+    compiler = cubin_build.NvrtcDevice(Nvrtc(library, None, distribution))
     options = compiler.options(manifest, "sm_90")
-    assert (f"--split-compile={device_build.SPLIT_COMPILE_THREADS}" in options) is splits, options
+    assert (f"--split-compile={cubin_build.SPLIT_COMPILE_THREADS}" in options) is splits, options

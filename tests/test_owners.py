@@ -6,19 +6,20 @@ import types
 
 import pytest
 
-from registry import build_processes, environment, kernel, kernel_build, progress
+from registry import environment, resolve
+from registry.build import build_processes, misses, progress
 from registry.errors import RegistryError
 
 
 def test_stopping_a_process_builds_is_imported_from_its_owner():
     assert not hasattr(progress, "stop_builds_of_this_process")
-    source = open(kernel_build.__file__).read()
-    assert "from registry.build_processes import stop_builds_of_this_process" in source
+    source = open(misses.__file__).read()
+    assert "from registry.build.build_processes import stop_builds_of_this_process" in source
     assert callable(build_processes.stop_builds_of_this_process)
 
 
 def test_which_backend_a_manifest_gets_has_one_rule():
-    assert not hasattr(kernel, "choose_backend")  # environment.for_manifest is the one rule
+    assert not hasattr(resolve, "choose_backend")  # environment.for_manifest is the one rule
     # As _core.BackendSpec reads: device_compiler names a device compiler with its own cubin, else "".
     spec = lambda present, compiler="nvcc": types.SimpleNamespace(  # noqa: E731
         present=present, compiler=compiler, device_compiler="" if compiler == "nvcc" else compiler)

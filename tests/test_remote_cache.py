@@ -24,7 +24,7 @@ KERNEL = "axpy_team"
 
 CHILD = """
 import warnings
-from registry import remote
+from registry.remote import team_cache
 name = os.environ["KERNEL"]
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -32,7 +32,7 @@ with warnings.catch_warnings(record=True) as caught:
     result = check(name)
     result["seconds"] = time.perf_counter() - start
 status = registry.status(name, device="cpu")
-result.update(fetches=[list(f) for f in remote.fetches_run], remote=status.remote, sources=status.sources,
+result.update(fetches=[list(f) for f in team_cache.fetches_run], remote=status.remote, sources=status.sources,
               ccache=status.ccache, ccache_remote=status.ccache_remote, text=str(status),
               warnings=[str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)])
 say(**result)
@@ -264,7 +264,7 @@ torch.manual_seed(local_rank)
 x, y = torch.randn(4096, device=device), torch.randn(4096, device=device)
 out = op(x, y, 0.5)
 say(rank=int(os.environ["RANK"]), device=str(out.device), ok=bool(torch.allclose(out, 0.5 * x + y)),
-    builds=[list(b) for b in builder.builds_run], outcome=registry.status(os.environ["KERNEL"],
+    builds=[list(b) for b in step.builds_run], outcome=registry.status(os.environ["KERNEL"],
     device=device.split(":")[0]).outcome)
 """
 
@@ -347,13 +347,13 @@ def test_a_claim_left_by_a_dead_builder_only_delays_the_build(tmp_path, redis_se
 def test_small_cache_records_travel_by_their_path(redis_server, monkeypatch):
     # Any small record of the cache (e.g. a dependency record under v1/deps/)
     # can be shared by its path; its reader verifies it as a local file.
-    from registry import remote
+    from registry.remote import team_cache
 
-    writer = remote.RemoteCache(redis_server.url, "read-write", 0.5)
+    writer = team_cache.RemoteCache(redis_server.url, "read-write", 0.5)
     assert writer.get_file("deps/00ff.toml") is None
     assert writer.put_file("deps/00ff.toml", b"format = 1\n")
-    assert remote.RemoteCache(redis_server.url, "read-only", 0.5).get_file("deps/00ff.toml") == b"format = 1\n"
-    assert not remote.RemoteCache(redis_server.url, "read-only", 0.5).put_file("deps/00ff.toml", b"other")
+    assert team_cache.RemoteCache(redis_server.url, "read-only", 0.5).get_file("deps/00ff.toml") == b"format = 1\n"
+    assert not team_cache.RemoteCache(redis_server.url, "read-only", 0.5).put_file("deps/00ff.toml", b"other")
     assert writer.get_file("deps/00ff.toml") == b"format = 1\n"
     with pytest.raises(ValueError, match="relative to v1/"):
         writer.put_file("../../etc/passwd", b"")
@@ -366,7 +366,7 @@ torch.manual_seed(0)
 x, y = torch.randn(64), torch.randn(64)
 status = registry.status(name, device="cpu")
 say(bias=float((op(x, y, 1.5) - (1.5 * x + y)).mean()), outcome=status.outcome, key=status.key,
-    lib_builds=sum(b == [name, "kernel-lib"] for b in map(list, builder.builds_run)))
+    lib_builds=sum(b == [name, "kernel-lib"] for b in map(list, step.builds_run)))
 """
 
 

@@ -4,30 +4,32 @@ from __future__ import annotations
 
 import pytest
 
-from registry import ccache, knobs, remote
+from registry import knobs
+from registry.build import ccache
+from registry.remote import team_cache
 
 
 def test_url_forms_and_the_password_never_shown():
-    full = remote.RemoteURL("redis://builder:s%40cret@cache.lab:7000/3")
+    full = team_cache.RemoteURL("redis://builder:s%40cret@cache.lab:7000/3")
     assert (full.host, full.port, full.db, full.username, full.password) == ("cache.lab", 7000, 3, "builder", "s@cret")
     assert full.display == "redis://cache.lab:7000/3"
-    bare = remote.RemoteURL("redis://p4ss@10.0.0.5")  # one name before @: a password, as ccache reads it
+    bare = team_cache.RemoteURL("redis://p4ss@10.0.0.5")  # one name before @: a password, as ccache reads it
     assert (bare.port, bare.db, bare.username, bare.password) == (6379, 0, None, "p4ss")
     for bad in ("http://cache.lab", "cache.lab:6379", "redis://cache.lab:port", "redis://h/not-a-db"):
         with pytest.raises(ValueError, match="REGISTRY_REMOTE_CACHE"):
-            remote.RemoteURL(bad)
+            team_cache.RemoteURL(bad)
     with pytest.raises(ValueError) as error:
-        remote.RemoteURL("rediss://u:topsecret@h")
+        team_cache.RemoteURL("rediss://u:topsecret@h")
     assert "topsecret" not in str(error.value)
 
 
 def test_knobs(monkeypatch):
     monkeypatch.delenv("REGISTRY_REMOTE_CACHE", raising=False)
-    assert knobs.remote_cache() is None and remote.current() is None
+    assert knobs.remote_cache() is None and team_cache.current() is None
     monkeypatch.setenv("REGISTRY_REMOTE_CACHE", "redis://127.0.0.1:1")
-    assert remote.current() is remote.current() and remote.current().writable
+    assert team_cache.current() is team_cache.current() and team_cache.current().writable
     monkeypatch.setenv("REGISTRY_REMOTE_CACHE_MODE", "read-only")
-    assert not remote.current().writable  # a new setting, a new remote
+    assert not team_cache.current().writable  # a new setting, a new remote
     monkeypatch.setenv("REGISTRY_REMOTE_CACHE_MODE", "sometimes")
     with pytest.raises(ValueError, match="read-write"):
         knobs.remote_mode()
@@ -38,9 +40,9 @@ def test_knobs(monkeypatch):
 
 
 def test_ccache_gets_the_same_server_its_timeouts_and_the_mode():
-    rw = remote.RemoteCache("redis://u:p@h:7000/2", "read-write", 0.25)
+    rw = team_cache.RemoteCache("redis://u:p@h:7000/2", "read-write", 0.25)
     assert rw.ccache_storage() == "redis://u:p@h:7000/2|connect-timeout=250|operation-timeout=250"
-    ro = remote.RemoteCache("redis://h", "read-only", 1.0)
+    ro = team_cache.RemoteCache("redis://h", "read-only", 1.0)
     assert ro.ccache_storage() == "redis://h|connect-timeout=1000|operation-timeout=1000|read-only"
 
 

@@ -5,7 +5,7 @@ import pytest
 
 import registry
 from registry.errors import BuildError, Diagnostic
-from registry.render import readable_log, render_html, render_text, resolve_source
+from registry.notebook.render import readable_log, render_html, render_text, resolve_source
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_a_missing_file_still_renders_the_diagnostic():
 
 def test_other_registry_errors_render_as_message_and_the_users_line():
     from registry.errors import KernelNotFoundError
-    from registry.render import render_error_html, render_error_text
+    from registry.notebook.render import render_error_html, render_error_text
 
     err = KernelNotFoundError("<apxy>", ["axpy"], "axpy")
     where = "cell line 2: registry.get('<apxy>')"
@@ -93,7 +93,7 @@ def test_other_registry_errors_render_as_message_and_the_users_line():
 
 
 def test_a_magic_is_shown_as_written_not_as_ipythons_call():
-    from registry.render import _as_written
+    from registry.notebook.render import _as_written
 
     call = "get_ipython().run_cell_magic('kernel', 'k --cpu --signature \"k(Tensor x) -> Tensor\"', '\\n#include x\\n')"
     assert _as_written(call) == '%%kernel k --cpu --signature "k(Tensor x) -> Tensor"'

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import registry
-from registry.checks import TOLERANCES, compare
-from registry.dtype_sweep import COLUMNS
+from registry.notebook.checks import TOLERANCES, compare
+from registry.notebook.dtype_sweep import COLUMNS
 
 SMALL = [1, 17, 4096]
 

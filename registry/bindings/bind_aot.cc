@@ -1,4 +1,4 @@
-// The ahead-of-time registration units (core/codegen_aot.h), for registry/aot.py.
+// The ahead-of-time registration units (core/codegen_aot.h), for registry/tools/aot.py.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

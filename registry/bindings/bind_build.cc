@@ -113,11 +113,7 @@ void init_build_on_demand(py::module_& m) {
   m.def("hash_bytes_hex", [](const py::bytes& bytes) {
     return hash_bytes(std::string_view(bytes)).hex();
   });
-  m.def("hash_fields_hex", [](const std::vector<std::pair<std::string, std::string>>& fields) {
-    FieldHasher h;
-    for (const auto& [name, value] : fields) h.field(name, value);
-    return h.digest().hex();
-  });
+  m.def("hash_fields_hex", &hash_fields_hex, py::arg("fields"));
 
   py::class_<IncludeClosure>(m, "IncludeClosure")
       .def_readonly("files", &IncludeClosure::files)

@@ -8,6 +8,7 @@
 #include "memo.h"
 #include "on_demand.h"
 #include "remote_layout.h"
+#include "atomic_file.h"
 
 namespace py = pybind11;
 

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "codegen.h"
+#include "closest_name.h"
 #include "discovery.h"
 #include "dtype.h"
 #include "launcher_header.h"

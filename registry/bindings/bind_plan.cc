@@ -11,6 +11,7 @@
 #include "on_demand.h"
 #include "pin_set.h"
 #include "plan.h"
+#include "build_claim.h"
 #include "stamp_set.h"
 
 namespace py = pybind11;

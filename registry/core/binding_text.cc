@@ -3,7 +3,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "codegen.h"  // the launcher table's limits (kMaxArgs, ...)
+#include "table_limits.h"
 #include "dtype.h"
 #include "launcher_header.h"  // scalar_c_type: float or double per launcher dtype
 

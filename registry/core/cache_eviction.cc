@@ -18,6 +18,7 @@
 #include "dep_record.h"
 #include "file_lock.h"
 #include "toml_util.h"
+#include "file_read.h"
 
 namespace kreg {
 
@@ -56,7 +57,7 @@ bool same_file(int fd, const std::string& path) {
 int64_t last_used_of(const std::string& dir) {
   const int64_t used = mtime_seconds(dir + "/used");
   if (used != 0) return used;
-  if (std::optional<std::string> text = read_text_file(dir + "/entry.toml")) {
+  if (std::optional<std::string> text = read_file(dir + "/entry.toml")) {
     try {
       return entry_from_toml(*text).built_at;
     } catch (const std::exception&) {

@@ -1,5 +1,6 @@
 #include "cache_fs.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,6 +90,28 @@ int64_t disk_bytes(const std::string& dir) {
     }
   }
   return total;
+}
+
+void write_all(int fd, const std::string& contents, const std::string& path) {
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("cannot write " + path + ": " + errno_text(errno) +
+                               "; is the disk full?");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Best effort: durability matters, but a file system without fsync on folders
+// must not make writing fail.
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
 }
 
 }  // namespace kreg::cache_fs

@@ -1,5 +1,5 @@
-// File-system steps the cache store and its eviction share. Internal to
-// the core: callers outside cache_*.cc use CacheStore.
+// File-system steps the cache store, its eviction and atomic_file share.
+// Internal to the core: callers outside them use CacheStore or atomic_file.h.
 #pragma once
 
 #include <cstdint>
@@ -17,5 +17,9 @@ void remove_tree(const std::string& path);
 void discard_dir(const std::string& dir, const std::string& tmp_dir);
 int64_t mtime_seconds(const std::string& path);  // 0 when it cannot be stat'ed
 int64_t disk_bytes(const std::string& dir);
+// Writes all of `contents` to `fd`; throws naming `path` (is the disk full?).
+void write_all(int fd, const std::string& contents, const std::string& path);
+// fsync of a file or folder, best effort (see cache_fs.cc).
+void fsync_path(const std::string& path);
 
 }  // namespace kreg::cache_fs

@@ -17,6 +17,7 @@
 
 #include "cache_fs.h"
 #include "toml_util.h"
+#include "file_read.h"
 
 namespace kreg {
 
@@ -24,11 +25,13 @@ namespace fs = std::filesystem;
 using cache_fs::discard_dir;
 using cache_fs::disk_bytes;
 using cache_fs::errno_text;
+using cache_fs::fsync_path;
 using cache_fs::is_dir;
 using cache_fs::make_dirs;
 using cache_fs::mtime_seconds;
 using cache_fs::random_hex;
 using cache_fs::remove_tree;
+using cache_fs::write_all;
 
 namespace {
 
@@ -38,19 +41,6 @@ void check_component(const std::string& name, const char* what) {
       name.find('\0') != std::string::npos) {
     throw std::invalid_argument(std::string("invalid ") + what + " '" + name +
                                 "': expected a plain file name such as a hex digest");
-  }
-}
-
-void write_all(int fd, const std::string& contents, const std::string& path) {
-  size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw std::runtime_error("cannot write " + path + ": " + errno_text(errno) +
-                               "; is the disk full?");
-    }
-    done += static_cast<size_t>(n);
   }
 }
 
@@ -66,22 +56,6 @@ void write_new_file(const std::string& path, const std::string& contents) {
   ::close(fd);
 }
 
-// Best effort: durability matters, but a file system without fsync on folders
-// must not make writing fail.
-void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
-std::string parent_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 bool valid_artifact_name(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos;
 }
@@ -89,7 +63,7 @@ bool valid_artifact_name(const std::string& name) {
 // Why the published folder `dir` cannot be trusted, or "" when it can; on
 // success `*entry` is its record.
 std::string verify_object(const std::string& key_hex, const std::string& dir, Entry* entry) {
-  std::optional<std::string> text = read_text_file(dir + "/entry.toml");
+  std::optional<std::string> text = read_file(dir + "/entry.toml");
   if (!text) return "entry.toml is missing or unreadable";
   try {
     *entry = entry_from_toml(*text);
@@ -389,7 +363,7 @@ std::vector<Entry> CacheStore::list() const {
   for (fs::directory_iterator it(v1_ + "/objects", ec), end; !ec && it != end; it.increment(ec)) {
     const std::string key = it->path().filename().string();
     const std::string dir = it->path().string();
-    std::optional<std::string> text = read_text_file(dir + "/entry.toml");
+    std::optional<std::string> text = read_file(dir + "/entry.toml");
     if (!text) continue;
     Entry entry;
     try {
@@ -429,38 +403,6 @@ int CacheStore::clean_staging() const {
     ++removed;
   }
   return removed;
-}
-
-// ---- write_file_atomic ------------------------------------------------------
-
-void write_file_atomic(const std::string& path, const std::string& contents, Sync sync) {
-  // Same folder as the target, so the rename stays within one file system.
-  const std::string dir = parent_of(path);
-  const size_t slash = path.rfind('/');
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  std::string temp = dir + "/." + base + ".tmp-XXXXXX";
-  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) {
-    throw std::runtime_error("cannot write " + path + ": cannot create a temporary file in " +
-                             dir + ": " + errno_text(errno));
-  }
-  try {
-    write_all(fd, contents, path);
-    if (sync == Sync::kDurable && ::fsync(fd) != 0) {
-      throw std::runtime_error("cannot write " + path + ": fsync failed: " + errno_text(errno));
-    }
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    throw std::runtime_error("cannot write " + path + ": rename failed: " + errno_text(err));
-  }
-  if (sync == Sync::kDurable) fsync_path(dir);
 }
 
 }  // namespace kreg

@@ -20,9 +20,9 @@
 //   v1/generated/              binding sources and launcher headers (plan.h),
 //                              named by content or signature
 //   v1/toolchains.toml         compiler identities, by the binary's stat (toolchain.h)
-//   v1/cuda_arch.txt           the GPU answer per machine identity (environment.py)
-//   v1/inline/<name>/          %%kernel cells written out as kernels (magics.py)
-//   v1/ccache-bin/<16 hex>/    the compiler wrapper ccache is reached through (ccache.py)
+//   v1/cuda_arch.txt           the GPU answer per machine identity (registry/environment.py)
+//   v1/inline/<name>/          %%kernel cells written out as kernels (registry/notebook/magics.py)
+//   v1/ccache-bin/<16 hex>/    the compiler wrapper ccache is reached through (registry/build/ccache.py)
 //
 // Publishing: a build writes into a staging folder, the store writes
 // entry.toml there (with the artifact's size and XXH3-128) and renames the
@@ -209,16 +209,5 @@ class CacheStore {
   std::string root_;
   std::string v1_;
 };
-
-// kDurable: fsync the file before the rename and the folder after, so the
-// new content survives a crash whole. kUnsynced: no fsync, for records whose
-// reader rejects a file cut short (the memo, the dependency records): after a
-// crash such a file may be old, new, empty or cut short, never wrong.
-enum class Sync { kDurable, kUnsynced };
-
-// Writes `contents` to `path` through a temporary file in the same folder and
-// a rename, so readers never see a partial file while the machine runs.
-void write_file_atomic(const std::string& path, const std::string& contents,
-                       Sync sync = Sync::kDurable);
 
 }  // namespace kreg

@@ -383,21 +383,6 @@ TEST(CacheStore, CleanStagingRemovesDeadProcessesFolders) {
   EXPECT_TRUE(fs::exists(tmp + "1-init-is-alive"));
 }
 
-TEST(CacheStore, WriteFileAtomicReplaces) {
-  TempDir dir;
-  const std::string path = dir.path() + "/memo.toml";
-  write_file_atomic(path, "one");
-  write_file_atomic(path, std::string("two\0three", 9));
-  EXPECT_EQ(read_text(path), std::string("two\0three", 9));
-  int files = 0;
-  for (const auto& e : fs::directory_iterator(dir.path())) {
-    (void)e;
-    ++files;
-  }
-  EXPECT_EQ(files, 1);  // no temporary left behind
-  EXPECT_THROW(write_file_atomic(dir.path() + "/no/such/dir/x", "x"), std::runtime_error);
-}
-
 // ---- pins and eviction ------------------------------------------------------
 
 // Publishes `key` with an artifact of `size` bytes, last used at `used_at`.

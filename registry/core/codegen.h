@@ -29,11 +29,6 @@ namespace kreg {
 // capture; part of every binding key.
 inline constexpr int kBindingTemplateVersion = 7;  // 7: float64 launchers get float arguments as double
 
-// Limits of the launcher table's fixed arrays (checked when a manifest is parsed).
-inline constexpr int kMaxArgs = 32;      // arguments of one op
-inline constexpr int kMaxOutputs = 8;    // returns of one op
-inline constexpr int kMaxOutputDims = 8; // terms of one output's shape
-
 // backend: "cpu" or "cuda". module_name must be a valid C identifier.
 std::string generate_binding(const Signature& signature, const std::string& backend,
                              const std::string& module_name);

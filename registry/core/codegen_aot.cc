@@ -15,12 +15,6 @@
 namespace kreg {
 namespace {
 
-bool is_c_identifier(const std::string& name) {
-  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
-  return std::all_of(name.begin(), name.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
-
 void check_names(const char* caller, const std::string& ns, const std::vector<OpSpec>& ops,
                  const std::string& module_name) {
   const std::string where = std::string(caller) + ": ";

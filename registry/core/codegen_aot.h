@@ -1,7 +1,7 @@
 // The ahead-of-time registration units: what an exported package compiles so
 // production code gets torch.ops.<kernel>.<op> without the JIT registry.
 //
-// One manifest becomes one installable package (registry/aot.py writes it)
+// One manifest becomes one installable package (registry/tools/aot.py writes it)
 // with one extension module per unit:
 //
 //   <pkg>._C       the def unit: TORCH_LIBRARY(<ns>, m) { m.def("<canonical signature>"); }

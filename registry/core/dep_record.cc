@@ -10,6 +10,8 @@
 #include "cache_fs.h"
 #include "cache_store.h"
 #include "toml_util.h"
+#include "atomic_file.h"
+#include "file_read.h"
 
 namespace kreg {
 
@@ -106,7 +108,7 @@ std::optional<DepRecord> read_dep_record(const std::string& path) {
   // Any problem means "nothing recorded": the caller builds and writes a
   // fresh record, which is always correct, just slower.
   try {
-    std::optional<std::string> text = read_text_file(path);
+    std::optional<std::string> text = read_file(path);
     if (!text) return std::nullopt;
     return dep_record_from_toml(*text);
   } catch (...) {

@@ -4,6 +4,7 @@
 #include "dep_record.h"
 #include "file_lock.h"
 #include "temp_dir_for_tests.h"
+#include "atomic_file.h"
 
 #include <gtest/gtest.h>
 

@@ -11,21 +11,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Classic two-row Levenshtein distance (insert, delete, substitute cost 1).
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t substitute = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, substitute});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 // Adds the kernels directly under `root` that no earlier root already named.
 // Errors (missing root, unreadable folder) only mean "nothing here": discovery
 // lists what exists, and parsing a manifest is where problems get reported.
@@ -69,20 +54,6 @@ std::optional<KernelLocation> locate_kernel(const std::string& name, const std::
     if (fs::is_regular_file(manifest, ec)) return KernelLocation{name, manifest.string()};
   }
   return std::nullopt;
-}
-
-std::string closest_name(const std::string& name, const std::vector<std::string>& candidates) {
-  const size_t limit = std::max<size_t>(2, name.size() / 3);
-  std::string best;
-  size_t best_distance = limit + 1;
-  for (const std::string& candidate : candidates) {
-    const size_t d = edit_distance(name, candidate);
-    if (d < best_distance) {  // strict: ties go to the earlier candidate
-      best = candidate;
-      best_distance = d;
-    }
-  }
-  return best;
 }
 
 }  // namespace kreg

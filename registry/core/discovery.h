@@ -1,4 +1,4 @@
-// Kernel discovery: which names exist, and the closest one to a typo.
+// Kernel discovery: which names exist (closest_name.h suggests one for a typo).
 #pragma once
 
 #include <optional>
@@ -19,9 +19,5 @@ std::vector<KernelLocation> discover_kernels(const std::vector<std::string>& roo
 // The kernel `name` as discover_kernels would list it, found without listing
 // every root: a fresh `get` asks for one name. nullopt when it has none.
 std::optional<KernelLocation> locate_kernel(const std::string& name, const std::vector<std::string>& roots);
-
-// The candidate with the smallest edit distance, if it is close enough to be a
-// plausible typo (distance <= max(2, len/3)); empty otherwise.
-std::string closest_name(const std::string& name, const std::vector<std::string>& candidates);
 
 }  // namespace kreg

@@ -99,4 +99,10 @@ FieldHasher& FieldHasher::field(std::string_view name, std::string_view value) {
 
 Digest FieldHasher::digest() const { return from_xxh(XXH3_128bits_digest(as_state(state_))); }
 
+std::string hash_fields_hex(const std::vector<std::pair<std::string, std::string>>& fields) {
+  FieldHasher h;
+  for (const auto& [name, value] : fields) h.field(name, value);
+  return h.digest().hex();
+}
+
 }  // namespace kreg

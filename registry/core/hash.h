@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace kreg {
 
@@ -47,5 +49,8 @@ class FieldHasher {
  private:
   void* state_;  // XXH3_state_t, kept opaque so xxhash.h stays out of this header
 };
+
+// The hex digest of named fields, in order (a FieldHasher over them).
+std::string hash_fields_hex(const std::vector<std::pair<std::string, std::string>>& fields);
 
 }  // namespace kreg

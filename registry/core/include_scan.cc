@@ -1,4 +1,5 @@
 #include "include_scan.h"
+#include "file_read.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -108,25 +109,6 @@ std::string join(const std::string& dir, const std::string& name) {
   if (!name.empty() && name[0] == '/') return name;
   if (!dir.empty() && dir.back() == '/') return dir + name;
   return dir + "/" + name;
-}
-
-std::optional<std::string> read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      return std::nullopt;
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
 }
 
 // A file to scan. Quoted includes resolve against the folder the file was

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "codegen.h"
+#include "table_limits.h"
 #include "dtype.h"
 #include "manifest.h"
 

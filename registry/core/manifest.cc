@@ -14,11 +14,11 @@
 
 #include <sys/stat.h>
 
-#include <toml++/toml.h>
-
-#include "codegen.h"  // the launcher table's limits
-#include "discovery.h"
+#include "table_limits.h"
+#include "closest_name.h"
 #include "output_spec.h"
+#include "file_read.h"
+#include "toml_util.h"
 
 namespace kreg {
 namespace {
@@ -68,16 +68,6 @@ const std::map<std::string, std::string>& dtype_aliases() {
   return kAliases;
 }
 
-bool is_c_identifier(const std::string& s) {
-  if (s.empty()) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    const bool digit = c >= '0' && c <= '9';
-    if (!alpha && !(digit && i > 0)) return false;
-  }
-  return true;
-}
 
 const char* type_name(toml::node_type type) {
   switch (type) {
@@ -132,181 +122,6 @@ std::string basename_of(std::string dir) {
 
 enum class PathKind { kFile, kDirectory };
 
-// ---- toml++ 3.3 workaround --------------------------------------------------
-//
-// toml++ 3.3's is_non_ascii_horizontal_whitespace() reaches
-// __builtin_unreachable (undefined behaviour; marzer/tomlplusplus#190, found
-// here by fuzzing) for some non-ASCII codepoints, and the parser asks it about
-// any character where whitespace could appear: outside strings, in the text
-// its error paths scan, and after a line-ending backslash in a multi-line
-// string. So the text is first parsed with those codepoints replaced by
-// U+FFFD (same validity, same line:column), and the real text is parsed only
-// once it is known to be valid TOML, where the backslash case is the only one
-// left.
-
-// The codepoints that function has no answer for (checked exhaustively).
-bool trips_whitespace_bug(char32_t c) {
-  if (c <= 0xA0 || c >= 0xFEFF || c == 0x3000) return false;
-  const uint32_t block = (c - 0xA0) / 0x3FA;
-  return block == 0 || block == 11 || block == 63;
-}
-
-// Length of the 2- or 3-byte UTF-8 sequence at text[i] (0 if there is none),
-// decoded into *c. Lenient about overlong forms on purpose: treating one as a
-// codepoint only makes the replacement more conservative.
-size_t decode_short_utf8(std::string_view text, size_t i, char32_t* c) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
-  auto continuation = [&](size_t k) { return k < text.size() && (byte(k) & 0xC0) == 0x80; };
-  if ((byte(i) & 0xE0) == 0xC0 && continuation(i + 1)) {
-    *c = (char32_t(byte(i) & 0x1F) << 6) | (byte(i + 1) & 0x3F);
-    return 2;
-  }
-  if ((byte(i) & 0xF0) == 0xE0 && continuation(i + 1) && continuation(i + 2)) {
-    *c = (char32_t(byte(i) & 0x0F) << 12) | (char32_t(byte(i + 1) & 0x3F) << 6) |
-         (byte(i + 2) & 0x3F);
-    return 3;
-  }
-  return 0;
-}
-
-// Past the whitespace toml++ skips after a line-ending backslash: ASCII
-// blanks and line breaks, and the non-ASCII horizontal whitespace it accepts.
-size_t skip_toml_whitespace(std::string_view text, size_t i) {
-  while (i < text.size()) {
-    const char c = text[i];
-    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
-      ++i;
-      continue;
-    }
-    char32_t cp = 0;
-    const size_t length = decode_short_utf8(text, i, &cp);
-    const bool blank = cp == 0xA0 || cp == 0x1680 || cp == 0x180E ||
-                       (cp >= 0x2000 && cp <= 0x200B) || cp == 0x202F || cp == 0x205F ||
-                       cp == 0x2060 || cp == 0x3000 || cp == 0xFEFF;
-    if (length == 0 || !blank) break;
-    i += length;
-  }
-  return i;
-}
-
-std::string replace_tripping_codepoints(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    char32_t c = 0;
-    const size_t length = decode_short_utf8(text, i, &c);
-    if (length > 0 && trips_whitespace_bug(c)) {
-      out += "\xEF\xBF\xBD";  // U+FFFD
-      i += length;
-    } else {
-      out += text[i++];
-    }
-  }
-  return out;
-}
-
-// In valid TOML: the offset of a tripping codepoint that is the first
-// non-whitespace character after a backslash in a multi-line basic string, or
-// npos. A plain scanner is exact here because the text is known to be valid.
-size_t find_tripping_after_backslash(std::string_view text) {
-  enum class State { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
-  auto at = [&](size_t i, std::string_view s) { return text.substr(i, s.size()) == s; };
-  // A multi-line closing delimiter may carry up to two more quotes.
-  auto skip_close = [&](size_t i, char quote) {
-    i += 3;
-    for (int extra = 0; extra < 2 && i < text.size() && text[i] == quote; ++extra) ++i;
-    return i;
-  };
-  State state = State::kCode;
-  size_t i = 0;
-  while (i < text.size()) {
-    const char c = text[i];
-    switch (state) {
-      case State::kCode:
-        if (at(i, "\"\"\"") || at(i, "'''")) {
-          state = c == '"' ? State::kMultiBasic : State::kMultiLiteral;
-          i += 3;
-          continue;
-        }
-        if (c == '#') state = State::kComment;
-        if (c == '"') state = State::kBasic;
-        if (c == '\'') state = State::kLiteral;
-        ++i;
-        break;
-      case State::kComment:
-        if (c == '\n') state = State::kCode;
-        ++i;
-        break;
-      case State::kBasic:
-        if (c == '"') state = State::kCode;
-        i += c == '\\' ? 2 : 1;  // an escaped character never closes the string
-        break;
-      case State::kLiteral:
-        if (c == '\'') state = State::kCode;
-        ++i;
-        break;
-      case State::kMultiBasic:
-        if (at(i, "\"\"\"")) {
-          state = State::kCode;
-          i = skip_close(i, '"');
-        } else if (c == '\\') {
-          const size_t after = skip_toml_whitespace(text, i + 1);
-          if (after == i + 1) {
-            i += 2;  // an ordinary escape such as \" or \\ .
-            break;
-          }
-          // A line-ending backslash: toml++ tests what follows for whitespace.
-          char32_t next = 0;
-          if (after < text.size() && decode_short_utf8(text, after, &next) > 0 &&
-              trips_whitespace_bug(next)) {
-            return after;
-          }
-          i = after;
-        } else {
-          ++i;
-        }
-        break;
-      case State::kMultiLiteral:
-        if (at(i, "'''")) {
-          state = State::kCode;
-          i = skip_close(i, '\'');
-        } else {
-          ++i;
-        }
-        break;
-    }
-  }
-  return std::string_view::npos;
-}
-
-// 1-based line and column (in characters, not bytes) of a byte offset.
-std::pair<size_t, size_t> line_and_column(std::string_view text, size_t offset) {
-  size_t line = 1;
-  size_t column = 1;
-  for (size_t i = 0; i < offset && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
-      ++column;  // UTF-8 continuation bytes belong to the previous character
-    }
-  }
-  return {line, column};
-}
-
-// The whole file, or nullopt when it cannot be opened or read (a directory
-// opens on Linux and fails only on read, which ferror catches).
-std::optional<std::string> read_file(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) return std::nullopt;
-  std::string text;
-  char buffer[1 << 14];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file.get())) > 0) text.append(buffer, n);
-  if (std::ferror(file.get())) return std::nullopt;
-  return text;
-}
-
 // One parse: knows the file and folder so every error can name them.
 class ManifestParser {
  public:
@@ -337,29 +152,13 @@ class ManifestParser {
   }
 
   toml::table parse_toml(const std::string& text) const {
-    // See "toml++ 3.3 workaround" above for why valid text is parsed twice.
-    const std::string safe = replace_tripping_codepoints(text);
-    toml::table table = parse_toml_unchecked(safe);
-    if (safe == text) return table;
-    const size_t at = find_tripping_after_backslash(text);
-    if (at != std::string_view::npos) {
-      const auto [line, column] = line_and_column(text, at);
-      fail("", "unsupported TOML at " + std::to_string(line) + ":" + std::to_string(column) +
-                   ": the TOML reader cannot handle this character right after a line-ending "
-                   "backslash; start the line with an ASCII character");
+    toml::table table;
+    if (std::optional<TomlProblem> problem = parse_toml_guarded(text, file_, &table)) {
+      fail("", std::string(problem->unsupported ? "unsupported" : "invalid") + " TOML at " +
+                   std::to_string(problem->line) + ":" + std::to_string(problem->column) + ": " +
+                   problem->message);
     }
-    return parse_toml_unchecked(text);
-  }
-
-  toml::table parse_toml_unchecked(const std::string& text) const {
-    try {
-      return toml::parse(text, file_);
-    } catch (const toml::parse_error& e) {
-      const toml::source_position& at = e.source().begin;
-      std::ostringstream message;
-      message << "invalid TOML at " << at.line << ":" << at.column << ": " << e.description();
-      fail("", message.str());
-    }
+    return table;
   }
 
   // ---- typed readers; each names the field when the type is wrong ----------
@@ -948,6 +747,17 @@ Manifest parse_manifest(const std::string& manifest_path) {
 Manifest parse_manifest_text(const std::string& text, const std::string& manifest_path,
                              const std::string& dir) {
   return ManifestParser(manifest_path, dir).parse(text);
+}
+
+bool is_c_identifier(const std::string& s) {
+  if (s.empty()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    const bool digit = c >= '0' && c <= '9';
+    if (!alpha && !(digit && i > 0)) return false;
+  }
+  return true;
 }
 
 bool is_valid_kernel_name(const std::string& name) {

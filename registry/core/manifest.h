@@ -59,7 +59,7 @@
 //                                         #   or a forward argument/return (saved for it); its
 //                                         #   returns are grad_<Tensor argument>
 //   sweep      = { x = "[rows, cols]", w = "[cols]" }  # shapes for sweeps and generated tests,
-//                                         #   in named sizes (registry/dtype_sweep.py maps
+//                                         #   in named sizes (registry/notebook/dtype_sweep.py maps
 //                                         #   element counts onto them); default: every Tensor (n,)
 //
 // dtypes come from the one table in core/dtype.h: float32, float16, bfloat16,
@@ -154,5 +154,8 @@ Manifest parse_manifest_text(const std::string& text, const std::string& manifes
 
 // Kernel names reach paths and command lines: [a-z_][a-z0-9_]{0,63}.
 bool is_valid_kernel_name(const std::string& name);
+
+// [A-Za-z_][A-Za-z0-9_]*: launcher, reference and module names reach C code.
+bool is_c_identifier(const std::string& name);
 
 }  // namespace kreg

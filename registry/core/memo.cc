@@ -4,6 +4,8 @@
 
 #include "cache_store.h"
 #include "toml_util.h"
+#include "atomic_file.h"
+#include "file_read.h"
 
 namespace kreg {
 
@@ -94,7 +96,7 @@ std::optional<Memo> read_memo(const std::string& path) {
   // Any problem means "no usable memo": the caller re-hashes everything,
   // which is always correct, just slower.
   try {
-    std::optional<std::string> text = read_text_file(path);
+    std::optional<std::string> text = read_file(path);
     if (!text) return std::nullopt;
     toml::table table;
     parse_toml_table(*text, path, &table);

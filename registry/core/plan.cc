@@ -10,6 +10,8 @@
 #include "include_scan.h"
 #include "launcher_header.h"
 #include "toml_util.h"
+#include "atomic_file.h"
+#include "file_read.h"
 
 namespace kreg {
 
@@ -17,53 +19,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What a directly built library does not depend on: it includes no torch or Python header.
-const std::set<std::string> kNotDirectInputs = {
-    "env.torch", "env.torch_cxx11_abi", "env.python", "env.cuda", "toolchain.nvcc",
-    "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.cuda_arch"};
-
-// What an op binding does not depend on (see binding_key).
-const std::set<std::string> kNotBindingInputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
-                                                 "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc"};
-
-std::string join(const std::string& dir, const std::string& relative) {
-  return (fs::path(dir) / relative).lexically_normal().string();
-}
-
-const BackendSpec& backend_spec(const Manifest& m, const std::string& backend) {
-  return backend == "cuda" ? m.cuda : m.cpu;
-}
-
-std::string hash_fields(const std::vector<std::pair<std::string, std::string>>& fields) {
-  FieldHasher h;
-  for (const auto& [name, value] : fields) h.field(name, value);
-  return h.digest().hex();
-}
-
 std::string fingerprint(const std::map<std::string, std::string>& env) {
-  return hash_fields({env.begin(), env.end()});  // a std::map iterates sorted, as Python's sorted(items)
-}
-
-// A path relative to the first root holding it (lexically), else the path itself:
-// key inputs keep readable names when a checkout moves (content still decides).
-std::string label(const std::string& path, const std::vector<LabelRoot>& roots) {
-  for (const LabelRoot& root : roots) {
-    const std::string dir = fs::path(root.dir).lexically_normal().string();
-    if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/') {
-      return root.prefix + path.substr(dir.size() + 1);
-    }
-  }
-  return path;
-}
-
-std::vector<LabelRoot> label_roots(const Manifest& m, const std::string& registry_include) {
-  return {{"", m.dir}, {"registry/include/", registry_include}};
+  return hash_fields_hex({env.begin(), env.end()});  // a std::map iterates sorted, as Python's sorted(items)
 }
 
 // The file holds exactly `text`, or is written (atomically) to hold it. Compared
 // as bytes: whatever a damaged file holds, anything else is written again.
 void write_generated(const std::string& path, const std::string& text) {
-  if (read_text_file(path) == text) return;
+  if (read_file(path) == text) return;
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   fs::permissions(fs::path(path).parent_path(), fs::perms::owner_all, ec);
@@ -102,7 +65,7 @@ ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStor
   lib.what = "lib";
   lib.kind = m.binding == "pybind" ? "module" : "kernel-lib";
   lib.force = facts.rebuild;
-  lib.label_roots = label_roots(m, facts.registry_include);
+  lib.label_roots = key_label_roots(m, facts.registry_include);
   const Memo* memo = plan.memo ? &*plan.memo : nullptr;
   if (memo != nullptr && !facts.rebuild && memo->env == plan.env_fingerprint && memo->keys.count("lib")) {
     std::vector<FileStamp> stamps = memo->stamps;
@@ -118,7 +81,7 @@ ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStor
     }
   }
   std::vector<std::string> sources = kernel_sources(m, facts.backend, facts.registry_include);
-  for (const std::string& header : m.headers) sources.push_back(join(m.dir, header));
+  for (const std::string& header : m.headers) sources.push_back((fs::path(m.dir) / header).lexically_normal().string());
   IncludeClosure closure = scan_include_closure(sources, include_dirs(m, facts.registry_include));
   std::set<std::string> files(closure.files.begin(), closure.files.end());
   files.insert(m.file);
@@ -157,78 +120,9 @@ bool same_memo(const std::optional<Memo>& before, const Memo& after) {
 
 }  // namespace
 
-bool uses_device_module(const Manifest& m, const std::string& backend) {
-  return backend == "cuda" && !m.cuda.device_compiler().empty();
-}
-
-bool built_directly(const Manifest& m, const std::string& backend) {
-  return m.binding != "pybind" && (backend == "cpu" || uses_device_module(m, backend));
-}
-
 std::optional<DepMatch> ArtifactPlan::match_record(const std::string& path) const {
   if (!base) return std::nullopt;
   return match_dep_record(path, *base, DepLabels(label_roots));
-}
-
-std::vector<std::string> include_dirs(const Manifest& m, const std::string& registry_include) {
-  std::vector<std::string> dirs{m.dir};
-  for (const std::string& d : m.include_dirs) dirs.push_back(join(m.dir, d));
-  dirs.push_back(registry_include);
-  return dirs;
-}
-
-std::vector<std::string> kernel_sources(const Manifest& m, const std::string& backend,
-                                        const std::string& registry_include) {
-  std::vector<std::string> sources;
-  for (const std::string& s : backend_spec(m, backend).sources) sources.push_back(join(m.dir, s));
-  if (uses_device_module(m, backend)) sources.push_back(registry_include + "/kreg/launch_runtime.cc");
-  if (m.binding == "pybind") sources.push_back(join(m.dir, m.binding_source));
-  return sources;
-}
-
-Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<std::string>& files) {
-  const std::vector<LabelRoot> roots = label_roots(m, facts.registry_include);
-  const BackendSpec& spec = backend_spec(m, facts.backend);
-  KeyBuilder kb;
-  kb.add("kernel", m.name).add("backend", facts.backend).add("kind", m.binding == "pybind" ? "module" : "kernel-lib");
-  for (const std::string& path : files) kb.add_file(label(path, roots), path);
-  kb.add_list("flags.cflags", m.cflags);
-  kb.add_list("flags." + facts.backend, spec.cflags);
-  kb.add_list("flags.ldflags", m.ldflags);
-  kb.add_list("include_dirs", m.include_dirs);
-  // Host launchers only; the value names the device compiler ("nvrtc", "nvcc-cubin").
-  if (uses_device_module(m, facts.backend)) kb.add("device_compiler", m.cuda.compiler);
-  // The launcher prototypes are force-included into every source of a
-  // kernel-lib: a new generator version is a different compile.
-  if (m.binding != "pybind") kb.add("launcher_header", std::to_string(kLauncherHeaderVersion));
-  const bool direct = built_directly(m, facts.backend);
-  if (direct) kb.add("builder", kDirectRecipe);
-  for (const auto& [name, value] : facts.env) {
-    if (!(direct && kNotDirectInputs.count(name))) kb.add(name, value);
-  }
-  return kb.finish();
-}
-
-std::string binding_namespace(const Signature& signature, const std::string& backend) {
-  return "kreg_" + hash_fields({{"signature", signature.canonical()},
-                                {"backend", backend},
-                                {"template", std::to_string(kBindingTemplateVersion)}})
-                       .substr(0, 16);
-}
-
-Key binding_key(const Signature& signature, const std::string& backend,
-                const std::map<std::string, std::string>& env, const std::string& registry_include) {
-  KeyBuilder kb;
-  kb.add("kind", "binding").add("backend", backend).add("signature", signature.canonical());
-  kb.add("template", std::to_string(kBindingTemplateVersion));
-  kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
-  for (const auto& [name, value] : env) {
-    // Host C++ only: no device code, no kernel library, and no nvcc (a binding
-    // includes no CUDA header and reaches the stream through c10, so it is
-    // built as plain C++ with or without a toolkit; an nvcc upgrade leaves it be).
-    if (kNotBindingInputs.count(name) == 0) kb.add(name, value);
-  }
-  return kb.finish();
 }
 
 std::vector<std::string> key_changes(const std::optional<Memo>& memo, const Key& key, bool rebuild) {
@@ -248,7 +142,7 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
   plan.env_fingerprint = fingerprint(facts.env);
   // Per manifest path: two checkouts sharing a cache keep separate memos.
   plan.memo_path = store.memo_path(m.name + "." + facts.backend + "." +
-                                   hash_fields({{"manifest", m.file}}).substr(0, 8));
+                                   hash_fields_hex({{"manifest", m.file}}).substr(0, 8));
   plan.memo = read_memo(plan.memo_path);
 
   plan.sources = kernel_sources(m, facts.backend, facts.registry_include);
@@ -267,7 +161,7 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
       // Named by content (a function of the manifest, which the key covers).
       const std::string text = generate_launcher_header(m.name, m.ops);
       plan.launcher_header = store.generated_path("kreg_launchers_" + m.name + "_" +
-                                                  hash_fields({{"launchers", text}}).substr(0, 16) + ".h");
+                                                  hash_fields_hex({{"launchers", text}}).substr(0, 16) + ".h");
       write_generated(plan.launcher_header, text);
     }
   }
@@ -339,61 +233,6 @@ std::string collect_garbage(const CacheStore& store, int64_t max_bytes, const st
   } catch (const std::exception& e) {
     return e.what();
   }
-}
-
-Claim try_claim(const CacheStore& store, const ArtifactPlan& artifact) {
-  Claim claim;
-  claim.lock = FileLock::try_acquire(store.lock_path(artifact.lock_key));
-  if (!claim.lock) return claim;
-  if (!artifact.force) {
-    // Another process may have built (and recorded) it while we waited.
-    std::optional<Key> key = artifact.key;
-    std::vector<FileStamp> extra;
-    if (artifact.base) {
-      std::optional<DepMatch> found = artifact.match_record(artifact.record_path);
-      key = found ? std::optional<Key>(found->key) : std::nullopt;
-      if (found) extra = std::move(found->stamps);
-    }
-    if (key) {
-      Lookup found = store.lookup(key->digest.hex());
-      if (found.entry) {
-        claim.lock->release();
-        claim.lock.reset();
-        claim.hit = std::move(found.entry);
-        claim.key = std::move(key);
-        claim.extra_stamps = std::move(extra);
-        return claim;
-      }
-    }
-  }
-  claim.staging = store.make_staging_dir();
-  return claim;
-}
-
-Published publish_claim(const CacheStore& store, ArtifactPlan& artifact, Claim& claim, Entry entry,
-                        const std::vector<std::string>& reported, int64_t build_started_ns) {
-  if (!claim.lock) throw std::logic_error("publish_claim: the build was not claimed");
-  Published out;
-  std::optional<DepEntry> record_entry;
-  if (artifact.base) {
-    BuildDeps deps = deps_from_build(*artifact.base, DepLabels(artifact.label_roots), reported,
-                                     artifact.scanned, build_started_ns);
-    out.key = std::move(deps.key);
-    out.extra_stamps = std::move(deps.stamps);
-    record_entry = std::move(deps.entry);
-  } else {
-    out.key = *artifact.key;
-  }
-  if (artifact.force) store.remove(out.key.digest.hex());
-  entry.key = out.key.digest.hex();
-  entry.inputs = out.key.inputs;
-  out.entry = store.publish(claim.staging, std::move(entry));
-  // After publishing: a record never names what is not there yet.
-  if (record_entry) add_dep_entry(artifact.record_path, *artifact.base, *record_entry);
-  artifact.key = out.key;
-  claim.lock->release();
-  claim.lock.reset();
-  return out;
 }
 
 }  // namespace kreg

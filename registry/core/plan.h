@@ -9,24 +9,8 @@
 // loads, swaps the launcher tables, and records the outcome (record_outcome,
 // one call again) so the next process finds it.
 //
-// Keys made here (the same as before this unit existed, so caches carry over):
-//   kernel-lib / module   kernel, backend, kind, file:<label> per scanned file
-//                         (manifest, sources, include closure), flags.cflags,
-//                         flags.<backend>, flags.ldflags, include_dirs,
-//                         device_compiler (host launchers of a cubin: "nvrtc"
-//                         or "nvcc-cubin"), builder
-//                         (direct builds), launcher_header (kernel-libs: the
-//                         version of the launcher prototypes force-included
-//                         into their sources, launcher_header.h), and the environment's env.* and
-//                         toolchain.* inputs (a direct build leaves out those
-//                         of torch, Python and nvcc: kNotDirectInputs)
-//                         + the files its dependency record adds (dep_record.h)
-//   binding               kind, backend, signature (canonical text), template,
-//                         file:registry/include/kreg/abi.h, the environment
-//                         less env.cuda_arch, toolchain.kernel_lib and nvcc's
-//                         inputs (kNotBindingInputs: a binding is host C++)
-// A binding's namespace (its module and TORCH_LIBRARY name) is
-// "kreg_" + 16 hex of (signature, backend, template): one per signature.
+// The keys are made in build_keys.h; a miss is claimed and published
+// through build_claim.h.
 #pragma once
 
 #include <map>
@@ -35,24 +19,15 @@
 #include <utility>
 #include <vector>
 
+#include "build_keys.h"
 #include "cache_store.h"
 #include "dep_record.h"
-#include "file_lock.h"
 #include "file_stamp.h"
 #include "key.h"
 #include "manifest.h"
 #include "memo.h"
 
 namespace kreg {
-
-// What Python knows about this process and machine.
-struct PlanFacts {
-  std::string backend;                        // "cpu" | "cuda", already chosen
-  std::map<std::string, std::string> env;     // env.* and toolchain.* key inputs
-  std::string registry_include;               // the kernel ABI headers' folder (absolute)
-  std::vector<std::string> loaded_namespaces; // bindings registered in this process
-  bool rebuild = false;                       // rebuild=True: build every artifact again
-};
 
 // One artifact of the plan: the kernel library ("lib") or an op's binding.
 struct ArtifactPlan {
@@ -127,54 +102,5 @@ std::string collect_garbage(const CacheStore& store, int64_t max_bytes, const st
 
 // Why `key` differs from the memo's lib key (the lines status() shows).
 std::vector<std::string> key_changes(const std::optional<Memo>& memo, const Key& key, bool rebuild);
-
-// How a backend's code is built: the one rule, asked from Python too.
-// Device code in its own cubin: BackendSpec::device_compiler() of [cuda].
-bool uses_device_module(const Manifest& manifest, const std::string& backend);
-// Torch-free libraries the registry compiles itself (registry/direct_build.py):
-// CPU kernel libraries and the host launchers of device code in a cubin.
-bool built_directly(const Manifest& manifest, const std::string& backend);
-// The key input "builder" of a directly built library: bump when the command
-// direct_build.py runs changes.
-inline constexpr const char* kDirectRecipe = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined";
-
-// The kernel-lib base key and binding pieces, for tools and tests.
-Key kernel_lib_key(const Manifest& manifest, const PlanFacts& facts, const std::vector<std::string>& files);
-std::string binding_namespace(const Signature& signature, const std::string& backend);
-Key binding_key(const Signature& signature, const std::string& backend,
-                const std::map<std::string, std::string>& env, const std::string& registry_include);
-// The manifest's include path: the kernel folder, its include_dirs, the registry's headers.
-std::vector<std::string> include_dirs(const Manifest& manifest, const std::string& registry_include);
-// The sources a kernel library (or pybind module) compiles.
-std::vector<std::string> kernel_sources(const Manifest& manifest, const std::string& backend,
-                                        const std::string& registry_include);
-
-// One artifact's build, claimed under its lock: another process that wants
-// the same key waits, and finds the result in the cache.
-struct Claim {
-  std::optional<FileLock> lock;  // held while claimed; released by publish() or release()
-  std::optional<Entry> hit;      // another process built it while we waited: nothing to do
-  std::optional<Key> key;        // with hit: its key, and (lib) the record's extra files, stamped
-  std::vector<FileStamp> extra_stamps;
-  std::string staging;           // where to build (claimed only)
-  bool busy() const { return !lock && !hit; }
-};
-
-// Tries the artifact's lock without blocking (busy() when another process
-// holds it: poll). Under the lock, looks again (the dependency record, then
-// the cache) unless forced; a hit releases the lock at once.
-Claim try_claim(const CacheStore& store, const ArtifactPlan& artifact);
-
-struct Published {
-  Entry entry;
-  Key key;
-  std::vector<FileStamp> extra_stamps;  // lib: the files the compiler read beyond the scan
-};
-
-// Publishes a build from claim.staging: a lib's key from the compiler's list
-// (deps_from_build), the entry (removing an older one of the key when forced),
-// the dependency record; then releases the lock.
-Published publish_claim(const CacheStore& store, ArtifactPlan& artifact, Claim& claim, Entry entry,
-                        const std::vector<std::string>& reported, int64_t build_started_ns);
 
 }  // namespace kreg

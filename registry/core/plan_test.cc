@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "build_claim.h"
 #include "hash.h"
 #include "launcher_header.h"
 #include "temp_dir_for_tests.h"

@@ -1,5 +1,5 @@
 // Which writes fsync: publishing an entry, the memo and the dependency record
-// do not (cache_store.h says why that is safe); write_file_atomic's durable
+// do not (atomic_file.h says why that is safe); write_file_atomic's durable
 // default does. fsync and fdatasync are interposed for this test binary
 // (a definition in the executable wins over libc's) and counted.
 #include <dlfcn.h>
@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "atomic_file.h"
 #include "cache_store.h"
 #include "dep_record.h"
 #include "memo.h"

@@ -9,15 +9,208 @@
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
+#include <string_view>
+#include <utility>
 
 namespace kreg {
 
-void parse_toml_table(const std::string& text, const std::string& what, toml::table* out) {
+namespace {
+
+// ---- toml++ 3.3 guard -------------------------------------------------------
+//
+// toml++ 3.3's is_non_ascii_horizontal_whitespace() reaches
+// __builtin_unreachable (undefined behaviour; marzer/tomlplusplus#190, found
+// here by fuzzing) for some non-ASCII codepoints, and the parser asks it about
+// any character where whitespace could appear: outside strings, in the text
+// its error paths scan, and after a line-ending backslash in a multi-line
+// string. So the text is first parsed with those codepoints replaced by
+// U+FFFD (same validity, same line:column), and the real text is parsed only
+// once it is known to be valid TOML, where the backslash case is the only one
+// left.
+
+// The codepoints that function has no answer for (checked exhaustively).
+bool trips_whitespace_bug(char32_t c) {
+  if (c <= 0xA0 || c >= 0xFEFF || c == 0x3000) return false;
+  const uint32_t block = (c - 0xA0) / 0x3FA;
+  return block == 0 || block == 11 || block == 63;
+}
+
+// Length of the 2- or 3-byte UTF-8 sequence at text[i] (0 if there is none),
+// decoded into *c. Lenient about overlong forms on purpose: treating one as a
+// codepoint only makes the replacement more conservative.
+size_t decode_short_utf8(std::string_view text, size_t i, char32_t* c) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  auto continuation = [&](size_t k) { return k < text.size() && (byte(k) & 0xC0) == 0x80; };
+  if ((byte(i) & 0xE0) == 0xC0 && continuation(i + 1)) {
+    *c = (char32_t(byte(i) & 0x1F) << 6) | (byte(i + 1) & 0x3F);
+    return 2;
+  }
+  if ((byte(i) & 0xF0) == 0xE0 && continuation(i + 1) && continuation(i + 2)) {
+    *c = (char32_t(byte(i) & 0x0F) << 12) | (char32_t(byte(i + 1) & 0x3F) << 6) |
+         (byte(i + 2) & 0x3F);
+    return 3;
+  }
+  return 0;
+}
+
+// Past the whitespace toml++ skips after a line-ending backslash: ASCII
+// blanks and line breaks, and the non-ASCII horizontal whitespace it accepts.
+size_t skip_toml_whitespace(std::string_view text, size_t i) {
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+      ++i;
+      continue;
+    }
+    char32_t cp = 0;
+    const size_t length = decode_short_utf8(text, i, &cp);
+    const bool blank = cp == 0xA0 || cp == 0x1680 || cp == 0x180E ||
+                       (cp >= 0x2000 && cp <= 0x200B) || cp == 0x202F || cp == 0x205F ||
+                       cp == 0x2060 || cp == 0x3000 || cp == 0xFEFF;
+    if (length == 0 || !blank) break;
+    i += length;
+  }
+  return i;
+}
+
+std::string replace_tripping_codepoints(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    char32_t c = 0;
+    const size_t length = decode_short_utf8(text, i, &c);
+    if (length > 0 && trips_whitespace_bug(c)) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      i += length;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+// In valid TOML: the offset of a tripping codepoint that is the first
+// non-whitespace character after a backslash in a multi-line basic string, or
+// npos. A plain scanner is exact here because the text is known to be valid.
+size_t find_tripping_after_backslash(std::string_view text) {
+  enum class State { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral };
+  auto at = [&](size_t i, std::string_view s) { return text.substr(i, s.size()) == s; };
+  // A multi-line closing delimiter may carry up to two more quotes.
+  auto skip_close = [&](size_t i, char quote) {
+    i += 3;
+    for (int extra = 0; extra < 2 && i < text.size() && text[i] == quote; ++extra) ++i;
+    return i;
+  };
+  State state = State::kCode;
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    switch (state) {
+      case State::kCode:
+        if (at(i, "\"\"\"") || at(i, "'''")) {
+          state = c == '"' ? State::kMultiBasic : State::kMultiLiteral;
+          i += 3;
+          continue;
+        }
+        if (c == '#') state = State::kComment;
+        if (c == '"') state = State::kBasic;
+        if (c == '\'') state = State::kLiteral;
+        ++i;
+        break;
+      case State::kComment:
+        if (c == '\n') state = State::kCode;
+        ++i;
+        break;
+      case State::kBasic:
+        if (c == '"') state = State::kCode;
+        i += c == '\\' ? 2 : 1;  // an escaped character never closes the string
+        break;
+      case State::kLiteral:
+        if (c == '\'') state = State::kCode;
+        ++i;
+        break;
+      case State::kMultiBasic:
+        if (at(i, "\"\"\"")) {
+          state = State::kCode;
+          i = skip_close(i, '"');
+        } else if (c == '\\') {
+          const size_t after = skip_toml_whitespace(text, i + 1);
+          if (after == i + 1) {
+            i += 2;  // an ordinary escape such as \" or \\ .
+            break;
+          }
+          // A line-ending backslash: toml++ tests what follows for whitespace.
+          char32_t next = 0;
+          if (after < text.size() && decode_short_utf8(text, after, &next) > 0 &&
+              trips_whitespace_bug(next)) {
+            return after;
+          }
+          i = after;
+        } else {
+          ++i;
+        }
+        break;
+      case State::kMultiLiteral:
+        if (at(i, "'''")) {
+          state = State::kCode;
+          i = skip_close(i, '\'');
+        } else {
+          ++i;
+        }
+        break;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// 1-based line and column (in characters, not bytes) of a byte offset.
+std::pair<size_t, size_t> line_and_column(std::string_view text, size_t offset) {
+  size_t line = 1;
+  size_t column = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
+      ++column;  // UTF-8 continuation bytes belong to the previous character
+    }
+  }
+  return {line, column};
+}
+
+std::optional<TomlProblem> parse_toml_unchecked(const std::string& text, const std::string& source,
+                                                toml::table* out) {
   try {
-    *out = toml::parse(text, what);
+    *out = toml::parse(text, source);
+    return std::nullopt;
   } catch (const toml::parse_error& e) {
-    throw std::runtime_error(what + ": " + std::string(e.description()) + " (line " +
-                             std::to_string(e.source().begin.line) + ")");
+    const toml::source_position& at = e.source().begin;
+    return TomlProblem{at.line, at.column, std::string(e.description()), false};
+  }
+}
+
+}  // namespace
+
+std::optional<TomlProblem> parse_toml_guarded(const std::string& text, const std::string& source,
+                                              toml::table* out) {
+  // See "toml++ 3.3 guard" above for why valid text is parsed twice.
+  const std::string safe = replace_tripping_codepoints(text);
+  if (std::optional<TomlProblem> problem = parse_toml_unchecked(safe, source, out)) return problem;
+  if (safe == text) return std::nullopt;
+  const size_t at = find_tripping_after_backslash(text);
+  if (at != std::string_view::npos) {
+    const auto [line, column] = line_and_column(text, at);
+    return TomlProblem{line, column,
+                       "the TOML reader cannot handle this character right after a line-ending "
+                       "backslash; start the line with an ASCII character",
+                       true};
+  }
+  return parse_toml_unchecked(text, source, out);
+}
+
+void parse_toml_table(const std::string& text, const std::string& what, toml::table* out) {
+  if (std::optional<TomlProblem> problem = parse_toml_guarded(text, what, out)) {
+    throw std::runtime_error(what + ": " + problem->message + " (line " + std::to_string(problem->line) + ")");
   }
 }
 
@@ -164,25 +357,6 @@ std::string toml_double(double value) {
   auto result = std::to_chars(buf, buf + sizeof buf, value);
   std::string out(buf, result.ptr);
   if (out.find_first_of(".e") == std::string::npos) out += ".0";
-  return out;
-}
-
-std::optional<std::string> read_text_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);  // EISDIR lands here too
-      return std::nullopt;
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
   return out;
 }
 

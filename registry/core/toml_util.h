@@ -1,6 +1,7 @@
-// The one place that includes toml++ for the cache's own files (entries and
-// memos): small typed readers that throw std::runtime_error naming the field,
-// and the helpers the hand-written TOML writers share.
+// The one place that includes toml++: the guarded parse every TOML read uses
+// (manifests and the cache's own files), small typed readers that throw
+// std::runtime_error naming the field, and the helpers the hand-written TOML
+// writers share.
 //
 // toml++ is included here directly (not forward-declared) because it nests its
 // classes in inline ABI namespaces that a forward declaration cannot track.
@@ -18,7 +19,24 @@
 
 namespace kreg {
 
-// Parses `text`; throws std::runtime_error("<what>: <parse error> (line N)").
+// Why a text was not read: where (1-based line and column, in characters)
+// and what.
+struct TomlProblem {
+  size_t line = 0;
+  size_t column = 0;
+  std::string message;
+  bool unsupported = false;  // valid TOML that toml++ 3.3 cannot read safely (toml_util.cc)
+};
+
+// Every TOML read of the core goes through here: toml++ 3.3 has undefined
+// behaviour on some non-ASCII codepoints (toml_util.cc, "toml++ 3.3 guard"),
+// so the text is first parsed with them replaced. Parses `text` (named
+// `source` in toml++'s errors) into *out; nullopt, or why not.
+std::optional<TomlProblem> parse_toml_guarded(const std::string& text, const std::string& source,
+                                              toml::table* out);
+
+// The cache's own files: parse_toml_guarded, a problem thrown as
+// std::runtime_error("<what>: <problem> (line N)").
 void parse_toml_table(const std::string& text, const std::string& what, toml::table* out);
 
 // Typed field readers. Each throws std::runtime_error naming the field when it
@@ -38,8 +56,5 @@ std::string toml_quote(const std::string& s);
 // A TOML float literal that reads back as exactly `value` (always has a '.'
 // or an exponent, so it stays a float).
 std::string toml_double(double value);
-
-// The whole file, or nullopt when it cannot be read.
-std::optional<std::string> read_text_file(const std::string& path);
 
 }  // namespace kreg

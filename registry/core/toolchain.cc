@@ -20,6 +20,8 @@
 #include "cache_store.h"
 #include "file_stamp.h"
 #include "toml_util.h"
+#include "atomic_file.h"
+#include "file_read.h"
 
 namespace kreg {
 
@@ -115,7 +117,7 @@ struct MemoEntry {
 
 std::map<std::string, MemoEntry> read_toolchain_memo(const std::string& memo_file) {
   std::map<std::string, MemoEntry> out;
-  std::optional<std::string> text = read_text_file(memo_file);
+  std::optional<std::string> text = read_file(memo_file);
   if (!text) return out;
   try {
     toml::table root;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kreg/abi.h"
+#include "kreg/accumulate.h"
 
 namespace kreg {
 
@@ -51,19 +52,7 @@ inline bfloat16 from_float<bfloat16>(float v) {
 
 namespace kreg {
 
-// The type reductions accumulate in: float for every storage type narrower
-// than double, double for double (so a float64 build can pass gradcheck).
-template <typename T>
-struct Accumulator {
-  using type = float;
-};
-template <>
-struct Accumulator<double> {
-  using type = double;
-};
-template <typename T>
-using acc_t = typename Accumulator<T>::type;
-
+// to_acc / from_acc: to and from acc_t (kreg/accumulate.h).
 template <typename T>
 inline acc_t<T> to_acc(T v) { return to_float(v); }
 inline double to_acc(double v) { return v; }

@@ -13,22 +13,12 @@
 #include <type_traits>
 
 #include "kreg/abi.h"
+#include "kreg/accumulate.h"
 #include "kreg/device.cuh"  // to_float / from_float, shared with NVRTC device code
 
 namespace kreg {
 
-// Reductions accumulate in float, or double for double storage.
-template <typename T>
-struct Accumulator {
-  using type = float;
-};
-template <>
-struct Accumulator<double> {
-  using type = double;
-};
-template <typename T>
-using acc_t = typename Accumulator<T>::type;
-
+// to_acc / from_acc: to and from acc_t (kreg/accumulate.h).
 __device__ __forceinline__ double to_acc(double v) { return v; }
 template <typename T>
 __device__ __forceinline__ float to_acc(T v) { return to_float(v); }

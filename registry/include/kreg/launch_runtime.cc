@@ -1,7 +1,7 @@
 // The launch API (kreg/launch.h) inside a launcher library: compiled into
 // every kernel library whose device code NVRTC builds. It holds the bound
 // module and the driver's entry points, handed over by the registry
-// (registry/device_module.py) through kreg_bind_device_module, so the library
+// (registry/device/driver_module.py) through kreg_bind_device_module, so the library
 // needs neither CUDA headers nor libcuda at link time.
 #include <pthread.h>
 #include <string.h>

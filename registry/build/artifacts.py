@@ -1,0 +1,205 @@
+"""Getting one artifact of a plan: lock -> look again -> (the team's remote
+cache) -> build -> publish (-> store remotely). Never records a failed build;
+never shows a half-written one. The claim and the publish are one core call
+each (core/plan.h): the lock, the second look, the staging folder; the key
+from the compiler's list, the entry, the dependency record."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from registry import _core, knobs
+from registry.build.compile import run_build
+from registry.build.step import BuildPlan, BuildResult
+from registry.errors import LockTimeoutError
+
+
+@dataclass
+class Artifact:
+    entry: object            # _core.Entry
+    path: str                # the file to load
+    built: BuildResult | None  # set when this call compiled it
+    miss_reason: str = ""    # why a cached entry was rejected, if one was
+    source: str = "cache"    # "cache", "remote" (fetched now) or "compiled"
+
+
+class Target:
+    """One artifact of a plan (_core.ArtifactPlan) as the builds act on it.
+
+    key is the artifact key once known: from the plan, or for a kernel
+    library whose dependency record named none, from a claim that found
+    another process's build, the remote's record, or this build.
+    extra_stamps is then what the record or the compiler added (for the memo);
+    rekeyed says the key is not the plan's."""
+
+    def __init__(self, artifact):
+        self.artifact = artifact
+        self.lock_hex = artifact.lock_key
+        self.key = artifact.key
+        self.extra_stamps: list = []
+        self.rekeyed = False
+
+    def _found(self, key, stamps) -> None:
+        self.key, self.extra_stamps, self.rekeyed = key, list(stamps), True
+
+    # The record travels through a team's remote cache (team_cache.py) as a small
+    # file under its path in the cache, so another machine finds the same key.
+    def _remote_name(self) -> str:
+        return f"deps/{self.artifact.lock_key}.toml"
+
+    def match_remote(self, team):
+        """The key, else match against the record the remote holds (a kernel
+        library's); a remote record that matches becomes the local one if
+        there is none yet."""
+        if self.key is not None or team is None or self.artifact.base is None:
+            return self.key
+        record = self.artifact.record_path
+        found = self.artifact.match_record(record)  # written meanwhile by another process here?
+        if found is None:
+            data = team.get_file(self._remote_name())
+            if data is None:
+                return None
+            fetched = f"{record}.remote.{os.getpid()}"
+            os.makedirs(os.path.dirname(fetched), mode=0o700, exist_ok=True)
+            try:
+                _core.write_file_atomic(fetched, data)
+                found = self.artifact.match_record(fetched)  # verified as a local record is
+                if found is not None and not os.path.exists(record):
+                    os.replace(fetched, record)
+            finally:
+                if os.path.exists(fetched):
+                    os.unlink(fetched)
+        if found is None:
+            return None
+        self._found(found.key, found.stamps)
+        return self.key
+
+    def share_record(self, team) -> None:
+        """Stores the local record in the remote (the last writer's entries win
+        there; a machine whose entry was lost builds once more)."""
+        if self.artifact.base is None:
+            return
+        try:
+            data = Path(self.artifact.record_path).read_bytes()
+        except OSError:
+            return
+        team.put_file(self._remote_name(), data)
+
+
+def fetch_remote(store, key_hex: str, remote) -> tuple[Artifact | None, str]:
+    """(artifact, note) from the remote cache, under the key's build lock:
+    of several processes missing the same key, one fetches and the others
+    find its result in the local cache. None when the remote lacks it, is
+    unavailable, or its copy was rejected (the note says why)."""
+    with _locked(store.lock_path(key_hex)):
+        hit = store.lookup(key_hex)
+        if hit.entry is not None:
+            return Artifact(hit.entry, _artifact_path(hit.entry), None), ""
+        entry, note = remote.fetch(store, key_hex)
+    if entry is None:
+        return None, note
+    return Artifact(entry, _artifact_path(entry), None, source="remote"), ""
+
+
+def ensure(store, target: Target, plan: BuildPlan, remote=None) -> Artifact:
+    """The artifact the plan found missing: claimed under its lock, where
+    another process's build may turn up; else built and published."""
+    force, reason = target.artifact.force, target.artifact.miss_reason
+    claim = _claim(store, target)
+    if claim.hit is not None:
+        # Another process built (and recorded) it while we waited.
+        if target.key is None:
+            target._found(claim.key, claim.extra_stamps)
+        return Artifact(claim.hit, _artifact_path(claim.hit), None, reason)
+    published = False
+    try:
+        team_claim = None
+        if remote is not None and not force:
+            # One build per team: wait for another machine building this key
+            # (claimed under the key known before building).
+            entry, note, team_claim = remote.wait_or_claim(
+                store, target.lock_hex, time.monotonic() + knobs.lock_timeout(),
+                find=lambda: _known_hex(target.match_remote(remote)))
+            if entry is not None:
+                return Artifact(entry, _artifact_path(entry), None, reason, "remote")
+            reason = reason or note
+        try:
+            artifact = _build(store, target, plan, claim, reason)
+            published = True
+        finally:
+            if team_claim is not None:
+                team_claim.release()
+    finally:
+        if not published:
+            claim.release()
+    if remote is not None:
+        remote.store(artifact.entry)  # only warns on failure
+        target.share_record(remote)
+    return artifact
+
+
+def _claim(store, target: Target):
+    """Polls for the build lock: Ctrl-C stays responsive and a timeout names the holder."""
+    start, timeout, delay = time.monotonic(), knobs.lock_timeout(), 0.005
+    while (claim := _core.try_claim(store, target.artifact)).busy:
+        waited = time.monotonic() - start
+        if waited > timeout:
+            path = store.lock_path(target.lock_hex)
+            raise LockTimeoutError(path, _core.lock_holder(path), waited)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+    return claim
+
+
+def _known_hex(key) -> str | None:
+    return None if key is None else key.hex
+
+
+def _build(store, target: Target, plan: BuildPlan, claim, reason: str) -> Artifact:
+    """Build in the claim's staging folder and publish (the core derives the
+    key from the compiler's list, publishes, records, releases the lock)."""
+    staging = Path(claim.staging)
+    try:
+        started_ns = time.time_ns()  # the clock file times use: a dep saved after this is suspect
+        result = run_build(plan, staging)
+        entry = _core.Entry()
+        entry.kernel, entry.backend, entry.kind = plan.kernel, plan.backend, plan.kind
+        entry.artifact, entry.build_seconds = result.artifact, result.seconds
+        entry.built_at, entry.deps = int(time.time()), result.deps
+        published = _core.publish_claim(store, target.artifact, claim, entry, result.deps, started_ns)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if target.artifact.base is not None:
+        target._found(published.key, published.extra_stamps)
+    return Artifact(published.entry, _artifact_path(published.entry), result, reason, "compiled")
+
+
+def _artifact_path(entry) -> str:
+    return str(Path(entry.dir) / entry.artifact)
+
+
+class _locked:
+    """Poll a flock-based lock: Ctrl-C stays responsive and a timeout names the holder."""
+
+    def __init__(self, path: str):
+        self.path, self.lock = path, None
+
+    def __enter__(self):
+        start, timeout = time.monotonic(), knobs.lock_timeout()
+        delay = 0.005
+        while (lock := _core.FileLock.try_acquire(self.path)) is None:
+            waited = time.monotonic() - start
+            if waited > timeout:
+                raise LockTimeoutError(self.path, _core.lock_holder(self.path), waited)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        self.lock = lock
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+        return False

@@ -1,0 +1,223 @@
+"""Torch-free kernel libraries built by the registry's own compiler call.
+
+A kernel library includes no torch header and exports C launchers, so it
+needs none of what cpp_extension.load() brings (torch's include paths, a
+ninja file, libtorch on the link line, a Python import). Used for CPU kernel
+libraries and for the host launchers of NVRTC-built device code:
+
+  one source     c++ <flags> -MMD src.cpp -shared -o lib.so   (one step, no ccache)
+  several, or    c++ -c each (through ccache, side by side), then one link
+  remote storage
+
+CXX is the ccache wrapper when ccache is on (ccache.compiler_environment
+sets it for every build). ccache cannot cache a step that links, and
+without remote storage it is a local cache only, which the registry's own
+content-keyed cache covers for a one-source library (a revert, a second
+cache folder aside): so one source is compiled and linked in one step by the
+compiler itself, unless a remote could serve or share the compile.
+
+Linked lean where it fits: most kernel libraries call nothing of the C++
+runtime, and reading libstdc++ is ~13 ms of GNU ld's ~25 ms here, a tenth of
+an edit. So when the library this build replaces needed nothing beyond libc,
+libm and libgcc (_needs_only_c_runtime: its DT_NEEDED entries), the step
+links only those (-nodefaultlibs). An edit that starts using libstdc++ (or
+OpenMP, ...) then fails that link under -z defs with an undefined reference,
+and the step runs again with the usual link: never a library that loads
+wrong, at worst one compile more, once.
+
+Diagnostics read as load()'s do: file:line with the offending line marked.
+The key of such a library leaves out torch's and Python's versions
+(keys.kernel_lib_key), so upgrading torch rebuilds only the bindings.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import struct
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from registry.build import ccache
+from registry.build.failure import build_error, check_launchers_at
+from registry.build.progress import build_progress, wait_for_build
+from registry.build.step import BuildResult, builds_run, torch_libstdcxx_flags
+
+_COMPILE = ["-std=c++20", "-fPIC"]
+
+
+def build(plan, staging: Path):
+    builds_run.append((plan.kernel, plan.kind))
+    cxx = os.environ.get("CXX") or "c++"
+    real_cxx = ccache.unwrapped(cxx)  # what links: ccache caches no step that links
+    flags = [*_COMPILE, *plan.cflags, *(f"-I{p}" for p in plan.include_paths)]
+    out = staging / plan.artifact
+    start = time.perf_counter()
+    if plan.one_step():
+        # The progress timer starts only if the build outlasts SHOW_AFTER_S (progress.wait_for_build).
+        def step(link_flags: list[str], check: bool = True):
+            return _run([real_cxx, *flags, "-pipe", "-MMD", "-MF", "0.d", plan.sources[0], *link_flags,
+                         "-o", str(out)], plan, staging, progress=True, check=check)
+
+        if _needs_only_c_runtime(plan.previous_library):
+            returncode, log = step(_lean_link_flags(plan), check=False)
+            if returncode != 0 and not _undefined_references_only(log):
+                raise build_error(plan, log, staging)
+            if returncode != 0:
+                step(_link_flags(plan, real_cxx))
+        else:
+            step(_link_flags(plan, real_cxx))
+    else:
+        with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
+            objects = [f"{i}.o" for i in range(len(plan.sources))]
+            with ThreadPoolExecutor(max_workers=min(len(plan.sources), os.cpu_count() or 1)) as pool:
+                list(pool.map(lambda i: _run([cxx, *flags, "-MMD", "-MF", f"{i}.d", "-c", plan.sources[i],
+                                              "-o", objects[i]], plan, staging), range(len(objects))))
+            _run([real_cxx, *objects, *_link_flags(plan, real_cxx), "-o", str(out)], plan, staging)
+    seconds = time.perf_counter() - start
+    deps = _depfile_deps(staging, plan.project_dirs)
+    for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:
+        leftover.unlink()
+    check_launchers_at(plan, str(out))  # closed again: registry/load.py opens the published file
+    return BuildResult(staging, plan.artifact, deps, seconds, None)
+
+
+def _link_flags(plan, cxx: str) -> list[str]:
+    return ["-shared", *plan.ldflags, "-Wl,--no-undefined", *_libstdcxx_flags(cxx)]
+
+
+# What the compiler driver would link, less libstdc++ (the runtime libraries
+# of C, not of C++). Explicit, for clang++ as for g++ (g++ 12 has no -nostdlib++).
+_LEAN_LIBS = ["-nodefaultlibs", "-lm", "-lc", "-lgcc_s", "-lgcc"]
+
+
+def _lean_link_flags(plan) -> list[str]:
+    return ["-shared", *plan.ldflags, "-Wl,--no-undefined", *_LEAN_LIBS]
+
+
+# What a lean link provides (and ld.so itself).
+_C_RUNTIME = {"libc.so.6", "libm.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
+
+
+def _needs_only_c_runtime(library: str | None) -> bool:
+    """Whether `library` (a kernel library built here) needs no library a lean
+    link leaves out. Linked as needed (the toolchain's default), a library
+    records libstdc++, libgomp, ... only if it uses them; a toolchain that
+    records them anyway simply never links lean."""
+    needed = _needed_libraries(library) if library is not None else None
+    return needed is not None and set(needed) <= _C_RUNTIME
+
+
+def _needed_libraries(path: str) -> list[str] | None:
+    """The DT_NEEDED names of a 64-bit little-endian ELF shared library, or
+    None when `path` is not one (or cannot be read)."""
+    try:
+        data = Path(path).read_bytes()
+        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+            return None
+        phoff, = struct.unpack_from("<Q", data, 32)
+        phentsize, phnum = struct.unpack_from("<HH", data, 54)
+        loads, dynamic = [], None
+        for i in range(phnum):
+            at = phoff + i * phentsize
+            p_type, = struct.unpack_from("<I", data, at)
+            p_offset, p_vaddr, _, p_filesz = struct.unpack_from("<QQQQ", data, at + 8)
+            if p_type == 1:  # PT_LOAD
+                loads.append((p_vaddr, p_offset, p_filesz))
+            elif p_type == 2:  # PT_DYNAMIC
+                dynamic = (p_offset, p_filesz)
+        if dynamic is None:
+            return []
+        offsets, strtab = [], None
+        for at in range(dynamic[0], dynamic[0] + dynamic[1], 16):
+            tag, value = struct.unpack_from("<qQ", data, at)
+            if tag == 0:  # DT_NULL
+                break
+            if tag == 1:  # DT_NEEDED
+                offsets.append(value)
+            elif tag == 5:  # DT_STRTAB (an address)
+                strtab = value
+        base = next((offset + strtab - vaddr for vaddr, offset, size in loads
+                     if strtab is not None and vaddr <= strtab < vaddr + size), None)
+        if base is None:
+            return None if offsets else []
+        return [data[base + n:data.index(b"\0", base + n)].decode() for n in offsets]
+    except (OSError, struct.error, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _undefined_references_only(log: str) -> bool:
+    """The lean step compiled but did not link: the linker names undefined
+    references (GNU ld) or symbols (lld, mold), and the compiler reported no
+    error of its own (file:line:col)."""
+    return (re.search(r"undefined (reference to|symbol)", log) is not None
+            and re.search(r":\d+:\d+: (fatal )?error:", log) is None)
+
+
+def _libstdcxx_flags(cxx: str) -> list[str]:
+    """torch's libstdc++ by path (step.torch_libstdcxx_flags), unless it is the
+    very file the compiler links for -lstdc++ anyway: naming it twice makes
+    GNU ld read it twice, ~10 ms of a ~0.1 s edit. Either way the library
+    needs the same libstdc++.so.6, so the key does not change."""
+    torch_lib = torch_libstdcxx_flags()
+    if torch_lib and _compiler_libstdcxx(*_stat_of(cxx)) == os.path.realpath(torch_lib[0]):
+        return []
+    return torch_lib
+
+
+def _stat_of(cxx: str) -> tuple:
+    path = cxx if "/" in cxx else (shutil.which(cxx) or cxx)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path, None
+    return path, (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler_libstdcxx(cxx: str, _stat) -> str | None:
+    """The real path of the libstdc++.so `cxx` links for -lstdc++, or None
+    where it names none (asked once per compiler binary: ~5 ms)."""
+    done = subprocess.run([cxx, "-print-file-name=libstdc++.so"], capture_output=True, text=True, check=False)
+    name = done.stdout.strip()
+    if done.returncode != 0 or not os.path.isabs(name) or not os.path.exists(name):
+        return None  # a bare name back: the compiler has no such file
+    return os.path.realpath(name)
+
+
+def _run(command: list[str], plan, staging: Path, progress: bool = False, check: bool = True):
+    """progress: show build progress for this command (the one-step build);
+    a multi-step build shows it around all its steps. check=False: return
+    (exit status, command and output) instead of raising BuildError."""
+    # cwd = the staging folder: an interrupted build's compilers are found there
+    # (progress.py), and relative names in diagnostics resolve against it.
+    if progress:
+        process = subprocess.Popen(command, cwd=staging, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout, stderr = wait_for_build(process, plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging)
+        returncode = process.returncode
+    else:
+        done = subprocess.run(command, cwd=staging, capture_output=True, text=True)
+        stdout, stderr, returncode = done.stdout, done.stderr, done.returncode
+    log = " ".join(command) + "\n" + stdout + stderr
+    if not check:
+        return returncode, log
+    if returncode != 0:
+        raise build_error(plan, log, staging)
+
+
+def _depfile_deps(staging: Path, project_dirs: list[str]) -> list[str]:
+    """The compiler's dependency lists (-MMD), restricted to project files."""
+    prefixes = tuple(str(Path(d).resolve()) + "/" for d in project_dirs)
+    deps = set()
+    for depfile in staging.glob("*.d"):
+        text = depfile.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            _, _, files = line.partition(": ")
+            for name in files.split():
+                path = str((staging / name).resolve())
+                if path.startswith(prefixes):
+                    deps.add(path)
+    return sorted(deps)

@@ -1,0 +1,91 @@
+"""What a failed build raises, whichever path ran the compiler: the
+compiler's diagnostics, each undefined symbol at the kernel's declaration of
+it (link_errors.py), a launcher that disagrees with its generated prototype
+named by op, argument and types; and the check after a link that every
+listed launcher is exported.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from registry.build.diagnostics import parse_diagnostics
+from registry.build.step import BuildPlan
+from registry.errors import BuildError
+
+
+def build_error(plan: BuildPlan, log: str, staging: Path) -> BuildError:
+    """What a failed compile or link raises, whoever ran the compiler."""
+    # Under CCACHE_BASEDIR the compiler names files inside the cache
+    # relative to the staging folder, which is about to go: resolve now.
+    diagnostics = [d if os.path.isabs(d.file) else d._replace(file=os.path.normpath(staging / d.file))
+                   for d in parse_diagnostics(log)]
+    if "undefined" in log and plan.kind != "binding":
+        diagnostics = _undefined_symbol_diagnostics(plan, log) + diagnostics
+    if plan.ops:
+        diagnostics = _launcher_mismatches(plan, diagnostics, log) + diagnostics
+    return BuildError(plan.kernel, plan.describe(), diagnostics, log)
+
+
+def _undefined_symbol_diagnostics(plan: BuildPlan, log: str) -> list:
+    """Each undefined symbol, at the kernel's declaration of it (link_errors.py)."""
+    from registry import _core
+    from registry.build import link_errors
+
+    closure = _core.scan_include_closure(plan.sources, plan.include_paths)
+    headers = [f for f in closure.files if f not in plan.sources]
+    return link_errors.diagnostics(log, plan.sources, headers, plan.kernel, f"[{plan.backend}]")
+
+
+def _launcher_mismatches(plan: BuildPlan, diagnostics: list, log: str) -> list:
+    """A launcher that disagrees with its generated prototype fails to compile
+    with a "conflicting declaration"; say which op, argument and types."""
+    from registry import _core
+    from registry.errors import Diagnostic
+
+    excerpts = []
+    for d in diagnostics[:20]:
+        try:
+            lines = Path(d.file).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        excerpts.append("\n".join(lines[max(0, d.line - 1):d.line + 5]))
+    where = diagnostics[0] if diagnostics else Diagnostic(plan.manifest_file, 1, None, "error", "")
+    return [where._replace(severity="error", message=m)
+            for m in _core.explain_launcher_mismatch(plan.ops, log, excerpts)]
+
+
+def check_launchers_at(plan: BuildPlan, path: str) -> None:
+    """check_launchers on the library at `path` in a staging folder, closed
+    again: the process loads the file where it is published (registry/load.py),
+    so the loader's record of it (dladdr, dl_iterate_phdr: what gdb, perf and
+    sanitizer reports read) names a file in the cache, not a folder renamed
+    away or removed. glibc would hand the staging handle back for the
+    published path (the same inode) while it stays open."""
+    import _ctypes
+
+    from registry.load import open_library
+
+    library = open_library(path)
+    try:
+        check_launchers(plan, library)
+    finally:
+        _ctypes.dlclose(library._handle)
+
+
+def check_launchers(plan: BuildPlan, library) -> None:
+    """Every op's launcher for every listed dtype must be exported: a missing
+    one fails the build (nothing is published) rather than a later call."""
+    if not plan.ops:
+        return
+    from registry import _core
+    from registry.errors import Diagnostic
+
+    required = plan.launchers or _core.required_launchers(plan.ops)
+    exported = [s for s in required if hasattr(library, s)]
+    if len(exported) == len(required):
+        return
+    messages = _core.missing_launchers(plan.kernel, plan.ops, exported)
+    if messages:
+        raise BuildError(plan.kernel, plan.describe(),
+                         [Diagnostic(plan.manifest_file, 1, None, "error", m) for m in messages], "\n".join(messages))

@@ -1,0 +1,89 @@
+"""The vocabulary of a kernel's build inputs, for the places that need a
+piece of it outside a `get`: tools (aot.py), the NVRTC path, tests.
+
+The keys themselves are made in the core (core/plan.h documents their
+inputs): `get` asks for its whole plan in one call (resolve.py). The
+functions here ask the same core functions, so nothing is spelled twice.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from registry import _core, environment
+from registry.knobs import REGISTRY_INCLUDE
+
+LAUNCH_RUNTIME = REGISTRY_INCLUDE / "kreg" / "launch_runtime.cc"
+
+
+def include_dirs(manifest) -> list[str]:
+    return _core.include_dirs(manifest, str(REGISTRY_INCLUDE))
+
+
+def uses_nvrtc(manifest, backend: str) -> bool:
+    """Device code through NVRTC: `sources` are then host launchers only."""
+    return backend_spec(manifest, backend).device_compiler == "nvrtc"
+
+
+def uses_device_module(manifest, backend: str) -> bool:
+    """Device code in its own cubin (compiler = "nvrtc" or "nvcc-cubin"),
+    loaded with the driver API: `sources` are then host launchers only."""
+    return backend_spec(manifest, backend).device_compiler != ""
+
+
+def backend_spec(manifest, backend: str):
+    return environment.section(manifest, backend)
+
+
+def kernel_sources(manifest, backend: str) -> list[str]:
+    return _core.kernel_sources(manifest, backend, str(REGISTRY_INCLUDE))
+
+
+def nvcc_flags(manifest) -> list[str]:
+    """What nvcc gets from the manifest: the top-level cflags (documented as
+    applying to every unit of every backend, and covered by the key) and then
+    [cuda] cflags. nvcc passes the ones it does not know (-fno-math-errno, say)
+    on to the host compiler instead of failing."""
+    if not manifest.cflags:
+        return list(manifest.cuda.cflags)
+    return ["-forward-unknown-to-host-compiler", *manifest.cflags, *manifest.cuda.cflags]
+
+
+def _label(path: str, manifest) -> str:
+    """Paths in key inputs are relative where possible, so a checkout moved to
+    another folder keeps its keys' readable names (content still decides).
+    (String prefixes, as Path.relative_to compares: lexically.)"""
+    path = os.path.normpath(path)
+    for base, prefix in ((manifest.dir, ""), (str(REGISTRY_INCLUDE), "registry/include/")):
+        base = os.path.normpath(base)
+        if path.startswith(base + "/"):
+            return prefix + path[len(base) + 1:]
+    return path
+
+
+def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:
+    """(every file the scan finds the kernel library depends on, unresolved includes)."""
+    sources = kernel_sources(manifest, backend)
+    headers = [str(Path(manifest.dir) / h) for h in manifest.headers]
+    closure = _core.scan_include_closure(sources + headers, include_dirs(manifest))
+    files = set(closure.files) | {manifest.file}
+    return sorted(files), list(closure.unresolved)
+
+
+def built_directly(manifest, backend: str) -> bool:
+    """Torch-free libraries the registry compiles itself (direct.py):
+    CPU kernel libraries and the host launchers of device code in a cubin."""
+    return _core.built_directly(manifest, backend)
+
+
+def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]):
+    """The base key of the kernel library over `files` (core/plan.h)."""
+    return _core.kernel_lib_key(manifest, backend, env, files, str(REGISTRY_INCLUDE))
+
+
+def binding_namespace(signature, backend: str) -> str:
+    return _core.binding_namespace(signature, backend)
+
+
+def binding_key(signature, backend: str, env: dict[str, str]):
+    return _core.binding_key(signature, backend, env, str(REGISTRY_INCLUDE))

@@ -1,0 +1,91 @@
+"""The build recipe: what a kernel library (or pybind module) and an op's
+binding are built from, as BuildPlans (step.py): sources, flags in their
+order, include paths, libraries, the launcher prototypes. Composed here
+only; the core hashes what the plan names (core/plan.h)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from registry import _core, environment, knobs
+from registry.build import keys
+from registry.build.step import BuildPlan
+
+
+def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = None, plan=None,
+             previous_library: str | None = None) -> BuildPlan:
+    """The kernel library's (or pybind module's) build. plan: the _core.Plan,
+    whose sources, include path, launcher prototypes (written) and launcher
+    symbols it takes; asked of the core when not given (tools, tests)."""
+    spec = keys.backend_spec(manifest, backend)
+    pybind = manifest.binding == "pybind"
+    includes = list(plan.include_dirs) if plan is not None else keys.include_dirs(manifest)
+    # The host's defaults first, so a manifest flag (-mno-f16c, say) wins.
+    # [cuda] cflags go to nvcc, except with a device cubin: then the [cuda] sources are host C++.
+    host_flags = backend == "cpu" or keys.uses_device_module(manifest, backend)
+    cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if host_flags else [])]
+    # Launcher prototypes from the signatures, seen by every source: a launcher
+    # that disagrees does not compile (core/launcher_header.h).
+    prototypes = [] if pybind else ["-include", (plan.launcher_header if plan is not None else "")
+                                    or _launcher_header(manifest)]
+    return BuildPlan(
+        kernel=manifest.name, backend=backend,
+        kind="module" if pybind else "kernel-lib",
+        # A module's name changes with its scanned content (Python caches
+        # modules by name); a kernel library's must not (ccache, see torch_extension.py).
+        module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else ""),
+        sources=list(plan.sources) if plan is not None else keys.kernel_sources(manifest, backend),
+        cflags=([] if pybind else ["-fvisibility=hidden"]) + prototypes + cflags,
+        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + prototypes + keys.nvcc_flags(manifest),
+        # -z defs: a symbol no source defines fails the link, where it can be
+        # named with its declaration (failure.py), not the first dlopen.
+        ldflags=([] if pybind else ["-Wl,-Bsymbolic", "-Wl,-z,defs"]) + list(manifest.ldflags),
+        include_paths=includes[1:] if pybind else includes,
+        project_dirs=includes,
+        estimate_s=estimate_s,
+        cuda_toolkit=not keys.uses_device_module(manifest, backend),
+        direct=plan.built_directly if plan is not None else keys.built_directly(manifest, backend),
+        ops=[] if pybind else list(manifest.ops),
+        manifest_file=manifest.file,
+        launchers=[] if pybind or plan is None else [s for symbols in plan.launchers.values() for _, s in symbols],
+        previous_library=previous_library,
+    )
+
+
+def _launcher_header(manifest) -> str:
+    """The prototypes outside a plan (tools, tests): written where a plan writes them."""
+    text = _core.generate_launcher_header(manifest.name, list(manifest.ops))
+    digest = _core.hash_fields_hex([("launchers", text)])[:16]
+    path = knobs.cache_path("generated") / f"kreg_launchers_{manifest.name}_{digest}.h"
+    _write_generated(path, text)
+    return str(path)
+
+
+def binding_plan(manifest, op, backend: str, cache_root: Path, artifact=None) -> BuildPlan:
+    """An op's binding build. artifact: the plan's (_core.ArtifactPlan), which
+    names the namespace and has written the source; made here when not given."""
+    if artifact is not None:
+        namespace, source = artifact.namespace, artifact.source
+    else:
+        namespace = keys.binding_namespace(op.signature, backend)
+        source = str(knobs.cache_path("generated", cache_root) / f"{namespace}.cpp")
+        _write_generated(Path(source), _core.generate_binding(op.signature, backend, namespace))
+    return BuildPlan(
+        kernel=manifest.name, backend=backend, kind="binding", module_name=namespace,
+        sources=[source], cflags=["-O2"], include_paths=[str(keys.REGISTRY_INCLUDE)], project_dirs=[],
+        # No CUDA header in a binding (core/codegen.cc): it reaches streams and
+        # guards through c10, so load() builds it as host C++, with or without
+        # a toolkit: no nvcc probe, no CUDA runtime linked (core/plan.cc's binding_key).
+        cuda_toolkit=False,
+    )
+
+
+def _write_generated(path: Path, text: str) -> None:
+    # Compared as bytes, never decoded: whatever the file holds (damaged, not
+    # UTF-8, cut short), anything but the exact text is written again.
+    try:
+        if path.read_bytes() == text.encode():
+            return
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _core.write_file_atomic(str(path), text)

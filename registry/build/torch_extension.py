@@ -1,0 +1,116 @@
+"""One compile, through torch.utils.cpp_extension.load, into a staging folder.
+
+What is built (see ARCHITECTURE.md):
+  kernel-lib  the kernel's own sources, no torch header, as a shared library
+              named kreg_<kernel>_<backend>: a kernel edit recompiles only this
+  binding     the generated TORCH_LIBRARY unit for one op signature, named
+              kreg_<signature hash>; compiled once, reused by every version
+  module      a hand-written PYBIND11_MODULE kernel, everything in one module
+              whose name carries the key (slower: torch/extension.h each time)
+
+load()'s name is stable per kernel for kernel-libs, so the
+-DTORCH_EXTENSION_NAME it puts on every unit does not change between versions
+and ccache can serve unchanged units.
+"""
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from registry import knobs
+from registry.build.failure import build_error, check_launchers_at
+from registry.build.progress import build_progress
+from registry.build.step import BuildPlan, BuildResult, builds_run, torch_libstdcxx_flags
+
+
+def build(plan: BuildPlan, staging: Path) -> BuildResult:
+    cpp_extension = _import_cpp_extension()
+
+    builds_run.append((plan.kernel, plan.kind))
+
+    # load() keeps an in-memory version per name and appends _v<N> to it when
+    # its inputs change; our names are chosen per build, so reset it.
+    cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(plan.module_name, None)
+    start = time.perf_counter()
+    try:
+        # A progress bar after 0.5 s; on any exception (Ctrl-C included) it also
+        # stops the compilers still running in the staging folder.
+        with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
+            options = dict(name=plan.module_name, sources=plan.sources, extra_cflags=plan.cflags,
+                           extra_cuda_cflags=plan.cuda_cflags, extra_ldflags=plan.ldflags + torch_libstdcxx_flags(),
+                           extra_include_paths=plan.include_paths, build_directory=str(staging),
+                           verbose=knobs.verbose(), with_cuda=plan.with_cuda)
+            if plan.kind in ("kernel-lib", "binding"):
+                # Built, not loaded: load() would dlopen it here, in the staging
+                # folder, for the life of the process (see check_launchers_at);
+                # registry/load.py opens the published file.
+                cpp_extension._write_ninja_file_and_build_library(
+                    **options, extra_sycl_cflags=[], with_sycl=False, is_standalone=False)
+                loaded = None
+            else:
+                loaded = cpp_extension.load(**options, is_python_module=plan.is_python_module)
+    except (RuntimeError, OSError, ImportError) as error:
+        raise build_error(plan, _error_text(error), staging) from None
+    seconds = time.perf_counter() - start
+    deps = _ninja_deps(staging, plan.project_dirs)
+    for obj in staging.glob("*.o"):
+        obj.unlink()
+    if plan.kind == "kernel-lib":
+        # Checked here and closed again; registry/load.py opens the published file.
+        check_launchers_at(plan, str(staging / plan.artifact))
+    return BuildResult(staging, plan.artifact, deps, seconds, loaded)
+
+
+def _error_text(error: BaseException) -> str:
+    """The error and what caused it: load() reports a library that does not
+    load as "Could not load this library: <path>" and keeps the reason (an
+    undefined symbol, say) only in the exception it chains."""
+    parts, cause = [str(error)], error.__cause__ or error.__context__
+    while cause is not None and len(parts) < 5:
+        parts.append(str(cause))
+        cause = cause.__cause__ or cause.__context__
+    return "\n".join(parts)
+
+
+class _NoCudaRuntimeNote(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
+def _import_cpp_extension():
+    """torch.utils.cpp_extension. Its import looks for a CUDA toolkit and, on a
+    machine that has one but no GPU, logs "No CUDA runtime is found": noise on
+    a CPU build, and on a CUDA build for a GPU elsewhere (TORCH_CUDA_ARCH_LIST)
+    too, where it reads as an error: the registry says itself when a build
+    needs a GPU it cannot see (environment.cuda_arch_list). So it is dropped."""
+    if "torch.utils.cpp_extension" in sys.modules:
+        from torch.utils import cpp_extension
+
+        return cpp_extension
+    logger, note = logging.getLogger("torch.utils.cpp_extension"), _NoCudaRuntimeNote()
+    logger.addFilter(note)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        logger.removeFilter(note)
+    return cpp_extension
+
+
+def _ninja_deps(build_dir: Path, project_dirs: list[str]) -> list[str]:
+    """The compiler's own dependency list (ninja keeps the depfiles in
+    .ninja_deps), restricted to project files: system, torch and CUDA headers
+    are covered by the toolchain and version inputs of the key."""
+    out = subprocess.run(["ninja", "-C", str(build_dir), "-t", "deps"], capture_output=True, text=True).stdout
+    prefixes = tuple(str(Path(d).resolve()) + "/" for d in project_dirs)
+    deps = set()
+    for line in out.splitlines():
+        if line.startswith("    "):
+            # Relative when under CCACHE_BASEDIR: relative to the build folder,
+            # where the compiler ran, not to this process's working directory.
+            path = str((build_dir / line.strip()).resolve())
+            if path.startswith(prefixes):
+                deps.add(path)
+    return sorted(deps)

@@ -1,0 +1,120 @@
+#include "build_keys.h"
+
+#include <filesystem>
+#include <set>
+
+#include "codegen.h"
+#include "hash.h"
+#include "launcher_header.h"
+
+namespace kreg {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a directly built library does not depend on: it includes no torch or Python header.
+const std::set<std::string> kNotDirectInputs = {
+    "env.torch", "env.torch_cxx11_abi", "env.python", "env.cuda", "toolchain.nvcc",
+    "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.cuda_arch"};
+
+// What an op binding does not depend on (see binding_key).
+const std::set<std::string> kNotBindingInputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
+                                                 "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc"};
+
+std::string join(const std::string& dir, const std::string& relative) {
+  return (fs::path(dir) / relative).lexically_normal().string();
+}
+
+const BackendSpec& backend_spec(const Manifest& m, const std::string& backend) {
+  return backend == "cuda" ? m.cuda : m.cpu;
+}
+
+// A path relative to the first root holding it (lexically), else the path itself:
+// key inputs keep readable names when a checkout moves (content still decides).
+std::string label(const std::string& path, const std::vector<LabelRoot>& roots) {
+  for (const LabelRoot& root : roots) {
+    const std::string dir = fs::path(root.dir).lexically_normal().string();
+    if (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/') {
+      return root.prefix + path.substr(dir.size() + 1);
+    }
+  }
+  return path;
+}
+
+}  // namespace
+
+std::vector<LabelRoot> key_label_roots(const Manifest& m, const std::string& registry_include) {
+  return {{"", m.dir}, {"registry/include/", registry_include}};
+}
+
+bool uses_device_module(const Manifest& m, const std::string& backend) {
+  return backend == "cuda" && !m.cuda.device_compiler().empty();
+}
+
+bool built_directly(const Manifest& m, const std::string& backend) {
+  return m.binding != "pybind" && (backend == "cpu" || uses_device_module(m, backend));
+}
+
+std::vector<std::string> include_dirs(const Manifest& m, const std::string& registry_include) {
+  std::vector<std::string> dirs{m.dir};
+  for (const std::string& d : m.include_dirs) dirs.push_back(join(m.dir, d));
+  dirs.push_back(registry_include);
+  return dirs;
+}
+
+std::vector<std::string> kernel_sources(const Manifest& m, const std::string& backend,
+                                        const std::string& registry_include) {
+  std::vector<std::string> sources;
+  for (const std::string& s : backend_spec(m, backend).sources) sources.push_back(join(m.dir, s));
+  if (uses_device_module(m, backend)) sources.push_back(registry_include + "/kreg/launch_runtime.cc");
+  if (m.binding == "pybind") sources.push_back(join(m.dir, m.binding_source));
+  return sources;
+}
+
+Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<std::string>& files) {
+  const std::vector<LabelRoot> roots = key_label_roots(m, facts.registry_include);
+  const BackendSpec& spec = backend_spec(m, facts.backend);
+  KeyBuilder kb;
+  kb.add("kernel", m.name).add("backend", facts.backend).add("kind", m.binding == "pybind" ? "module" : "kernel-lib");
+  for (const std::string& path : files) kb.add_file(label(path, roots), path);
+  kb.add_list("flags.cflags", m.cflags);
+  kb.add_list("flags." + facts.backend, spec.cflags);
+  kb.add_list("flags.ldflags", m.ldflags);
+  kb.add_list("include_dirs", m.include_dirs);
+  // Host launchers only; the value names the device compiler ("nvrtc", "nvcc-cubin").
+  if (uses_device_module(m, facts.backend)) kb.add("device_compiler", m.cuda.compiler);
+  // The launcher prototypes are force-included into every source of a
+  // kernel-lib: a new generator version is a different compile.
+  if (m.binding != "pybind") kb.add("launcher_header", std::to_string(kLauncherHeaderVersion));
+  const bool direct = built_directly(m, facts.backend);
+  if (direct) kb.add("builder", kDirectRecipe);
+  for (const auto& [name, value] : facts.env) {
+    if (!(direct && kNotDirectInputs.count(name))) kb.add(name, value);
+  }
+  return kb.finish();
+}
+
+std::string binding_namespace(const Signature& signature, const std::string& backend) {
+  return "kreg_" + hash_fields_hex({{"signature", signature.canonical()},
+                                {"backend", backend},
+                                {"template", std::to_string(kBindingTemplateVersion)}})
+                       .substr(0, 16);
+}
+
+Key binding_key(const Signature& signature, const std::string& backend,
+                const std::map<std::string, std::string>& env, const std::string& registry_include) {
+  KeyBuilder kb;
+  kb.add("kind", "binding").add("backend", backend).add("signature", signature.canonical());
+  kb.add("template", std::to_string(kBindingTemplateVersion));
+  kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
+  for (const auto& [name, value] : env) {
+    // Host C++ only: no device code, no kernel library, and no nvcc (a binding
+    // includes no CUDA header and reaches the stream through c10, so it is
+    // built as plain C++ with or without a toolkit; an nvcc upgrade leaves it be).
+    if (kNotBindingInputs.count(name) == 0) kb.add(name, value);
+  }
+  return kb.finish();
+}
+
+}  // namespace kreg

@@ -1,0 +1,69 @@
+// The build keys: what each artifact's key covers, made here only (Python
+// asks through _core; registry/build/keys.py names the same functions).
+//
+// What each key covers (a change here moves every cached key):
+//   kernel-lib / module   kernel, backend, kind, file:<label> per scanned file
+//                         (manifest, sources, include closure), flags.cflags,
+//                         flags.<backend>, flags.ldflags, include_dirs,
+//                         device_compiler (host launchers of a cubin: "nvrtc"
+//                         or "nvcc-cubin"), builder
+//                         (direct builds), launcher_header (kernel-libs: the
+//                         version of the launcher prototypes force-included
+//                         into their sources, launcher_header.h), and the environment's env.* and
+//                         toolchain.* inputs (a direct build leaves out those
+//                         of torch, Python and nvcc: kNotDirectInputs)
+//                         + the files its dependency record adds (dep_record.h)
+//   binding               kind, backend, signature (canonical text), template,
+//                         file:registry/include/kreg/abi.h, the environment
+//                         less env.cuda_arch, toolchain.kernel_lib and nvcc's
+//                         inputs (kNotBindingInputs: a binding is host C++)
+// A binding's namespace (its module and TORCH_LIBRARY name) is
+// "kreg_" + 16 hex of (signature, backend, template): one per signature.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dep_record.h"
+#include "key.h"
+#include "manifest.h"
+
+namespace kreg {
+
+// What Python knows about this process and machine.
+struct PlanFacts {
+  std::string backend;                        // "cpu" | "cuda", already chosen
+  std::map<std::string, std::string> env;     // env.* and toolchain.* key inputs
+  std::string registry_include;               // the kernel ABI headers' folder (absolute)
+  std::vector<std::string> loaded_namespaces; // bindings registered in this process
+  bool rebuild = false;                       // rebuild=True: build every artifact again
+};
+
+// How a backend's code is built: the one rule, asked from Python too.
+// Device code in its own cubin: BackendSpec::device_compiler() of [cuda].
+bool uses_device_module(const Manifest& manifest, const std::string& backend);
+// Torch-free libraries the registry compiles itself (registry/build/direct.py):
+// CPU kernel libraries and the host launchers of device code in a cubin.
+bool built_directly(const Manifest& manifest, const std::string& backend);
+// The key input "builder" of a directly built library: bump when the command
+// registry/build/direct.py runs changes.
+inline constexpr const char* kDirectRecipe = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined";
+
+// The kernel-lib base key and binding pieces, for tools and tests.
+Key kernel_lib_key(const Manifest& manifest, const PlanFacts& facts, const std::vector<std::string>& files);
+std::string binding_namespace(const Signature& signature, const std::string& backend);
+Key binding_key(const Signature& signature, const std::string& backend,
+                const std::map<std::string, std::string>& env, const std::string& registry_include);
+// The manifest's include path: the kernel folder, its include_dirs, the registry's headers.
+std::vector<std::string> include_dirs(const Manifest& manifest, const std::string& registry_include);
+// The sources a kernel library (or pybind module) compiles.
+std::vector<std::string> kernel_sources(const Manifest& manifest, const std::string& backend,
+                                        const std::string& registry_include);
+
+// The roots a kernel library's key labels its files by: the kernel folder
+// (no prefix) and the registry's headers ("registry/include/").
+std::vector<LabelRoot> key_label_roots(const Manifest& manifest, const std::string& registry_include);
+
+}  // namespace kreg

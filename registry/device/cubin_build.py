@@ -1,0 +1,383 @@
+"""Device code in its own cubin, through NVRTC (in-process) or `nvcc -cubin`
+(nvcc_cubin.py): a content-keyed cubin whose key covers exactly the bytes the
+device compiler was given. (Below, "NVRTC" stands for either; what differs is
+the compiler object: its options, identity key inputs and include shims.)
+
+Exact about headers by construction:
+  1. the device sources' include closure (the C++ scanner, which counts both
+     sides of every #if) plus the files the last build needed is read once
+     into memory; the key hashes those bytes;
+  2. the same bytes are written into a private mirror of the kernel's folders
+     in the staging folder, and NVRTC gets only the mirror on its include
+     path, so it cannot read a project file the key did not cover;
+  3. a header it still asks for (an include spelled through a macro) fails
+     with "cannot open source file"; it is resolved in the real folders, read,
+     added to the snapshot and the compile is retried; the key is then taken
+     over the enlarged snapshot, so the published cubin is keyed by every
+     byte NVRTC saw.
+Headers that resolve outside the kernel's folders and the registry's include
+folder (cuda_fp16.h, ...) came with the NVRTC wheel: its identity is in the
+key. NVRTC's automatic precompiled headers are never turned on. With nvcc,
+the toolkit's and the system's headers come with nvcc's and its host
+compiler's identities (nvcc_cubin.py).
+
+The mirror is a new folder per build, so NVRTC's own cache (the CUDA compute
+cache, which answers an identical recompile of the same source and options
+in 0.07 s instead of 0.28 s on an H200) never sees the same options twice and
+can never hand back a cubin of older headers: the registry's cache is what
+makes going back to earlier code instant. For the same reason a precompiled
+header of the CUDA headers cannot be used (NVRTC accepts a PCH only with the
+command line it was made with, include paths included: warning 629). What
+does shorten the compile is --split-compile (SPLIT_COMPILE_THREADS).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from registry import _core
+from registry.build import keys
+from registry.build.diagnostics import parse_diagnostics
+from registry.errors import BuildError, RegistryError
+
+# Bumped when what the registry hands NVRTC changes (options, mirror layout, shims).
+DEVICE_RECIPE = "nvrtc-cubin-1"
+SHIM_DIR = keys.REGISTRY_INCLUDE / "kreg" / "nvrtc"  # <cstdint>, <stdint.h>
+_MAX_DISCOVERY_ROUNDS = 32
+_MISSING = [
+    # NVRTC (and nvcc's front end): file(line): catastrophic error: cannot open source file "x.h"
+    re.compile(r'^(?P<file>[^\n(]+)\((?P<line>\d+)\): catastrophic error: (?:could not|cannot) open '
+               r'source file "(?P<name>[^"]+)"', re.MULTILINE),
+    # nvcc preprocesses with the host compiler: file:line:col: fatal error: x.h: No such file or directory
+    re.compile(r'^(?P<file>[^\n:]+):(?P<line>\d+):\d+: fatal error: (?P<name>[^\n]+?): '
+               r'No such file or directory', re.MULTILINE),
+]
+
+# Every device compile this process ran, as kernel names: tests count them.
+compiles_run: list[str] = []
+
+
+class NvrtcDevice:
+    """NVRTC (registry/device/nvrtc.py) as the device compiler: in-process, with the
+    <cstdint> shims, keyed by the wheel's identity."""
+
+    name = "NVRTC"
+    recipe = DEVICE_RECIPE
+    extra_scan_dirs = [str(SHIM_DIR)]
+
+    def __init__(self, nv):
+        self.nvrtc = nv
+        self.system_include_dir = nv.include_dir  # the wheel's CUDA headers
+
+    def identity(self) -> str:
+        return self.nvrtc.identity()
+
+    def key_inputs(self) -> list[tuple[str, str]]:
+        return [("toolchain.nvrtc", self.nvrtc.identity()), ("nvrtc.include_dir", self.nvrtc.include_dir or "")]
+
+    def options(self, manifest, arch: str) -> list[str]:
+        return nvrtc_options(manifest, arch, split=self.nvrtc.splits_compiles)
+
+    def compile(self, unit: bytes, unit_name: str, options: list[str]) -> tuple[bytes | None, str, list[str]]:
+        cubin, log = self.nvrtc.compile(unit, unit_name, options)
+        return cubin, log, []  # what NVRTC opened is what the mirror held
+
+
+def device_compiler(manifest):
+    """The manifest's device compiler: NVRTC from torch's wheel, or nvcc -cubin."""
+    if manifest.cuda.compiler == "nvcc-cubin":
+        from registry.device.nvcc_cubin import NvccCubin
+
+        return NvccCubin()
+    from registry.device import nvrtc as nvrtc_lib
+
+    return NvrtcDevice(nvrtc_lib.load())
+
+
+def _as_compiler(compiler):
+    """A device compiler; a bare registry.device.nvrtc.Nvrtc (callers before nvcc-cubin) is wrapped."""
+    return compiler if hasattr(compiler, "key_inputs") else NvrtcDevice(compiler)
+
+
+class Snapshot:
+    """Project files as read once: path -> bytes."""
+
+    def __init__(self, manifest):
+        self.manifest = manifest
+        self.files: dict[str, bytes] = {}
+        self.stamps: list = []  # taken before each read: a save in between looks changed next time
+
+    def add(self, path: str) -> None:
+        path = os.path.normpath(path)
+        if path not in self.files:
+            self.stamps.extend(_core.StampSet([path]).stamps)
+            self.files[path] = Path(path).read_bytes()
+
+
+def device_spec(manifest):
+    return manifest.cuda
+
+
+def device_sources(manifest) -> list[str]:
+    return [str(Path(manifest.dir) / s) for s in manifest.cuda.device_sources]
+
+
+def _roots(manifest) -> list[tuple[str, str]]:
+    """(real folder, its name in the mirror): the kernel's folder and the registry's headers.
+    Strings, not pathlib: an edit's compile maps a few dozen paths, and
+    pathlib's resolve() and relative_to() cost ~10 ms of it on the H200 host."""
+    return [(os.path.realpath(manifest.dir), "k"), (os.path.realpath(keys.REGISTRY_INCLUDE), "r")]
+
+
+def scan_files(manifest, recorded: list[str]) -> list[str]:
+    """The device sources, their scanned include closure and the files the
+    last build needed, sorted."""
+    # NVRTC's <cstdint> is the shim; nvcc's is the system's (not a project file).
+    extra = [str(SHIM_DIR)] if manifest.cuda.compiler == "nvrtc" else []
+    dirs = keys.include_dirs(manifest) + extra
+    closure = _core.scan_include_closure(device_sources(manifest), dirs)
+    return sorted(set(closure.files) | {p for p in recorded if Path(p).is_file()})
+
+
+# NVVM optimizes and ptxas assembles in this many threads. axpy_nvrtc's six
+# kernels, new source each time (bench/nvrtc_edit_loop.py's floors): 0.263 ->
+# 0.215 s on the H200's 16 cores, 0.233 -> 0.201 s on 2. A fixed count, not 0
+# ("all cores"): the cubin's bytes depend on it, and they must depend only on
+# the key.
+SPLIT_COMPILE_THREADS = 8
+
+
+def nvrtc_options(manifest, arch: str, split: bool = True) -> list[str]:
+    threads = [f"--split-compile={SPLIT_COMPILE_THREADS}"] if split else []
+    return [f"-arch={arch}", "-std=c++17", "-default-device", *threads, *manifest.cuda.device_cflags]
+
+
+def target_arch(cuda_arch_list: str | None) -> str:
+    """sm_XY for NVRTC: the newest entry of TORCH_CUDA_ARCH_LIST's form ("9.0",
+    "8.0;9.0+PTX") or of the detected device's capability."""
+    entries = [e.strip().removesuffix("+PTX") for e in (cuda_arch_list or "").replace(" ", ";").split(";")]
+    entries = [e for e in entries if re.fullmatch(r"\d+\.\d+[af]?", e)]
+    if not entries:
+        raise RegistryError(
+            "no CUDA architecture to compile device code for: set TORCH_CUDA_ARCH_LIST (e.g. 9.0), "
+            "or run where torch sees a GPU"
+        )
+    newest = max(entries, key=lambda e: tuple(int(x) for x in re.sub(r"[af]$", "", e).split(".")))
+    major, minor = newest.split(".")
+    return f"sm_{major}{minor}"
+
+
+def device_key(manifest, snapshot: Snapshot, arch: str, compiler):
+    compiler = _as_compiler(compiler)
+    kb = _core.KeyBuilder()
+    kb.add("kernel", manifest.name).add("backend", "cuda").add("kind", "device")
+    kb.add("recipe", compiler.recipe)
+    for path in sorted(snapshot.files):
+        kb.add(f"file:{keys._label(path, manifest)}", _core.hash_bytes_hex(snapshot.files[path]))
+    kb.add_list("flags.device", compiler.options(manifest, arch))
+    kb.add_list("include_dirs", list(manifest.include_dirs))
+    for name, value in compiler.key_inputs():
+        kb.add(name, value)
+    return kb.finish()
+
+
+def _mirror_path(path: str, manifest, staging: Path, roots=None) -> str:
+    real = os.path.realpath(path)
+    for root, name in roots or _roots(manifest):
+        if real == root:
+            return os.path.join(staging, "src", name)
+        if real.startswith(root + "/"):
+            return os.path.join(staging, "src", name, real[len(root) + 1:])
+    raise RegistryError(f"{path} is outside the kernel's folder {manifest.dir} and the registry's headers; "
+                        "device code may include only files inside them (or the CUDA headers)")
+
+
+def _write_mirror(snapshot: Snapshot, staging: Path) -> None:
+    roots = _roots(snapshot.manifest)
+    for path, data in snapshot.files.items():
+        target = _mirror_path(path, snapshot.manifest, staging, roots)
+        if not os.path.exists(target):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(data)
+
+
+def _resolve_missing(name: str, includer_mirror: str, manifest, staging: Path) -> str | None:
+    """The real file an #include NVRTC could not open refers to, searched like
+    the scanner does: the including file's folder, then the include dirs."""
+    candidates = []
+    unmirrored = _unmirror(includer_mirror, manifest, staging)
+    if unmirrored != includer_mirror:
+        candidates.append(Path(unmirrored).parent / name)
+    candidates += [Path(d) / name for d in keys.include_dirs(manifest) + [str(SHIM_DIR)]]
+    # (the shim folder is searched for NVRTC's sake; nvcc never asks for those names)
+    for c in candidates:
+        if c.is_file():
+            try:
+                _mirror_path(str(c), manifest, staging)
+            except RegistryError:
+                continue
+            return os.path.normpath(str(c))
+    return None
+
+
+def _unmirror(text: str, manifest, staging: Path) -> str:
+    """Mirror paths in NVRTC's log -> the real files, so errors point at what to edit."""
+    for root, name in _roots(manifest):
+        text = text.replace(os.path.join(staging, "src", name) + "/", root + "/")
+    return text.replace(os.path.join(staging, "src") + "/", "")  # the generated unit: "<kernel>.device.cu"
+
+
+def _include_paths(manifest, staging: Path, compiler) -> list[str]:
+    roots = _roots(manifest)
+    paths = [_mirror_path(d, manifest, staging, roots) for d in keys.include_dirs(manifest) + compiler.extra_scan_dirs]
+    if compiler.system_include_dir:
+        paths.append(compiler.system_include_dir)
+    return paths
+
+
+def _read_around_mirror(deps: list[str], manifest, staging: Path) -> list[str]:
+    """Project files (kernel folder, registry headers) the compiler reported
+    reading from their real place instead of the mirror (an absolute #include)."""
+    mirror = os.path.realpath(os.path.join(staging, "src")) + "/"
+    roots = _roots(manifest)
+    found = []
+    for dep in deps:
+        real = os.path.realpath(dep)
+        if real.startswith(mirror) or not os.path.isfile(real):
+            continue
+        if any(real.startswith(root + "/") for root, _ in roots):
+            found.append(os.path.normpath(dep))
+    return found
+
+
+class DeviceBuild:
+    """A compiled cubin in a staging folder, and the key over what NVRTC saw."""
+
+    def __init__(self, key, cubin_name: str, files: list[str], seconds: float, rounds: int):
+        self.key, self.artifact, self.deps, self.seconds, self.rounds = key, cubin_name, files, seconds, rounds
+
+
+def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: Path) -> DeviceBuild:
+    """Compile the device sources to <staging>/<kernel>.cubin; grows the snapshot
+    with headers found only by compiling (see the module comment)."""
+    compiler = _as_compiler(compiler)
+    start = time.perf_counter()
+    options = compiler.options(manifest, arch)
+    # One translation unit including every device source by its mirror path:
+    # one cubin, one module per kernel.
+    roots = _roots(manifest)
+    unit = "".join(f'#include "{_mirror_path(s, manifest, staging, roots)}"\n' for s in device_sources(manifest))
+    unit_name = str(staging / "src" / f"{manifest.name}.device.cu")
+    for rounds in range(1, _MAX_DISCOVERY_ROUNDS + 1):
+        _write_mirror(snapshot, staging)
+        compiles_run.append(manifest.name)
+        cubin, log, deps = compiler.compile(unit.encode(), unit_name,
+                                            options + [f"-I{p}" for p in _include_paths(manifest, staging, compiler)])
+        if cubin is not None:
+            # Read after the compile, stamped: a save during it shows as a change next time.
+            for path in _read_around_mirror(deps, manifest, staging):
+                snapshot.add(path)
+            name = f"{manifest.name}.cubin"
+            (staging / name).write_bytes(cubin)
+            shutil.rmtree(staging / "src", ignore_errors=True)
+            return DeviceBuild(device_key(manifest, snapshot, arch, compiler), name, sorted(snapshot.files),
+                               time.perf_counter() - start, rounds)
+        missing = [(m["name"], m["file"]) for pattern in _MISSING for m in pattern.finditer(log)]
+        found = [p for name, includer in missing
+                 if (p := _resolve_missing(name, includer, manifest, staging)) and p not in snapshot.files]
+        if not found:
+            raise _build_error(manifest, _unmirror(log, manifest, staging), compiler)
+        for path in found:
+            snapshot.add(path)
+    raise RegistryError(f"{manifest.name}: device headers kept appearing after {_MAX_DISCOVERY_ROUNDS} compiles")
+
+
+def _build_error(manifest, log: str, compiler=None) -> BuildError:
+    # NVRTC writes "file(line): error: ..." like nvcc, and "catastrophic error"
+    # for a missing header: the same diagnostics as the nvcc path.
+    readable = log.replace("): catastrophic error:", "): error:")
+    name = compiler.name if compiler is not None else "NVRTC"
+    return BuildError(manifest.name, f"the device code ({name})", parse_diagnostics(readable), log)
+
+
+class DeviceArtifact:
+    """A verified cubin in the cache (built now, or found)."""
+
+    def __init__(self, entry, built: DeviceBuild | None, compiler, miss_reason: str = "", stamps=None):
+        self.entry, self.built, self.compiler, self.miss_reason = entry, built, compiler, miss_reason
+        self.stamps = stamps  # of the snapshot's files; None when the memo's verdict held
+        self.path = str(Path(entry.dir) / entry.artifact)
+        self.key = entry.key
+        self.files = list(entry.deps)
+
+
+def _entry_input(entry, name: str) -> str | None:
+    return next((i.value for i in entry.inputs if i.name == name), None)
+
+
+def recorded_files(store, memo) -> list[str]:
+    """The files the previous cubin of this kernel was compiled from (its
+    entry's deps): macro-spelled includes the scanner cannot see stay keyed."""
+    if memo is None or "device" not in memo.keys:
+        return []
+    hit = store.lookup(memo.keys["device"])
+    return list(hit.entry.deps) if hit.entry is not None else []
+
+
+def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, force: bool,
+           compiler=None) -> DeviceArtifact:
+    """The kernel's cubin: the memo's key when no stamp moved (trust_memo),
+    else scan + snapshot + key; a miss compiles under the key's lock.
+    compiler: the device compiler (default: the manifest's, device_compiler())."""
+    from registry.build.artifacts import _locked
+
+    nv = compiler or device_compiler(manifest)
+    if trust_memo and not force and memo is not None and "device" in memo.keys:
+        hit = store.lookup(memo.keys["device"])
+        # The same compiler too: the memo's verdict covers only the files.
+        if hit.entry is not None and all(_entry_input(hit.entry, n) == v for n, v in nv.key_inputs()):
+            return DeviceArtifact(hit.entry, None, nv)
+    arch = target_arch(cuda_arch)
+    snapshot = Snapshot(manifest)
+    for path in scan_files(manifest, recorded_files(store, memo)):
+        snapshot.add(path)
+    key = device_key(manifest, snapshot, arch, nv)
+    reason = ""
+    if not force:
+        hit = store.lookup(key.hex)
+        if hit.entry is not None:
+            return DeviceArtifact(hit.entry, None, nv, stamps=snapshot.stamps)
+        reason = hit.miss_reason
+    with _locked(store.lock_path(key.hex)):
+        if force:
+            store.remove(key.hex)
+        else:
+            # Look again under the lock, as every artifact does (core/build_claim.h):
+            # another process may have published this cubin while we waited.
+            hit = store.lookup(key.hex)
+            if hit.entry is not None:
+                return DeviceArtifact(hit.entry, None, nv, reason, snapshot.stamps)
+        staging = Path(store.make_staging_dir())
+        try:
+            built = compile_device(manifest, snapshot, arch, nv, staging)
+            # built.key covers every header compiling found; usually key itself.
+            entry = _core.Entry()
+            entry.key, entry.kernel, entry.backend, entry.kind = built.key.hex, manifest.name, "cuda", "device"
+            entry.artifact, entry.build_seconds = built.artifact, built.seconds
+            entry.built_at, entry.deps, entry.inputs = int(time.time()), built.deps, built.key.inputs
+            existing = store.lookup(built.key.hex) if built.key.hex != key.hex else None
+            if existing is not None and existing.entry is not None:
+                shutil.rmtree(staging, ignore_errors=True)  # the enlarged key is cached: the same bytes
+                return DeviceArtifact(existing.entry, built, nv, reason, snapshot.stamps)
+            published = store.publish(str(staging), entry)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    # The size cap is applied after the result, with the other artifacts of
+    # this get (resolve.resolve: cache_cap.collect_garbage_soon), not here in
+    # the middle of the edit.
+    return DeviceArtifact(published, built, nv, reason, snapshot.stamps)

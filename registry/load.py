@@ -1,0 +1,177 @@
+"""Loading what a plan found or built, and swapping it into the op handles.
+
+dlopen the kernel library (RTLD_LOCAL, never unloaded), register each binding
+once per process (with its Meta kernel, for torch.compile), fill the launcher
+tables with the symbols the plan named, swap them into the Op handles (the
+same objects: a notebook's old handle runs the new code). Everything loaded is
+kept by the process state (state.py).
+
+The generated binding is compiled once per op signature; the kernel library
+is compiled per kernel version. The binding's op takes the address of a
+launcher table holding the launcher addresses found in the kernel library
+(core/launcher_table.h defines and fills it). Swapping a table is how a new
+kernel version goes live without touching the binding.
+"""
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+from registry import _core
+from registry.op import Op, link_backwards
+from registry.state import STATE
+
+
+def open_library(path: str) -> ctypes.CDLL:
+    # RTLD_LOCAL: two versions of one kernel export the same launcher names.
+    return ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+
+
+def build_table(library: ctypes.CDLL, op_spec, kernel: str, symbols: list[tuple[str, str]]):
+    """The launcher table (_core.LauncherTable; .address is what the binding
+    takes) of `op_spec`, its launchers looked up in `library`. symbols:
+    (dtype, launcher symbol) per listed dtype, as a plan names them (core/plan.h).
+    Raises naming every missing launcher and what to define."""
+    return _core.launcher_table(library._handle, kernel, op_spec, symbols)
+
+
+def load(manifest, plan, artifacts: dict, previous, device=None) -> dict[str, Op]:
+    """Exactly the manifest's ops. A handle the notebook holds for an op that
+    is still defined runs the new code; one whose op left the manifest (or was
+    renamed) is removed, so calling it says so instead of running old code."""
+    import torch
+
+    backend = plan.backend
+    lib = artifacts["lib"]
+    before = previous.ops if previous else {}
+    schemas = plan.schemas
+    ops = {}
+    if manifest.binding == "pybind":
+        module = STATE.modules.get(lib.entry.key) or (lib.built.loaded if lib.built else _import_module(lib))
+        STATE.modules[lib.entry.key] = module
+        for spec in manifest.ops:
+            op = before.get(spec.name) or Op.of(manifest.name, spec, schemas[spec.name])
+            op._swap(getattr(module, spec.name), None, backend, lib.entry.key, *_signature_of(spec, schemas))
+            op._set_spec(spec)
+            ops[spec.name] = op
+        _remove_dropped(manifest, before, ops)
+        return ops
+
+    # A fresh build is opened here too, from its published place (build.failure.check_launchers_at).
+    handle = STATE.libraries.get(lib.entry.key) or open_library(lib.path)
+    STATE.libraries[lib.entry.key] = handle
+    if device is not None:
+        from registry.device import driver_module
+
+        driver_module.bind(handle, device.key, device.path)
+    namespaces, launchers = plan.namespaces, plan.launchers
+    for spec in manifest.ops:
+        namespace = namespaces[spec.name]
+        if namespace not in STATE.namespaces:
+            binding = artifacts[spec.name]
+            torch.ops.load_library(binding.path)  # a fresh build too: from its published place
+            STATE.namespaces[namespace] = binding.path
+        if namespace not in STATE.fast_entries:
+            STATE.fast_entries[namespace] = _fast_entry(STATE.namespaces[namespace])
+        fn = getattr(torch.ops, namespace).call.default
+        table = build_table(handle, spec, manifest.name, launchers[spec.name])
+        _register_meta(namespace, spec, table, schemas[spec.name])
+        op = before.get(spec.name) or Op.of(manifest.name, spec, schemas[spec.name])
+        op._swap(fn, table, backend, lib.entry.key, *_signature_of(spec, schemas),
+                 fast=STATE.fast_entries[namespace])
+        op._set_spec(spec)
+        ops[spec.name] = op
+        if manifest.binding == "torch-library":
+            from registry import torch_ops
+
+            torch_ops.expose(manifest.name, spec, backend, op)
+    link_backwards(ops, manifest)
+    _remove_dropped(manifest, before, ops)
+    return ops
+
+
+def _fast_entry(path: str):
+    """The binding's fast entry (core/fast_entry.h): fast(table address)
+    gives a Python function for that table, or None; None if the binding has
+    none. The library is loaded already (torch.ops.load_library): RTLD_NOLOAD finds it and never loads a second copy,
+    whose TORCH_LIBRARY would register the namespace again and abort."""
+    import os
+
+    try:
+        library = ctypes.PyDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        entry = library.kreg_fast_entry
+    except (OSError, AttributeError):  # not found as loaded: the dispatcher's op alone
+        return None
+    entry.restype, entry.argtypes = ctypes.py_object, [ctypes.c_int64]
+    return entry
+
+
+def _register_meta(namespace: str, spec, table, schema: str) -> None:
+    """A Meta kernel for kreg_<hash>::call: fake tensors (torch.compile) fall
+    back to it. One binding serves every op with its signature, so the kernel
+    picks the op's fake by the launcher table the call carries; the fake is
+    made on its first call (torch_ops.fake_of_table). Cheaper to register than
+    torch.library.register_fake, and this runs on a fresh process's first `get`."""
+    STATE.fakes_by_table[table.address] = (spec, schema)
+    if namespace in STATE.faked_namespaces:
+        return
+    import torch
+
+    library = STATE.torch_libraries.get(namespace)
+    if library is None:
+        library = STATE.torch_libraries[namespace] = torch.library.Library(namespace, "IMPL")
+    library.impl("call", _meta_kernel, "Meta")
+    STATE.faked_namespaces.add(namespace)
+
+
+def _meta_kernel(*args):
+    from registry import torch_ops
+
+    return torch_ops.fake_of_table(args[-1])(*args[:-1])
+
+
+def _signature_of(spec, schemas) -> tuple[str, list[str]]:
+    return schemas[spec.name], [a.name for a in spec.signature.args]
+
+
+def _remove_dropped(manifest, before: dict[str, Op], ops: dict[str, Op]) -> None:
+    for name, op in before.items():
+        if name not in ops:
+            op._remove(
+                f"op {name!r} is no longer part of kernel {manifest.name!r}: {manifest.file} does not define it "
+                f"any more. The kernel's ops are now {', '.join(ops)}; use registry.get({manifest.name!r}) for them."
+            )
+
+
+def module_functions(module) -> list[str]:
+    """The public functions a hand-written pybind module defines (its m.def names)."""
+    return sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
+
+
+def check_module_ops(manifest, defined, module_label: str) -> None:
+    """Every op of a `binding = "pybind"` manifest is a function of its module.
+    defined: the names the module defines (module_functions of the loaded
+    module, or the m.def names of its source where it is not built, as `aot`
+    has it). Raises RegistryError naming the first missing op, what the
+    module does define, and what to do."""
+    defined = sorted(defined)
+    missing = [op.name for op in manifest.ops if op.name not in defined]
+    if not missing:
+        return
+    from registry.errors import RegistryError
+
+    raise RegistryError(
+        f"kernel {manifest.name!r}: op {missing[0]!r} is in {manifest.file}, but {module_label} does not define it"
+        + (f" (nor {', '.join(repr(m) for m in missing[1:])})" if len(missing) > 1 else "")
+        + f"; it defines {', '.join(defined) if defined else 'no function'}. Add m.def(\"{missing[0]}\", ...) to "
+        f"its PYBIND11_MODULE, or remove the op from kernel.toml")
+
+
+def _import_module(artifact):
+    import importlib.util
+
+    name = Path(artifact.path).name.split(".")[0]
+    spec = importlib.util.spec_from_file_location(name, artifact.path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

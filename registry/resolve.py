@@ -1,0 +1,254 @@
+"""Resolving a kernel name to loaded, ready ops: the slow path of `get`.
+
+  find + parse the manifest (one core call) -> backend -> environment facts
+  -> the plan (one core call, core/plan.h: keys, memo verdict, lookups,
+     what to build and why)
+  -> act on it: fetch or build what misses (misses.py), pin, load and
+     swap (load.py) -> record the outcome (one core call: the memo)
+
+Nothing here runs when `get` finds its stamps unchanged (registry/__init__.py).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from registry import _core, environment, knobs
+from registry.state import STATE, KernelState, Status
+
+__all__ = ["KernelState", "Status", "locate", "resolve"]
+
+# The build machinery (registry.build, ThreadPoolExecutor) is imported only
+# when something must be built: a fresh process that finds everything cached
+# should not pay for it.
+
+
+def locate(name: str) -> str:
+    roots = [str(r) for r in knobs.kernel_roots()]
+    found = _core.discover_kernels(roots)
+    for loc in found:
+        if loc.name == name:
+            return loc.manifest
+    _refuse_a_second_name(name, found)
+    names = [loc.name for loc in found]
+    from registry.errors import KernelNotFoundError
+
+    raise KernelNotFoundError(name, names, _core.closest_name(name, names), roots)
+
+
+def _refuse_a_second_name(name: str, found) -> None:
+    """A kernel is named by its folder, and the parser refuses a manifest whose
+    `name` key says otherwise. When `name` is such a key, raise that error
+    (which folder to rename, to what) instead of "no kernel named ...".
+    Parses every manifest, so it runs only when no folder is named `name`."""
+    for loc in found:
+        try:
+            _core.parse_manifest(loc.manifest)
+        except _core.ManifestError as error:
+            if error.field == "name" and f'name = "{name}" differs' in str(error):
+                raise
+
+
+def find(name: str):
+    """The parsed manifest of kernel `name` (one core call when it exists)."""
+    roots = [str(r) for r in knobs.kernel_roots()]
+    manifest = _core.find_kernel(name, roots)
+    if manifest is None:
+        locate(name)  # raises the error that says which names there are
+    return manifest
+
+
+def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of) -> KernelState:
+    """previous_of(backend): the kernel's state loaded in this process for that
+    backend, or None. Asked after the backend is chosen, so a request that
+    names the backend and one that leaves it to the default share handles."""
+    start = time.perf_counter()
+    manifest = find(name)
+    cache_root = knobs.cache_dir()
+    backend = environment.for_manifest(manifest, requested_backend, cache_root)
+    previous = previous_of(backend)
+    store = _core.CacheStore(str(cache_root))
+    device_compiler = environment.section(manifest, backend).device_compiler  # "nvrtc", "nvcc-cubin" or ""
+    device_module = device_compiler != ""
+    env = environment.build_environment(backend, cache_root, nvcc_optional=device_compiler == "nvrtc")
+    plan = _core.make_plan(manifest, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), rebuild)
+    planned = plan.artifacts  # a copy on each access (pybind11): read once
+    device, device_job = None, None
+    if device_module:
+        # NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a device-only edit
+        # leaves the host key alone. When the host side has misses too (a new
+        # or renamed kernel, a launcher edit), the cubin compiles beside them.
+        from registry.device import cubin_build
+
+        compiler = cubin_build.device_compiler(manifest)  # here: the host build sets CXX etc. for its run
+
+        def cubin():
+            return cubin_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
+                                       trust_memo=plan.memo_vouched, force=rebuild, compiler=compiler)
+
+        if any(a.missing for a in planned):
+            device_job = _Beside(cubin)
+            if environment.cuda_available(cache_root):  # memoized per machine; no GPU: nothing to warm up
+                from registry.device import driver_module as loader
+
+                loader.warm_up_context()
+        else:
+            device = cubin()
+
+    team = _team()
+    team_before = dict(team.counts) if team is not None else None
+    artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
+    if team is not None:
+        team.share([a.entry for a in artifacts.values()])  # built before the remote was set up
+    targets, ccache_delta = {}, None
+    if len(artifacts) < len(planned):
+        from registry.build.artifacts import Target
+        from registry.build.misses import build_missing
+
+        targets = {a.what: Target(a) for a in planned if a.missing}
+        estimate = previous.status.last_build_seconds if previous is not None else plan.previous_build_seconds
+        previous_library = previous.status.artifacts.get("kernel library") if previous is not None else None
+        try:
+            built, ccache_delta = build_missing(store, plan, manifest, dict(targets), estimate, cache_root,
+                                                env.get("env.cuda_arch"), previous_library)
+        except Exception:
+            if device_job is not None:
+                device_job.result()  # a device compile error is the one to read first, as before
+            raise
+        for what, artifact in built.items():
+            artifact.miss_reason = artifact.miss_reason or _miss_reason(planned, what)
+        artifacts.update(built)
+    if device_job is not None:
+        device = device_job.result()
+
+    # Pinned (and marked used) before loading: a `cache gc` elsewhere cannot
+    # remove what this process is about to load or has loaded.
+    STATE.pins.hold(store, [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
+    from registry.load import load
+
+    ops = load(manifest, plan, artifacts, previous, device)
+
+    compiled = [what for what, a in artifacts.items() if a.built is not None]
+    if device is not None and device.built is not None:
+        compiled.append("device")
+    lib_target = targets.get("lib")
+    rekeyed = lib_target is not None and lib_target.rekeyed
+    if rekeyed or compiled or device is not None or not plan.memo_current:
+        # The artifact key is known now (from the record, or from the build), and
+        # the stamps cover the files the compiler read beyond the scan, and the
+        # device code's files (the cubin's own key covers those).
+        changes, _ = _core.record_outcome(
+            plan, store, lib_key=lib_target.key if rekeyed else None,
+            lib_extra_stamps=lib_target.extra_stamps if rekeyed else [],
+            device_key=device.key if device else "",
+            device_stamps=list(device.stamps or []) if device else [], compiled=bool(compiled))
+        if compiled:
+            # Beside the caller, not before the result (cache_cap.py); the cap
+            # is read here, so a bad setting still fails this call.
+            from registry.build import cache_cap
+
+            cache_cap.collect_garbage_soon(store, knobs.cache_max_bytes(),
+                                           [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
+        changes = list(changes)
+    else:
+        changes = list(plan.changes)
+    if device is not None:
+        changes += _device_changes(store, plan.memo, device)
+
+    lib = artifacts["lib"]
+    notes = [f"cached {what} rejected: {a.miss_reason}" for what, a in artifacts.items() if a.miss_reason]
+    notes += [f"include not found in the kernel's folders: {u}" for u in plan.unresolved]
+    if team is not None and team.problem:
+        notes.append(team.problem)
+    fetched = any(a.source == "remote" for a in artifacts.values())
+    status = Status(
+        kernel=name, backend=backend,
+        outcome="compiled" if compiled else "remote" if fetched else "cache",
+        key=lib.entry.key, manifest=manifest.file,
+        artifacts=_artifact_paths(manifest, plan, artifacts),
+        build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built)
+        + (device.built.seconds if device and device.built else 0.0),
+        last_build_seconds=lib.entry.build_seconds, built_at=lib.entry.built_at,
+        changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
+        sources={what: a.source for what, a in artifacts.items()},
+        remote=_remote_summary(team, team_before),
+        device=f"{device.compiler.identity()}, cubin key {device.key}" if device else None,
+    )
+    if device is not None:
+        status.artifacts["device code (cubin)"] = device.path
+    status.get_seconds = time.perf_counter() - start
+    return KernelState(name, backend, ops, plan.stamp_set, status)
+
+
+class _Beside:
+    """A call run on a thread beside the caller's work; result() joins it and
+    returns its value or raises its exception. NVRTC runs through ctypes,
+    which releases the GIL, and nvcc in a subprocess: both really overlap."""
+
+    def __init__(self, fn):
+        import threading
+
+        self._value, self._error = None, None
+        self._thread = threading.Thread(target=self._run, args=(fn,), name="kreg-device-build", daemon=True)
+        self._thread.start()
+
+    def _run(self, fn) -> None:
+        try:
+            self._value = fn()
+        except BaseException as error:  # handed to the caller by result()
+            self._error = error
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _team():
+    """The team's remote cache, or None; team_cache.py is imported only when one is set."""
+    if knobs.remote_cache() is None:
+        return None
+    from registry.remote import team_cache
+
+    return team_cache.current()
+
+
+class _Hit:
+    """A verified cache entry (the same fields artifacts.Artifact has)."""
+
+    built, miss_reason, source = None, "", "cache"
+
+    def __init__(self, entry):
+        self.entry, self.path = entry, str(Path(entry.dir) / entry.artifact)
+
+
+def _miss_reason(planned, what: str) -> str:
+    """Why the plan's lookup rejected (and removed) a cached entry, if it did."""
+    return next((a.miss_reason for a in planned if a.what == what), "")
+
+
+def _artifact_paths(manifest, plan, artifacts: dict) -> dict[str, str]:
+    paths = {"kernel library": artifacts["lib"].path}
+    if manifest.binding != "pybind":
+        for spec in manifest.ops:
+            paths[f"binding {spec.name}"] = STATE.namespaces[plan.namespaces[spec.name]]
+    return paths
+
+
+def _device_changes(store, memo, device) -> list[str]:
+    """Why the cubin differs from the previous one: "device: file:axpy_device.cu changed"."""
+    if memo is None or device.built is None or memo.keys.get("device") in (None, device.key):
+        return []
+    before = store.lookup(memo.keys["device"]).entry
+    if before is None:
+        return ["device: the previous cubin is no longer cached"]
+    return [f"device: {c}" for c in _core.diff_key_inputs(before.inputs, device.entry.inputs)]
+
+
+def _remote_summary(team, before: dict | None) -> dict | None:
+    """What this get did with the remote cache: where, hits, misses, rejected, stored."""
+    if team is None:
+        return None
+    return {"where": team.display, "mode": "read-write" if team.writable else "read-only",
+            **{k: team.counts[k] - before.get(k, 0) for k in team.counts}}

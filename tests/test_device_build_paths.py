@@ -1,0 +1,136 @@
+"""The device-code build, checked on both of its paths (NVRTC and
+`nvcc -cubin`) without a GPU: an unchanged kernel is a hit; every header edit
+changes the key and the cubin, and going back finds the earlier cubin; a
+header behind a macro include is keyed; errors point at the real file:line.
+What only one path does is in tests/test_nvrtc_build.py and
+tests/test_nvcc_cubin_build.py."""
+from __future__ import annotations
+
+import pytest
+
+from device_build_helpers import PATHS, build, copy_example, cubin, inputs, make_store
+from registry import _core
+from registry.errors import BuildError
+
+
+@pytest.fixture(params=PATHS)
+def kernel(request, tmp_path):
+    copy = copy_example(tmp_path, request.param)
+    copy.config = f"include/{copy.name}/config.h"
+    return copy
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    return make_store(tmp_path, monkeypatch)
+
+
+def test_an_unchanged_kernel_is_a_cache_hit(kernel, store):
+    first = build(kernel, store)
+    again = build(kernel, store, first)
+    assert again.built is None and again.key == first.key
+
+
+@pytest.mark.parametrize("header", ["config", "axpy_math.h"])
+def test_header_edit_changes_key_and_cubin(kernel, store, header):
+    header = kernel.config if header == "config" else header
+    first = build(kernel, store)
+    if header.endswith("config.h"):
+        kernel.edit(header, "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 1.0f")
+    else:
+        kernel.edit(header, "return alpha * x + y", "return alpha * x - y")
+    second = build(kernel, store, first)
+    assert second.built is not None, "a header edit must recompile"
+    assert second.key != first.key and cubin(second) != cubin(first)
+    assert set(_core.diff_key_inputs(first.entry.inputs, second.entry.inputs)) == {f"file:{header} changed"}
+
+
+def test_every_edit_of_a_header_gives_a_new_cubin(kernel, store):
+    """Edits in a row, as in a notebook: never an old cubin (NVRTC's automatic
+    PCH folder returned the old value after each of these); going back to
+    earlier content finds its cubin without a compile."""
+    previous = build(kernel, store)
+    seen = {cubin(previous)}
+    for bias in range(1, 5):
+        kernel.path(kernel.config).write_text(
+            f"#pragma once\n#define AXPY_BIAS {bias}.0f\n#define AXPY_VECTORS_PER_THREAD 4\n")
+        artifact = build(kernel, store, previous)
+        assert artifact.built is not None and cubin(artifact) not in seen, f"edit {bias} gave an old cubin"
+        seen.add(cubin(artifact))
+        previous = artifact
+    kernel.path(kernel.config).write_text("#pragma once\n#define AXPY_BIAS 2.0f\n#define AXPY_VECTORS_PER_THREAD 4\n")
+    assert build(kernel, store, previous).built is None
+
+
+MACRO_SOURCE = ('#include "axpy_device.cu"\n#define KREG_TEST_HEADER "macro/extra.h"\n#include KREG_TEST_HEADER\n'
+                'extern "C" __global__ void extra(float* out) { out[0] = EXTRA_VALUE; }\n')
+
+
+def test_header_behind_a_macro_include_is_keyed(kernel, store):
+    """The scanner cannot read `#include MACRO`; the device compiler cannot
+    open what was not snapshotted, so compiling finds it, and the published
+    key covers it."""
+    kernel.path("macro").mkdir()
+    kernel.path("macro/extra.h").write_text("#define EXTRA_VALUE 1.0f\n")
+    kernel.path("with_macro.cu").write_text(MACRO_SOURCE)
+    kernel.edit("kernel.toml", 'device_sources = ["axpy_device.cu"]', 'device_sources = ["with_macro.cu"]')
+    kernel.edit("kernel.toml", 'include_dirs = ["include"]', 'include_dirs = ["include", "."]')
+    first = build(kernel, store)
+    assert first.built.rounds == 2  # the first compile asked for macro/extra.h
+    assert "file:macro/extra.h" in inputs(first)
+    assert first.key == first.built.key.hex
+    # Without a previous build to learn from, the same bytes give the same key: a hit.
+    assert build(kernel, store).key == first.key
+    kernel.path("macro/extra.h").write_text("#define EXTRA_VALUE 2.0f\n")
+    second = build(kernel, store, first)
+    assert second.built is not None and second.built.rounds == 1  # recorded: no discovery needed
+    assert second.key != first.key and cubin(second) != cubin(first)
+    assert set(_core.diff_key_inputs(first.entry.inputs, second.entry.inputs)) == {"file:macro/extra.h changed"}
+
+
+def test_compile_error_points_at_the_real_file_and_line(kernel, store):
+    kernel.edit("axpy_math.h", "return alpha * x + y + AXPY_BIAS;", "return alpha * x + y + AXPY_BIAS + oops;")
+    with pytest.raises(BuildError) as caught:
+        build(kernel, store)
+    first = caught.value.first
+    assert first is not None, caught.value.log
+    assert first.file == str(kernel.path("axpy_math.h").resolve())
+    assert first.line == 13
+    from registry.notebook.render import render_text
+
+    text = render_text(caught.value)
+    assert "axpy_math.h:13" in text and "oops" in text
+    assert "/src/k/" not in str(caught.value)  # no staging mirror paths in what the user reads
+
+
+def test_missing_header_is_a_compile_error_naming_it(kernel, store):
+    kernel.edit("axpy_device.cu", '#include "axpy_math.h"', '#include "axpy_mth.h"')
+    with pytest.raises(BuildError) as caught:
+        build(kernel, store)
+    assert "axpy_mth.h" in str(caught.value)
+    assert caught.value.first.file == str(kernel.path("axpy_device.cu").resolve())
+
+
+def test_a_cubin_built_by_another_process_while_waiting_is_used(kernel, store, tmp_path, monkeypatch):
+    """The lock's second look, as for every artifact: the cubin another
+    process published while this one waited for the key's lock is used, not
+    compiled again."""
+    import shutil
+
+    from registry.build import artifacts
+
+    built_elsewhere = build(kernel, store)  # what the other process publishes
+    mine = _core.CacheStore(str(tmp_path / "mine"))
+    real_locked = artifacts._locked
+
+    class PublishedWhileWaiting(real_locked):
+        def __enter__(self):
+            staging = mine.make_staging_dir()
+            shutil.copy(built_elsewhere.path, staging)
+            mine.publish(staging, built_elsewhere.entry)
+            return super().__enter__()
+
+    monkeypatch.setattr(artifacts, "_locked", PublishedWhileWaiting)
+    found = build(kernel, mine)
+    assert found.built is None, "compiled again what another process had just published"
+    assert found.key == built_elsewhere.key
