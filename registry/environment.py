@@ -108,12 +108,32 @@ def for_manifest(manifest, requested: str | None, cache_root) -> str:
             f"launchers are bound to the cubin's module); remove binding = \"pybind\" from {manifest.file}, "
             f"or use compiler = \"nvcc\""
         )
+    if _cuda_only_without_gpu(manifest, requested, spec, cache_root):
+        raise _environment_error(
+            f"kernel {manifest.name!r} has only a [cuda] section ({manifest.file}) and no CUDA device is "
+            f"visible on this machine, so it cannot run here. What this machine can do: run it here by adding "
+            f"a [cpu] section with CPU sources to kernel.toml, or build its CUDA code for a GPU elsewhere by "
+            f"setting TORCH_CUDA_ARCH_LIST (e.g. TORCH_CUDA_ARCH_LIST=9.0 python -m registry build "
+            f"{manifest.name} --device cuda) and run it where there is a GPU"
+        )
     if not spec.present:
         raise _core.RegistryError(
             f"kernel {manifest.name!r} has no [{requested}] section in {manifest.file}; "
             f"add one, or ask for device={'cpu' if requested == 'cuda' else 'cuda'!r}"
         )
     return requested
+
+
+def _cuda_only_without_gpu(manifest, requested: str, spec, cache_root) -> bool:
+    """A kernel without [cpu] asked for on a machine that cannot run its CUDA
+    code: the CPU has no section, and a CUDA build has no GPU to target (nor
+    TORCH_CUDA_ARCH_LIST to build for one elsewhere). One message says what
+    is possible, rather than each side pointing at the other."""
+    if manifest.cpu.present or not manifest.cuda.present:
+        return False
+    if requested == "cuda" and (not spec.present or os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()):
+        return False
+    return not cuda_available(cache_root)
 
 
 def section(manifest, backend: str):

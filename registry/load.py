@@ -59,7 +59,8 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
         _remove_dropped(manifest, before, ops)
         return ops
 
-    handle = lib.built.loaded if lib.built else STATE.libraries.get(lib.entry.key) or open_library(lib.path)
+    # A fresh build is opened here too, from its published place (build.failure.check_launchers_at).
+    handle = STATE.libraries.get(lib.entry.key) or open_library(lib.path)
     STATE.libraries[lib.entry.key] = handle
     if device is not None:
         from registry.device import driver_module
@@ -70,8 +71,7 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
         namespace = namespaces[spec.name]
         if namespace not in STATE.namespaces:
             binding = artifacts[spec.name]
-            if binding.built is None:
-                torch.ops.load_library(binding.path)
+            torch.ops.load_library(binding.path)  # a fresh build too: from its published place
             STATE.namespaces[namespace] = binding.path
         if namespace not in STATE.fast_entries:
             STATE.fast_entries[namespace] = _fast_entry(STATE.namespaces[namespace])
@@ -95,8 +95,7 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
 def _fast_entry(path: str):
     """The binding's fast entry (core/fast_entry.h): fast(table address)
     gives a Python function for that table, or None; None if the binding has
-    none. The library is loaded already (torch.ops.load_library, or load()
-    when it was built): RTLD_NOLOAD finds it and never loads a second copy,
+    none. The library is loaded already (torch.ops.load_library): RTLD_NOLOAD finds it and never loads a second copy,
     whose TORCH_LIBRARY would register the namespace again and abort."""
     import os
 
@@ -135,22 +134,11 @@ def _meta_kernel(*args):
 
 def module_ops(module, manifest, where: str | None = None) -> dict:
     """The function of each manifest op in a hand-written binding's module
-    (`m.def("<op>", ...)`). Raises BindingModuleError naming every op the
-    module lacks and the functions it does define. The one check of a
-    module's ops: loading calls it, and so can a tool that imports a module
-    it built (`where` names that module; the binding source by default)."""
-    missing = [spec.name for spec in manifest.ops if not callable(getattr(module, spec.name, None))]
-    if not missing:
-        return {spec.name: getattr(module, spec.name) for spec in manifest.ops}
-    from registry.errors import BindingModuleError
-
-    defined = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None)))
+    (`m.def("<op>", ...)`); check_module_ops raises when one is missing.
+    `where` names the module; the binding source by default."""
     source = where or (manifest.binding_source or "the binding source")
-    ops = ", ".join(repr(n) for n in missing)
-    raise BindingModuleError(
-        f"kernel {manifest.name!r}: the module built from {source} defines no function for op{'s' if len(missing) > 1 else ''} "
-        f"{ops} of {manifest.file}; it defines {', '.join(defined) or 'no functions'}. Name each m.def after its op "
-        f"(m.def(\"{missing[0]}\", ...)) or rename the op's signature in kernel.toml.")
+    check_module_ops(manifest, module_functions(module), f"the module built from {source}")
+    return {spec.name: getattr(module, spec.name) for spec in manifest.ops}
 
 
 def _signature_of(spec, schemas) -> tuple[str, list[str]]:
@@ -164,6 +152,30 @@ def _remove_dropped(manifest, before: dict[str, Op], ops: dict[str, Op]) -> None
                 f"op {name!r} is no longer part of kernel {manifest.name!r}: {manifest.file} does not define it "
                 f"any more. The kernel's ops are now {', '.join(ops)}; use registry.get({manifest.name!r}) for them."
             )
+
+
+def module_functions(module) -> list[str]:
+    """The public functions a hand-written pybind module defines (its m.def names)."""
+    return sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
+
+
+def check_module_ops(manifest, defined, module_label: str) -> None:
+    """Every op of a `binding = "pybind"` manifest is a function of its module.
+    defined: the names the module defines (module_functions of the loaded
+    module, or the m.def names of its source where it is not built, as `aot`
+    has it); the one check of a module's ops. Raises BindingModuleError naming the first missing op, what the
+    module does define, and what to do."""
+    defined = sorted(defined)
+    missing = [op.name for op in manifest.ops if op.name not in defined]
+    if not missing:
+        return
+    from registry.errors import BindingModuleError
+
+    raise BindingModuleError(
+        f"kernel {manifest.name!r}: op {missing[0]!r} is in {manifest.file}, but {module_label} does not define it"
+        + (f" (nor {', '.join(repr(m) for m in missing[1:])})" if len(missing) > 1 else "")
+        + f"; it defines {', '.join(defined) if defined else 'no function'}. Add m.def(\"{missing[0]}\", ...) to "
+        f"its PYBIND11_MODULE, or remove the op from kernel.toml")
 
 
 def _import_module(artifact):

@@ -59,7 +59,7 @@ def _default_value(arg):
 class Op:
     __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_fast", "_fast_entry", "_table", "_address",
                  "_arg_names", "_removed", "_defaults", "_positional", "_fast_arity", "_tensor_index", "_spec",
-                 "_backward")
+                 "_backward", "_scalars")
 
     def __init__(self, kernel: str, name: str, signature: str, arg_names: list[str], spec=None):
         self.kernel, self.name, self.signature = kernel, name, signature
@@ -82,6 +82,8 @@ class Op:
         # A call with exactly this many positional arguments and no keywords needs no binding step.
         self._fast_arity = len(self._arg_names) if self._positional == len(self._arg_names) else -1
         self._tensor_index = tuple(i for i, a in enumerate(args) if a.type_name == "Tensor")
+        # bool, int and float arguments, checked before a call reaches the dispatcher (scalar_args.py).
+        self._scalars = tuple((i, a.type_name) for i, a in enumerate(args) if a.type_name in ("bool", "int", "float"))
 
     @classmethod
     def of(cls, kernel: str, spec, schema: str | None = None) -> "Op":
@@ -138,6 +140,8 @@ class Op:
                 return self._fn(*args)
             except TypeError as error:
                 raise self._module_argument_error(error) from None
+        if self._scalars:  # torch.ops takes 7 for a bool: take what torch's own functions take
+            self._check_scalars(args)
         if self._tensor_index and _grad_enabled():
             for i in self._tensor_index:
                 t = args[i]
@@ -193,6 +197,15 @@ class Op:
             f"The op is {self.signature}"
         )
 
+
+    def _check_scalars(self, args: tuple) -> None:
+        from registry import scalar_args
+
+        for i, type_name in self._scalars:
+            if not scalar_args.accepts(type_name, args[i]):
+                raise _op_argument_error(
+                    f"{self.kernel}.{self.name}: argument {self._arg_names[i]!r} must be {type_name}, not "
+                    f"{scalar_args.type_label(args[i])}. The op is {self.signature}")
 
     def _call_raw(self, args: tuple):
         return self._fn(*args, self._address)

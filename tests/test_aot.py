@@ -184,3 +184,46 @@ def test_a_cubin_kernel_is_refused_at_aot_time_saying_what_is_missing(tmp_path, 
     assert not (tmp_path / "pkg").exists()  # refused before anything was written
     cpu_only = aot.export_package(kernel, tmp_path / "cpu_pkg", backends=["cpu"])  # the way out it names
     assert (cpu_only / "setup.py").is_file()
+
+
+PYBIND_SOURCE = r"""
+#include <torch/extension.h>
+#include "axpy.h"
+
+torch::Tensor axpy(torch::Tensor x, torch::Tensor y, double alpha) { return alpha * x + y; }
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("axpy", &axpy, "axpy");
+  // m.def("axpy_twice", ...): not yet
+}
+"""
+
+
+def test_a_pybind_module_without_a_manifest_op_is_not_exported(tmp_path, axpy_copy):
+    axpy_copy.path("axpy_pybind.cpp").write_text(PYBIND_SOURCE)
+    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nbinding = "pybind"\nbinding_source = "axpy_pybind.cpp"')
+    axpy_copy.path("kernel.toml").write_text(axpy_copy.path("kernel.toml").read_text() + (
+        '\n[[op]]\nsignature = "axpy_twice(Tensor x, Tensor y, float alpha) -> Tensor"\n'
+        'launcher = "axpy"\ndtypes = ["float32"]\n'))
+    with pytest.raises(RegistryError) as info:
+        aot.export_package(axpy_copy.name, tmp_path / "pkg", backends=["cpu"])
+    message = str(info.value)
+    assert "op 'axpy_twice'" in message and "axpy_pybind.cpp" in message, message
+    assert "defines axpy" in message, message
+    assert not (tmp_path / "pkg").exists()  # nothing half-written
+
+
+def test_the_module_check_names_the_missing_op_and_what_the_module_defines(axpy_copy):
+    import types
+
+    from registry import _core, load
+    from registry.resolve import locate
+
+    axpy_copy.path("kernel.toml").write_text(axpy_copy.path("kernel.toml").read_text() + (
+        '\n[[op]]\nsignature = "axpy_twice(Tensor x, Tensor y, float alpha) -> Tensor"\n'
+        'launcher = "axpy"\ndtypes = ["float32"]\n'))
+    manifest = _core.parse_manifest(locate(axpy_copy.name))
+    module = types.SimpleNamespace(axpy=len, helper=len, _private=len, __name__="m", VERSION=3)
+    with pytest.raises(RegistryError, match=r"op 'axpy_twice'.*defines axpy, helper"):
+        load.check_module_ops(manifest, load.module_functions(module), "the module m")
+    load.check_module_ops(manifest, ["axpy", "axpy_twice"], "the module m")  # all there: no error

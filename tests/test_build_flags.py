@@ -25,7 +25,7 @@ def cuda_toolkit(monkeypatch):
     home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
     if not (Path(home) / "bin" / "nvcc").exists():
         pytest.skip("no CUDA toolkit (nvcc) on this machine")
-    cpp_extension = _import_cpp_extension(quiet_about_cuda=True)
+    cpp_extension = _import_cpp_extension()
     # torch found its CUDA_HOME at import; make it and the registry agree on this one.
     monkeypatch.setenv("CUDA_HOME", home)
     monkeypatch.setattr(cpp_extension, "CUDA_HOME", home)

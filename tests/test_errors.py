@@ -140,3 +140,25 @@ def test_status_of_a_kernel_not_loaded_is_a_registry_error():
     with pytest.raises(registry.RegistryError, match="has not been loaded in this process") as info:
         registry.status("never_loaded_here")
     assert isinstance(info.value, LookupError)
+
+
+def test_a_noncontiguous_argument_written_in_place_is_not_told_to_pass_a_copy(kernels_root):
+    import torch
+
+    from conftest import KernelCopy, _counter
+
+    copy = KernelCopy(kernels_root, "scale", f"scale_t{next(_counter)}")
+    op = registry.get(copy.name, device="cpu")
+    view = torch.ones(16)[::2]
+    for call in (lambda: op(view, 2.0), lambda: op._call_raw((view, 2.0))):  # fast entry, dispatcher
+        with pytest.raises(RuntimeError) as info:
+            call()
+        message = str(info.value).splitlines()[0]
+        assert "argument 'x' is not contiguous" in message, message
+        assert "pass .contiguous()" not in message, message  # the op would write a copy nobody sees
+        assert "written in place" in message, message
+        assert "x.copy_(" in message, message
+    # Passing a read-only argument as a copy is still the advice there.
+    axpy = registry.get("axpy", device="cpu")
+    with pytest.raises(RuntimeError, match=r"argument 'y' is not contiguous .*pass .contiguous\(\)"):
+        axpy(torch.randn(8), torch.randn(16)[::2], 1.0)

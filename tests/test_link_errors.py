@@ -50,3 +50,35 @@ def test_declaration_search_skips_calls(tmp_path):
     source.write_text("float x = helper(1, 2);\nreturn helper(a, b);\nfoo(helper(a));\n"
                       "// float helper(float, float);\nstatic inline float* helper(float a,\n")
     assert link_errors.find_declaration("helper(float, float)", [str(source)]) == (str(source), 5)
+
+
+def test_definition_with_another_signature_is_named_beside_the_declaration(axpy_copy):
+    # The declaration the call sees is in axpy_cpu.cpp; helper.cpp, listed first,
+    # defines a helper whose first parameter is a double: a different function.
+    axpy_copy.edit("axpy_cpu.cpp", "namespace {", "float helper(float a, float b);\n\nnamespace {")
+    axpy_copy.edit("axpy_cpu.cpp", "axpy_element(alpha, kreg::to_float(xs[i]), kreg::to_float(ys[i]))",
+                   "helper(alpha, kreg::to_float(xs[i])) + kreg::to_float(ys[i])")
+    axpy_copy.path("helper.cpp").write_text("float helper(double a,\n             float b) { return a * b; }\n")
+    axpy_copy.edit("kernel.toml", 'sources = ["axpy_cpu.cpp"]', 'sources = ["helper.cpp", "axpy_cpu.cpp"]')
+    with pytest.raises(registry.BuildError) as info:
+        registry.get(axpy_copy.name, device="cpu")
+    first = info.value.first
+    assert first is not None, str(info.value)
+    assert first.file == str(axpy_copy.path("axpy_cpu.cpp")) and first.line == 6, first
+    message = first.message
+    assert "undefined symbol `helper(float, float)`" in message
+    assert f"{axpy_copy.path('helper.cpp')}:1" in message, message
+    assert "helper(double, float)" in message, message
+    assert "parameter 1 is `double` there, `float` here" in message, message
+    assert "add the file" not in message, message
+
+
+def test_signatures_are_compared_by_parameter_types(tmp_path):
+    source = tmp_path / "k.cpp"
+    source.write_text("// one\nconst float* helper(const float* x, int n = 4);\n"
+                      "const float* helper(float const *x, long n) {\n  return x;\n}\n")
+    found = link_errors.find_functions("helper(float const*, int)", [str(source)])
+    assert [(f.line, f.parameters, f.is_definition) for f in found] == [
+        (2, ["float const*", "int"], False), (3, ["float const*", "long"], True)]
+    assert link_errors.parameter_types("helper(float const*, int)") == ["float const*", "int"]
+    assert link_errors.differences(["float", "float"], ["double", "float"]) == [(1, "float", "double")]

@@ -63,6 +63,38 @@ def test_scalar_arguments_can_be_set(axpy_copy):
     assert result.passed
 
 
+@pytest.mark.parametrize("kernel, scalars", [("softmax", {"temperature": 0.1}), ("rmsnorm", {"eps": 0.1})])
+def test_float64_ops_get_their_float_scalars_as_double(kernels_root, kernel, scalars):
+    # 0.1 narrowed to C float is off by 1.5e-9 relative: outside float64's 1e-12
+    # tolerance. A float64 launcher receives a `float` argument as double.
+    from conftest import KernelCopy, _counter
+
+    copy = KernelCopy(kernels_root, kernel, f"{kernel}_t{next(_counter)}")
+    result = registry.sweep(copy.name, sizes=[17, 4096], dtypes=["float64"], device="cpu", repeats=1,
+                            args=scalars, ops=[kernel])
+    assert len(result.table) == 2
+    assert result.passed, result.table.to_string()
+
+
+def test_a_float64_launcher_written_to_the_prototype_passes_the_sweep(axpy_copy):
+    axpy_copy.edit("kernel.toml", 'dtypes = ["float32", "float16", "bfloat16"]',
+                   'dtypes = ["float32", "float16", "bfloat16", "float64"]')
+    axpy_copy.path("axpy_cpu.cpp").write_text(axpy_copy.path("axpy_cpu.cpp").read_text() + (
+        "KREG_API const char* axpy_f64(kreg_tensor out, kreg_tensor x, kreg_tensor y, double alpha, void*) {\n"
+        "  for (int64_t i = 0; i < out.numel; ++i)\n"
+        "    static_cast<double*>(out.data)[i] = alpha * static_cast<const double*>(x.data)[i]"
+        " + static_cast<const double*>(y.data)[i];\n"
+        "  return nullptr;\n}\n"))
+    result = registry.sweep(axpy_copy.name, sizes=[17, 4096], device="cpu", repeats=1, args={"alpha": 0.1})
+    assert sorted(result.table["dtype"].unique()) == ["bfloat16", "float16", "float32", "float64"]
+    assert result.passed, result.table.to_string()
+    # The dispatcher's path (no fast entry) narrows and widens by the same rule.
+    op = registry.get(axpy_copy.name, device="cpu")
+    x, y = torch.randn(33, dtype=torch.float64), torch.randn(33, dtype=torch.float64)
+    torch.testing.assert_close(op._call_raw((x, y, 0.1)), 0.1 * x + y, rtol=1e-15, atol=1e-15)
+    torch.testing.assert_close(op(x.float(), y.float(), 0.1), (0.1 * x + y).float())
+
+
 def test_all_zero_output_fails_even_within_tolerance():
     ref = torch.full((64,), 1e-7, dtype=torch.float64)  # |ref| below float32's atol
     check = compare(torch.zeros(64), ref, *TOLERANCES["float32"])

@@ -28,7 +28,7 @@ namespace {
 
 template <typename T, int N, int P>
 __global__ void __launch_bounds__(1024) rmsnorm_cached(const T* __restrict__ x, const T* __restrict__ w,
-                                                       T* __restrict__ y, int64_t rows, int64_t cols, float eps) {
+                                                       T* __restrict__ y, int64_t rows, int64_t cols, kreg::acc_t<T> eps) {
   using A = kreg::acc_t<T>;
   using V = kreg::Pack<T, N>;
   __shared__ A scratch[32];
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_cached(const T* __restrict__ x, 
 
 template <typename T, int N>
 __global__ void rmsnorm_long(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t cols,
-                             float eps) {
+                             kreg::acc_t<T> eps) {
   using A = kreg::acc_t<T>;
   using V = kreg::Pack<T, N>;
   __shared__ A scratch[32];
@@ -95,7 +95,7 @@ template <typename T, int N, int P>
 __global__ void __launch_bounds__(1024) rmsnorm_backward_rows(const T* __restrict__ g, const T* __restrict__ x,
                                                               const T* __restrict__ w, T* __restrict__ gx,
                                                               kreg::acc_t<T>* __restrict__ rstds, int64_t rows,
-                                                              int64_t cols, float eps) {
+                                                              int64_t cols, kreg::acc_t<T> eps) {
   using A = kreg::acc_t<T>;
   using V = kreg::Pack<T, N>;
   constexpr int kSlots = P > 0 ? P : 1;
@@ -205,7 +205,7 @@ __global__ void rmsnorm_grad_weight_total(const double* __restrict__ partial, T*
 }
 
 template <typename T, int N>
-void forward_rows(const T* x, const T* w, T* y, int64_t rows, int64_t cols, float eps, cudaStream_t s) {
+void forward_rows(const T* x, const T* w, T* y, int64_t rows, int64_t cols, double eps, cudaStream_t s) {
   const kreg::RowPlan plan = kreg::plan_rows(cols / N);
   const dim3 block(plan.threads, plan.rows_per_block);
   const auto grid = static_cast<unsigned>(plan.rows_per_block ? (rows + plan.rows_per_block - 1) / plan.rows_per_block : 0);
@@ -219,7 +219,7 @@ void forward_rows(const T* x, const T* w, T* y, int64_t rows, int64_t cols, floa
 }
 
 template <typename T>
-const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor w, float eps, void* stream) {
+const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor w, double eps, void* stream) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (w.numel != cols) return "rmsnorm: weight must have as many elements as x's last dim";
   if (rows == 0 || cols == 0) return nullptr;
@@ -239,7 +239,7 @@ const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor w, float eps, void
 
 template <typename T, int N>
 void backward_rows(const T* g, const T* x, const T* w, T* gx, T* gw, double* scratch, int64_t rows,
-                   int64_t cols, int64_t chunks, float eps, cudaStream_t s) {
+                   int64_t cols, int64_t chunks, double eps, cudaStream_t s) {
   // rstd per row (in acc_t<T>, at most a double's size) in the first `rows` doubles, then the partials.
   auto* rstds = reinterpret_cast<kreg::acc_t<T>*>(scratch);
   double* partial = scratch + rows;
@@ -262,7 +262,7 @@ void backward_rows(const T* g, const T* x, const T* w, T* gx, T* gw, double* scr
 }
 
 template <typename T>
-const char* backward(kreg_tensor gx, kreg_tensor gw, kreg_tensor g, kreg_tensor x, kreg_tensor w, float eps,
+const char* backward(kreg_tensor gx, kreg_tensor gw, kreg_tensor g, kreg_tensor x, kreg_tensor w, double eps,
                      void* stream) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (w.numel != cols) return "rmsnorm_backward: weight must have as many elements as x's last dim";
@@ -299,15 +299,16 @@ const char* backward(kreg_tensor gx, kreg_tensor gw, kreg_tensor g, kreg_tensor 
 
 }  // namespace
 
-#define RMSNORM_LAUNCHERS(suffix, T)                                                                               \
-  KREG_API const char* rmsnorm_##suffix(kreg_tensor y, kreg_tensor x, kreg_tensor w, float eps, void* s) {        \
-    return forward<T>(y, x, w, eps, s);                                                                            \
-  }                                                                                                                \
-  KREG_API const char* rmsnorm_backward_##suffix(kreg_tensor gx, kreg_tensor gw, kreg_tensor gy, kreg_tensor x,   \
-                                                 kreg_tensor w, float eps, void* s) {                              \
-    return backward<T>(gx, gw, gy, x, w, eps, s);                                                                  \
+#define RMSNORM_LAUNCHERS(suffix, T, S)                                                                         \
+  KREG_API const char* rmsnorm_##suffix(kreg_tensor y, kreg_tensor x, kreg_tensor w, S eps, void* s) {          \
+    return forward<T>(y, x, w, eps, s);                                                                         \
+  }                                                                                                             \
+  KREG_API const char* rmsnorm_backward_##suffix(kreg_tensor gx, kreg_tensor gw, kreg_tensor gy, kreg_tensor x, \
+                                                 kreg_tensor w, S eps, void* s) {                               \
+    return backward<T>(gx, gw, gy, x, w, eps, s);                                                               \
   }
-RMSNORM_LAUNCHERS(f32, float)
-RMSNORM_LAUNCHERS(f16, __half)
-RMSNORM_LAUNCHERS(bf16, __nv_bfloat16)
-RMSNORM_LAUNCHERS(f64, double)
+// S: the C type of the float argument eps (double in the float64 launchers, kreg/abi.h).
+RMSNORM_LAUNCHERS(f32, float, float)
+RMSNORM_LAUNCHERS(f16, __half, float)
+RMSNORM_LAUNCHERS(bf16, __nv_bfloat16, float)
+RMSNORM_LAUNCHERS(f64, double, double)

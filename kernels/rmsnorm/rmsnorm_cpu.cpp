@@ -12,7 +12,7 @@
 namespace {
 
 template <typename T>
-const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor weight, float eps) {
+const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor weight, double eps) {
   using A = kreg::acc_t<T>;
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (weight.numel != cols) return "rmsnorm: weight must have as many elements as x's last dim";
@@ -31,7 +31,7 @@ const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor weight, float eps)
 
 template <typename T>
 const char* backward(kreg_tensor grad_x, kreg_tensor grad_w, kreg_tensor grad_y, kreg_tensor x, kreg_tensor weight,
-                     float eps) {
+                     double eps) {
   using A = kreg::acc_t<T>;
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (weight.numel != cols) return "rmsnorm_backward: weight must have as many elements as x's last dim";
@@ -64,15 +64,16 @@ const char* backward(kreg_tensor grad_x, kreg_tensor grad_w, kreg_tensor grad_y,
 
 }  // namespace
 
-#define RMSNORM_LAUNCHERS(suffix, T)                                                                             \
-  KREG_API const char* rmsnorm_##suffix(kreg_tensor y, kreg_tensor x, kreg_tensor w, float eps, void*) {        \
-    return forward<T>(y, x, w, eps);                                                                             \
-  }                                                                                                              \
+#define RMSNORM_LAUNCHERS(suffix, T, S)                                                                         \
+  KREG_API const char* rmsnorm_##suffix(kreg_tensor y, kreg_tensor x, kreg_tensor w, S eps, void*) {            \
+    return forward<T>(y, x, w, eps);                                                                            \
+  }                                                                                                             \
   KREG_API const char* rmsnorm_backward_##suffix(kreg_tensor gx, kreg_tensor gw, kreg_tensor gy, kreg_tensor x, \
-                                                 kreg_tensor w, float eps, void*) {                              \
-    return backward<T>(gx, gw, gy, x, w, eps);                                                                   \
+                                                 kreg_tensor w, S eps, void*) {                                 \
+    return backward<T>(gx, gw, gy, x, w, eps);                                                                  \
   }
-RMSNORM_LAUNCHERS(f32, float)
-RMSNORM_LAUNCHERS(f16, kreg::half)
-RMSNORM_LAUNCHERS(bf16, kreg::bfloat16)
-RMSNORM_LAUNCHERS(f64, double)
+// S: the C type of the float argument eps (double in the float64 launchers, kreg/abi.h).
+RMSNORM_LAUNCHERS(f32, float, float)
+RMSNORM_LAUNCHERS(f16, kreg::half, float)
+RMSNORM_LAUNCHERS(bf16, kreg::bfloat16, float)
+RMSNORM_LAUNCHERS(f64, double, double)

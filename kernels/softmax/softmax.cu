@@ -31,7 +31,7 @@ __device__ __forceinline__ double exp2_fma(double a, double scale, double b) { r
 // double and the one-element path would spill, so they keep the default.
 template <typename T, int N, int P>
 __global__ void __launch_bounds__(1024, sizeof(T) < 8 && N > 1 && P <= 4 ? 2 : 1)
-    softmax_cached(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, float temperature) {
+    softmax_cached(const T* __restrict__ x, T* __restrict__ y, int64_t rows, int64_t cols, kreg::acc_t<T> temperature) {
   using A = kreg::acc_t<T>;
   using V = kreg::Pack<T, N>;
   __shared__ A scratch[32];
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(1024, sizeof(T) < 8 && N > 1 && P <= 4 ? 2 : 1
 }
 
 template <typename T, int N>
-__global__ void softmax_long(const T* __restrict__ x, T* __restrict__ y, int64_t cols, float temperature) {
+__global__ void softmax_long(const T* __restrict__ x, T* __restrict__ y, int64_t cols, kreg::acc_t<T> temperature) {
   using A = kreg::acc_t<T>;
   using V = kreg::Pack<T, N>;
   __shared__ A scratch[32];
@@ -110,7 +110,7 @@ __global__ void softmax_long(const T* __restrict__ x, T* __restrict__ y, int64_t
 }
 
 template <typename T, int N>
-void launch_rows(const T* x, T* y, int64_t rows, int64_t cols, float temperature, cudaStream_t s) {
+void launch_rows(const T* x, T* y, int64_t rows, int64_t cols, double temperature, cudaStream_t s) {
   const kreg::RowPlan plan = kreg::plan_rows(cols / N);
   const dim3 block(plan.threads, plan.rows_per_block);
   const auto grid = static_cast<unsigned>((rows + plan.rows_per_block - 1) / (plan.rows_per_block ? plan.rows_per_block : 1));
@@ -125,7 +125,7 @@ void launch_rows(const T* x, T* y, int64_t rows, int64_t cols, float temperature
 }
 
 template <typename T>
-const char* launch(kreg_tensor y, kreg_tensor x, float temperature, void* stream) {
+const char* launch(kreg_tensor y, kreg_tensor x, double temperature, void* stream) {
   if (!(temperature > 0.0f)) return "softmax: temperature must be > 0";
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (rows == 0 || cols == 0) return nullptr;
@@ -147,4 +147,4 @@ const char* launch(kreg_tensor y, kreg_tensor x, float temperature, void* stream
 KREG_API const char* softmax_f32(kreg_tensor y, kreg_tensor x, float t, void* s) { return launch<float>(y, x, t, s); }
 KREG_API const char* softmax_f16(kreg_tensor y, kreg_tensor x, float t, void* s) { return launch<__half>(y, x, t, s); }
 KREG_API const char* softmax_bf16(kreg_tensor y, kreg_tensor x, float t, void* s) { return launch<__nv_bfloat16>(y, x, t, s); }
-KREG_API const char* softmax_f64(kreg_tensor y, kreg_tensor x, float t, void* s) { return launch<double>(y, x, t, s); }
+KREG_API const char* softmax_f64(kreg_tensor y, kreg_tensor x, double t, void* s) { return launch<double>(y, x, t, s); }

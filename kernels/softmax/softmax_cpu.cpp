@@ -9,7 +9,7 @@
 namespace {
 
 template <typename T>
-const char* softmax_cpu(kreg_tensor y, kreg_tensor x, float temperature) {
+const char* softmax_cpu(kreg_tensor y, kreg_tensor x, double temperature) {
   using A = kreg::acc_t<T>;
   if (!(temperature > 0.0f)) return "softmax: temperature must be > 0";
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
@@ -34,4 +34,4 @@ const char* softmax_cpu(kreg_tensor y, kreg_tensor x, float temperature) {
 KREG_API const char* softmax_f32(kreg_tensor y, kreg_tensor x, float t, void*) { return softmax_cpu<float>(y, x, t); }
 KREG_API const char* softmax_f16(kreg_tensor y, kreg_tensor x, float t, void*) { return softmax_cpu<kreg::half>(y, x, t); }
 KREG_API const char* softmax_bf16(kreg_tensor y, kreg_tensor x, float t, void*) { return softmax_cpu<kreg::bfloat16>(y, x, t); }
-KREG_API const char* softmax_f64(kreg_tensor y, kreg_tensor x, float t, void*) { return softmax_cpu<double>(y, x, t); }
+KREG_API const char* softmax_f64(kreg_tensor y, kreg_tensor x, double t, void*) { return softmax_cpu<double>(y, x, t); }

@@ -42,10 +42,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from registry.build import ccache
-from registry.build.failure import build_error, check_launchers
+from registry.build.failure import build_error, check_launchers_at
 from registry.build.progress import build_progress, wait_for_build
 from registry.build.step import BuildResult, builds_run, sanitized, torch_libstdcxx_flags
-from registry.load import open_library
 
 _COMPILE = ["-std=c++20", "-fPIC"]
 
@@ -82,11 +81,9 @@ def build(plan, staging: Path):
     deps = _depfile_deps(staging, plan.project_dirs)
     for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:
         leftover.unlink()
-    if sanitized(plan):  # a checked build: only a worker with its sanitizer runtime opens it
-        return BuildResult(staging, plan.artifact, deps, seconds, None)
-    library = open_library(str(out))
-    check_launchers(plan, library)
-    return BuildResult(staging, plan.artifact, deps, seconds, library)
+    if not sanitized(plan):  # a checked build: only a worker with its sanitizer runtime opens it
+        check_launchers_at(plan, str(out))  # closed again: registry/load.py opens the published file
+    return BuildResult(staging, plan.artifact, deps, seconds, None)
 
 
 def _link_flags(plan, cxx: str) -> list[str]:

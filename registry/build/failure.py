@@ -58,6 +58,24 @@ def _launcher_mismatches(plan: BuildPlan, diagnostics: list, log: str) -> list:
             for m in _core.explain_launcher_mismatch(plan.ops, log, excerpts)]
 
 
+def check_launchers_at(plan: BuildPlan, path: str) -> None:
+    """check_launchers on the library at `path` in a staging folder, closed
+    again: the process loads the file where it is published (registry/load.py),
+    so the loader's record of it (dladdr, dl_iterate_phdr: what gdb, perf and
+    sanitizer reports read) names a file in the cache, not a folder renamed
+    away or removed. glibc would hand the staging handle back for the
+    published path (the same inode) while it stays open."""
+    import _ctypes
+
+    from registry.load import open_library
+
+    library = open_library(path)
+    try:
+        check_launchers(plan, library)
+    finally:
+        _ctypes.dlclose(library._handle)
+
+
 def check_launchers(plan: BuildPlan, library) -> None:
     """Every op's launcher for every listed dtype must be exported: a missing
     one fails the build (nothing is published) rather than a later call."""

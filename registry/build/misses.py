@@ -63,18 +63,26 @@ def _run_side_by_side(store, builds: dict, team, cache_root: Path) -> dict[str, 
     if len(builds) == 1:
         (what, (target, build)), = builds.items()
         return {what: ensure(store, target, build, team)}
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    from registry.build.build_processes import stop_builds_of_this_process
 
     with ThreadPoolExecutor(max_workers=len(builds)) as pool:
         futures = {what: pool.submit(ensure, store, target, build, team) for what, (target, build) in builds.items()}
         try:
-            errors = [f.exception() for f in futures.values() if f.exception() is not None]
+            done, pending = wait(futures.values(), return_when=FIRST_EXCEPTION)
+            failed = next((f for f in done if f.exception() is not None), None)
+            # The first failure is the answer: stop the builds beside it (the
+            # binding takes 15-60 s) rather than wait for them. Killing their
+            # compilers makes them fail at once, publishing nothing; again
+            # until they end, for one that was still claiming its lock.
+            while failed is not None and pending:
+                stop_builds_of_this_process(cache_root)
+                _, pending = wait(pending, timeout=0.2)
         except KeyboardInterrupt:
             # Ctrl-C reaches this thread only: stop the workers' compilers so their builds fail now.
-            from registry.build.build_processes import stop_builds_of_this_process
-
             stop_builds_of_this_process(cache_root)
             raise
-        if errors:
-            raise errors[0]
+        if failed is not None:
+            raise failed.exception()
         return {what: f.result() for what, f in futures.items()}

@@ -21,14 +21,13 @@ import time
 from pathlib import Path
 
 from registry import knobs
-from registry.build.failure import build_error, check_launchers
+from registry.build.failure import build_error, check_launchers_at
 from registry.build.progress import build_progress
 from registry.build.step import BuildPlan, BuildResult, builds_run, sanitized, torch_libstdcxx_flags
-from registry.load import open_library
 
 
 def build(plan: BuildPlan, staging: Path) -> BuildResult:
-    cpp_extension = _import_cpp_extension(quiet_about_cuda=not plan.with_cuda)
+    cpp_extension = _import_cpp_extension()
 
     builds_run.append((plan.kernel, plan.kind))
 
@@ -40,32 +39,29 @@ def build(plan: BuildPlan, staging: Path) -> BuildResult:
         # A progress bar after 0.5 s; on any exception (Ctrl-C included) it also
         # stops the compilers still running in the staging folder.
         with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
-            loaded = cpp_extension.load(
-                name=plan.module_name,
-                sources=plan.sources,
-                extra_cflags=plan.cflags,
-                extra_cuda_cflags=plan.cuda_cflags,
-                extra_ldflags=plan.ldflags + torch_libstdcxx_flags(),
-                extra_include_paths=plan.include_paths,
-                build_directory=str(staging),
-                verbose=knobs.verbose(),
-                with_cuda=plan.with_cuda,
-                is_python_module=plan.is_python_module,
-            )
+            options = dict(name=plan.module_name, sources=plan.sources, extra_cflags=plan.cflags,
+                           extra_cuda_cflags=plan.cuda_cflags, extra_ldflags=plan.ldflags + torch_libstdcxx_flags(),
+                           extra_include_paths=plan.include_paths, build_directory=str(staging),
+                           verbose=knobs.verbose(), with_cuda=plan.with_cuda)
+            if plan.kind in ("kernel-lib", "binding"):
+                # Built, not loaded: load() would dlopen it here, in the staging
+                # folder, for the life of the process (see check_launchers_at);
+                # registry/load.py opens the published file.
+                cpp_extension._write_ninja_file_and_build_library(
+                    **options, extra_sycl_cflags=[], with_sycl=False, is_standalone=False)
+                loaded = None
+            else:
+                loaded = cpp_extension.load(**options, is_python_module=plan.is_python_module)
     except (RuntimeError, OSError, ImportError) as error:
         raise build_error(plan, _error_text(error), staging) from None
     seconds = time.perf_counter() - start
     deps = _ninja_deps(staging, plan.project_dirs)
     for obj in staging.glob("*.o"):
         obj.unlink()
-    if sanitized(plan):  # a checked build: only a worker with its sanitizer runtime opens it
-        loaded = None
-    elif plan.kind == "kernel-lib":
-        # Open it before the staging folder is renamed away.
-        loaded = open_library(str(staging / plan.artifact))
-        check_launchers(plan, loaded)
-    elif plan.kind == "binding":
-        loaded = None  # load() ran its static registration (TORCH_LIBRARY)
+    loaded = None  # registry/load.py opens the published file
+    if plan.kind == "kernel-lib" and not sanitized(plan):  # a checked build: only its worker opens it
+        # Checked here and closed again.
+        check_launchers_at(plan, str(staging / plan.artifact))
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
 
 
@@ -85,12 +81,13 @@ class _NoCudaRuntimeNote(logging.Filter):
         return not str(record.msg).startswith("No CUDA runtime is found")
 
 
-def _import_cpp_extension(quiet_about_cuda: bool):
+def _import_cpp_extension():
     """torch.utils.cpp_extension. Its import looks for a CUDA toolkit and, on a
     machine that has one but no GPU, logs "No CUDA runtime is found": noise on
-    a CPU build, so it is dropped then (a CUDA build keeps it: it says which
-    toolkit builds for a GPU this machine cannot see)."""
-    if "torch.utils.cpp_extension" in sys.modules or not quiet_about_cuda:
+    a CPU build, and on a CUDA build for a GPU elsewhere (TORCH_CUDA_ARCH_LIST)
+    too, where it reads as an error: the registry says itself when a build
+    needs a GPU it cannot see (environment.cuda_arch_list). So it is dropped."""
+    if "torch.utils.cpp_extension" in sys.modules:
         from torch.utils import cpp_extension
 
         return cpp_extension

@@ -5,6 +5,7 @@
 
 #include "table_limits.h"
 #include "dtype.h"
+#include "launcher_header.h"  // scalar_c_type: float or double per launcher dtype
 
 namespace kreg {
 namespace {
@@ -143,9 +144,11 @@ void* tuned_route(const LauncherTable& table, int slot, const at::Tensor& first,
 // Checks every Tensor argument (args[i] is null for other arguments and for a
 // Tensor? given None), names it, says what to do, and never copies. Returns
 // the launcher for the dispatch dtype: that of the first Tensor whose dtype the
-// manifest does not fix.
+// manifest does not fix; *slot is that launcher's dtype code (a float64
+// launcher takes float arguments as double, kreg/abi.h). Bit i of
+// mutated_mask: argument i is a Tensor(a!), written in place.
 void* check_tensors(const LauncherTable& table, const at::Tensor* const* args, const char* const* names,
-                    int count, int first_index) {
+                    int count, int first_index, int* slot_out, uint64_t mutated_mask) {
   const at::Tensor& first = *args[first_index];
   const char* first_arg = names[first_index];
   const at::Tensor* dispatch = nullptr;
@@ -177,9 +180,16 @@ void* check_tensors(const LauncherTable& table, const at::Tensor* const* args, c
                   "' is ", t.scalar_type(), " but '", dispatch_arg, "' is ", dispatch->scalar_type(),
                   "; convert one of them with .to(dtype) (the op never converts implicitly)");
     }
-    TORCH_CHECK(t.is_contiguous(), table.op_name, ": argument '", arg,
+    // A Tensor(a!) argument is written in place: a contiguous copy would get
+    // the result and the caller's tensor would not, so say how to keep it.
+    TORCH_CHECK(t.is_contiguous() || ((mutated_mask >> i) & 1u), table.op_name, ": argument '", arg,
                 "' is not contiguous (sizes ", t.sizes(), ", strides ", t.strides(),
                 "); pass .contiguous() (the op never copies implicitly)");
+    TORCH_CHECK(t.is_contiguous(), table.op_name, ": argument '", arg, "' is not contiguous (sizes ", t.sizes(),
+                ", strides ", t.strides(), ") and is written in place: a .contiguous() copy passed instead "
+                "would receive the result, and '", arg, "' would not. Make it contiguous first and pass that "
+                "tensor (c = ", arg, ".contiguous(), then the op on c), then copy back with ", arg,
+                ".copy_(c), or keep using c");
     if ((table.same_shape_mask >> i) & 1u) {
       if (shape_ref == nullptr) {
         shape_ref = &t;
@@ -191,12 +201,14 @@ void* check_tensors(const LauncherTable& table, const at::Tensor* const* args, c
     }
   }
   if (dispatch == nullptr) {  // every Tensor has a fixed dtype: the one listed launcher
-    for (void* launcher : table.launchers) {
-      if (launcher != nullptr) return launcher;
+    for (int i = 0; i < kDtypeCount; ++i) {
+      *slot_out = i;
+      if (table.launchers[i] != nullptr) return table.launchers[i];
     }
     TORCH_CHECK(false, table.op_name, ": no launcher in the table");
   }
   const int slot = dtype_slot(dispatch->scalar_type());
+  *slot_out = slot;
   void* launcher = slot < 0 ? nullptr : table.launchers[slot];
   TORCH_CHECK(launcher != nullptr, table.op_name, ": dtype ", dispatch->scalar_type(),
               " is not supported; the manifest lists ", table.dtypes, " (for '", dispatch_arg, "')");
@@ -267,15 +279,25 @@ std::string c_type(const Arg& arg) {
   return "";
 }
 
-std::string launcher_arg(const Arg& arg) {
+std::string launcher_arg(const Arg& arg, bool wide) {
   switch (arg.type) {
     case ArgType::kTensor: return "view_of(" + arg.name + ")";
-    // Python floats arrive as double; the launcher contract is float, narrowed here, once.
-    case ArgType::kFloat: return "static_cast<float>(" + arg.name + ")";
+    // Python floats arrive as double; a float64 launcher takes them as they are,
+    // every other launcher as float, narrowed here, once (scalar_c_type).
+    case ArgType::kFloat: return wide ? arg.name : "static_cast<float>(" + arg.name + ")";
     case ArgType::kIntList: return "list_of(" + arg.name + ")";
     case ArgType::kScalarType: return "code_of(table, " + arg.name + ", \"" + arg.name + "\")";
     default: return arg.name;
   }
+}
+
+// Bit i: argument i is a Tensor(a!) (check_tensors' contiguity advice).
+uint64_t mutated_mask(const Signature& signature) {
+  uint64_t mask = 0;
+  for (size_t i = 0; i < signature.args.size(); ++i) {
+    if (signature.args[i].mutated) mask |= uint64_t{1} << i;
+  }
+  return mask;
 }
 
 void replace_all(std::string& text, const std::string& from, const std::string& to) {
@@ -363,14 +385,14 @@ std::string cpp_return_type(const Signature& signature) {
   return text + ">";
 }
 
-std::string launcher_params(const Signature& signature) {
+std::string launcher_params(const Signature& signature, const std::string& dtype) {
   // Each return, every argument in order, then the stream (core/launcher_header.h).
   std::string text;
   for (size_t i = 0; i < signature.returns.size(); ++i) text += "kreg_tensor, ";
   for (const Arg& arg : signature.args) {
     switch (arg.type) {
       case ArgType::kTensor: text += "kreg_tensor, "; break;
-      case ArgType::kFloat: text += "float, "; break;
+      case ArgType::kFloat: text += scalar_c_type(dtype) + ", "; break;
       case ArgType::kInt: text += "int64_t, "; break;
       case ArgType::kBool: text += "bool, "; break;
       case ArgType::kIntList: text += "kreg_int_list, "; break;
@@ -394,8 +416,9 @@ std::string checks_and_call(const Signature& signature, const std::string& backe
   out << "};\n  const char* const kreg_names[" << n << "] = {";
   for (size_t i = 0; i < n; ++i) out << (i ? ", " : "") << "\"" << signature.args[i].name << "\"";
   out << "};\n"
+      << "  int kreg_slot = -1;\n"
       << "  void* launcher = check_tensors(table, kreg_args, kreg_names, " << n << ", "
-      << signature.first_tensor() << ");\n";
+      << signature.first_tensor() << ", &kreg_slot, " << mutated_mask(signature) << "ull);\n";
   if (cuda) out << "  const c10::DeviceGuard device_guard(" << first.name << ".device());\n";
   std::string written;  // the tensors the launcher writes: nothing to do when all are empty
   for (size_t k = 0; k < signature.returns.size(); ++k) {
@@ -422,10 +445,22 @@ std::string checks_and_call(const Signature& signature, const std::string& backe
   } else {
     out << "  void* stream = nullptr;\n";
   }
-  out << "  const char* error = reinterpret_cast<" << launcher_type << ">(launcher)(";
-  for (size_t k = 0; k < signature.returns.size(); ++k) out << "view_of(kreg_out" << k << "), ";
-  for (const Arg& arg : signature.args) out << launcher_arg(arg) << ", ";
-  out << "stream);\n"
+  auto launch = [&](const std::string& type, bool wide) {
+    out << "reinterpret_cast<" << type << ">(launcher)(";
+    for (size_t k = 0; k < signature.returns.size(); ++k) out << "view_of(kreg_out" << k << "), ";
+    for (const Arg& arg : signature.args) out << launcher_arg(arg, wide) << ", ";
+    out << "stream)";
+  };
+  bool has_float = false;
+  for (const Arg& arg : signature.args) has_float = has_float || arg.type == ArgType::kFloat;
+  out << "  const char* error = ";
+  if (has_float) {  // a float64 launcher takes the float arguments as double (kreg/abi.h)
+    out << "kreg_slot == " << dtype_code("float64") << "\n      ? ";
+    launch("const char* (*)(" + binding_text::launcher_params(signature, "float64") + ")", true);
+    out << "\n      : ";
+  }
+  launch(launcher_type, false);
+  out << ";\n"
       << "  TORCH_CHECK(error == nullptr, table.op_name, \": the launcher failed: \", error);\n"
       << "  " << ret << "\n}\n";
   return out.str();

@@ -35,13 +35,16 @@ std::string schema_returns(const Signature& signature);
 std::string cpp_return_type(const Signature& signature);
 
 // A launcher's parameter types: "kreg_tensor, kreg_tensor, kreg_tensor, float, void*"
-// (each return, each argument, the stream)
-std::string launcher_params(const Signature& signature);
+// (each return, each argument, the stream) for the launcher of `dtype`: a
+// float argument is double in a float64 one (scalar_c_type, launcher_header.h).
+std::string launcher_params(const Signature& signature, const std::string& dtype = "float32");
 
 // An op function's body after `const LauncherTable& table = ...;`: the input
 // checks, dtype dispatch, allocation of each output from its declaration,
-// stream, the launcher call through `launcher_type` (a function pointer type)
-// and the closing brace.
+// stream, the launcher call through `launcher_type` (a function pointer type,
+// launcher_params of any dtype but float64) and the closing brace. When the
+// signature has a float argument, a float64 dispatch calls through the float64
+// launcher's type instead, passing the double unnarrowed.
 std::string checks_and_call(const Signature& signature, const std::string& backend,
                             const std::string& launcher_type);
 

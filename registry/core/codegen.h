@@ -27,7 +27,7 @@ namespace kreg {
 
 // Bumped whenever the generated text changes in a way the signature does not
 // capture; part of every binding key.
-inline constexpr int kBindingTemplateVersion = 7;  // 6: outputs straight from the allocator; 7: tuned routes
+inline constexpr int kBindingTemplateVersion = 8;  // 7: tuned routes; 8: float64 launchers get float arguments as double
 
 // backend: "cpu" or "cuda". module_name must be a valid C identifier.
 std::string generate_binding(const Signature& signature, const std::string& backend,

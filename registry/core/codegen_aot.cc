@@ -125,7 +125,7 @@ std::string impl_op(const std::string& ns, const OpSpec& op, const std::string& 
     const std::string symbol = launcher_symbol(op, dtype);
     slots[dtype_code(dtype)] = "reinterpret_cast<void*>(&" + symbol + ")";
     out << "extern \"C\" __attribute__((visibility(\"hidden\"))) const char* " << symbol << "("
-        << launcher_params(op.signature) << ");\n";
+        << binding_text::launcher_params(op.signature, dtype) << ");\n";
   }
   std::string dtypes;
   for (const std::string& dtype : op.dtypes) dtypes += (dtypes.empty() ? "" : ", ") + dtype;

@@ -11,6 +11,23 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// The generated code with every "..." literal emptied: what it does, not what its messages say.
+std::string without_string_literals(const std::string& text) {
+  std::string out;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string && c == '\\') {
+      ++i;
+      continue;
+    }
+    const bool char_literal = i > 0 && text[i - 1] == '\'' && i + 1 < text.size() && text[i + 1] == '\'';
+    if (c == '"' && !char_literal) in_string = !in_string;
+    if (!in_string || c == '"') out += c;
+  }
+  return out;
+}
+
 TEST(Codegen, RegistersTheSignatureWithATableArgument) {
   const Signature sig = parse_signature("axpy(Tensor x, Tensor y, float alpha) -> Tensor");
   const std::string text = generate_binding(sig, "cpu", "kreg_0123");
@@ -25,7 +42,7 @@ TEST(Codegen, ChecksEveryTensorArgumentByName) {
   const std::string text = generate_binding(sig, "cpu", "ns");
   EXPECT_TRUE(contains(text, "const at::Tensor* kreg_args[4] = {tensor_ptr(a), nullptr, tensor_ptr(b), tensor_ptr(c)};"));
   EXPECT_TRUE(contains(text, "const char* const kreg_names[4] = {\"a\", \"k\", \"b\", \"c\"};"));
-  EXPECT_TRUE(contains(text, "check_tensors(table, kreg_args, kreg_names, 4, 0);"));
+  EXPECT_TRUE(contains(text, "check_tensors(table, kreg_args, kreg_names, 4, 0, &kreg_slot, 0ull);"));
   EXPECT_TRUE(contains(text, "const std::optional<at::Tensor>& c"));
 }
 
@@ -45,6 +62,18 @@ TEST(Codegen, SeveralOutputsNoOutputsAndInPlace) {
   EXPECT_TRUE(contains(inplace, "if (x.numel() == 0) return;"));
   EXPECT_TRUE(contains(inplace, "m.def(\"call(Tensor(a!) x, float a, int kreg_table) -> ()\")"));
   EXPECT_FALSE(contains(inplace, "allocate(table"));
+}
+
+TEST(Codegen, AFloat64DispatchPassesFloatArgumentsUnnarrowed) {
+  const std::string text = generate_binding(parse_signature("axpy(Tensor x, Tensor y, float alpha) -> Tensor"), "cpu", "ns");
+  EXPECT_TRUE(contains(text, "kreg_slot == 3\n      ? reinterpret_cast<const char* (*)(kreg_tensor, kreg_tensor, "
+                             "kreg_tensor, double, void*)>(launcher)(view_of(kreg_out0), view_of(x), view_of(y), "
+                             "alpha, stream)\n      : reinterpret_cast<Launcher>(launcher)(view_of(kreg_out0), "
+                             "view_of(x), view_of(y), static_cast<float>(alpha), stream);"))
+      << text;
+  // Without a float argument there is one launcher type.
+  const std::string ints = generate_binding(parse_signature("f(Tensor x, int k) -> Tensor"), "cpu", "ns");
+  EXPECT_FALSE(contains(ints, "kreg_slot == 3"));
 }
 
 TEST(Codegen, ListsAndScalarTypes) {
@@ -89,10 +118,12 @@ TEST(Codegen, AllocatesThroughPyTorchAndNeverCopies) {
   const std::string cpu = generate_binding(parse_signature("f(Tensor x) -> Tensor"), "cpu", "ns");
   EXPECT_TRUE(contains(cpu, "at::detail::empty_cpu(shape, dtype"));
   EXPECT_FALSE(contains(cpu, "getCUDAHooks"));
-  // Hints in messages mention .contiguous() and .to(dtype); the code calls neither.
-  EXPECT_FALSE(contains(text, ".contiguous();"));
-  EXPECT_FALSE(contains(text, ".to(at::"));
-  EXPECT_FALSE(contains(text, "copy_("));
+  // Hints in messages mention .contiguous(), .copy_() and .to(dtype); the code calls none.
+  const std::string code = without_string_literals(text);
+  EXPECT_TRUE(contains(text, ".contiguous()") && contains(text, ".copy_("));
+  EXPECT_FALSE(contains(code, ".contiguous()"));
+  EXPECT_FALSE(contains(code, ".to(at::"));
+  EXPECT_FALSE(contains(code, "copy_("));
   EXPECT_FALSE(contains(text, "cudaMalloc"));
 }
 

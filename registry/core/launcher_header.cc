@@ -7,10 +7,10 @@
 namespace kreg {
 namespace {
 
-std::string param_type(const Arg& arg) {
+std::string param_type(const Arg& arg, const std::string& dtype) {
   switch (arg.type) {
     case ArgType::kTensor: return "kreg_tensor";
-    case ArgType::kFloat: return "float";
+    case ArgType::kFloat: return scalar_c_type(dtype);
     case ArgType::kInt: return "int64_t";
     case ArgType::kBool: return "bool";
     case ArgType::kIntList: return "kreg_int_list";
@@ -124,11 +124,13 @@ bool conflict_reported(const std::string& output, const std::string& symbol) {
 
 }  // namespace
 
-std::vector<LauncherParam> launcher_params(const Signature& signature) {
+std::string scalar_c_type(const std::string& dtype) { return dtype == "float64" ? "double" : "float"; }
+
+std::vector<LauncherParam> launcher_params(const Signature& signature, const std::string& dtype) {
   std::vector<LauncherParam> params;
   for (const Return& r : signature.returns) params.push_back({"kreg_tensor", r.name, "the output " + r.name});
   for (const Arg& a : signature.args) {
-    params.push_back({param_type(a), a.name, a.type_text() + " " + a.name});
+    params.push_back({param_type(a, dtype), a.name, a.type_text() + " " + a.name});
   }
   params.push_back({"void*", "stream", "the stream"});
   return params;
@@ -148,9 +150,9 @@ std::string generate_launcher_header(const std::string& kernel, const std::vecto
       << "#include \"kreg/abi.h\"\n";
   for (const OpSpec& op : ops) {
     out << "\n// " << op.signature.canonical() << "\n";
-    const std::string params = join_params(launcher_params(op.signature), true);
     for (const std::string& dtype : op.dtypes) {
-      out << "KREG_API const char* " << launcher_symbol(op, dtype) << "(" << params << ");\n";
+      out << "KREG_API const char* " << launcher_symbol(op, dtype) << "("
+          << join_params(launcher_params(op.signature, dtype), true) << ");\n";
     }
   }
   out << "\n#endif\n";
@@ -170,10 +172,10 @@ std::vector<std::string> explain_launcher_mismatch(const std::vector<OpSpec>& op
                                                    const std::vector<std::string>& excerpts) {
   std::vector<std::string> messages;
   for (const OpSpec& op : ops) {
-    const std::vector<LauncherParam> expected = launcher_params(op.signature);
-    std::vector<std::string> expected_types;
-    for (const LauncherParam& p : expected) expected_types.push_back(normalize_type(p.type));
     for (const std::string& dtype : op.dtypes) {
+      const std::vector<LauncherParam> expected = launcher_params(op.signature, dtype);
+      std::vector<std::string> expected_types;
+      for (const LauncherParam& p : expected) expected_types.push_back(normalize_type(p.type));
       const std::string symbol = launcher_symbol(op, dtype);
       if (!conflict_reported(compiler_output, symbol)) continue;
       std::string head = "op " + op.signature.name + ", launcher " + symbol + ": ";
@@ -226,7 +228,7 @@ std::vector<std::string> missing_launchers(const std::string& kernel, const std:
       if (have.count(symbol)) continue;
       messages.push_back("kernel " + kernel + ", op " + op.signature.name + ": no launcher for " + dtype +
                          "; define KREG_API const char* " + symbol + "(" +
-                         join_params(launcher_params(op.signature), true) + ") in the kernel's sources, or remove " +
+                         join_params(launcher_params(op.signature, dtype), true) + ") in the kernel's sources, or remove " +
                          dtype + " from the op's dtypes in kernel.toml");
     }
   }

@@ -12,7 +12,8 @@
 // A launcher's parameters (registry/include/kreg/abi.h): each return
 // (kreg_tensor, named like the return), each argument in signature order
 // (kreg_tensor, float, int64_t, bool, kreg_int_list, int32_t for ScalarType?),
-// then void* stream.
+// then void* stream. A `float` argument is `double` in a float64 launcher
+// (scalar_c_type), so a float64 op computes with the scalar the caller gave.
 #pragma once
 
 #include <string>
@@ -24,7 +25,7 @@
 namespace kreg {
 
 // Bumped when the generated text changes in a way the manifest does not capture.
-inline constexpr int kLauncherHeaderVersion = 1;
+inline constexpr int kLauncherHeaderVersion = 2;  // 2: float64 launchers take double scalars
 
 struct LauncherParam {
   std::string type;  // "kreg_tensor", "float", "void*", ...
@@ -32,8 +33,13 @@ struct LauncherParam {
   std::string what;  // what the signature says: "Tensor x", "float alpha", "return y", "the stream"
 };
 
-// The launcher's parameters for one op.
-std::vector<LauncherParam> launcher_params(const Signature& signature);
+// The C type a `float` argument has in the launcher of `dtype`: "double" for
+// float64 (narrowing 0.1 to float is off by 1.5e-9, far outside what float64
+// results are checked to), "float" for every other dtype (kreg/abi.h).
+std::string scalar_c_type(const std::string& dtype);
+
+// The launcher's parameters for one op and dtype.
+std::vector<LauncherParam> launcher_params(const Signature& signature, const std::string& dtype);
 
 // "axpy_f32"
 std::string launcher_symbol(const OpSpec& op, const std::string& dtype);

@@ -31,6 +31,23 @@ TEST(LauncherHeader, OnePrototypePerOpAndDtypeWithNames) {
   EXPECT_EQ(required_launchers({kAxpy, kNorm}), (std::vector<std::string>{"axpy_f32", "axpy_f16", "ln_bf16"}));
 }
 
+TEST(LauncherHeader, AFloat64LauncherTakesFloatArgumentsAsDouble) {
+  const std::string text = generate_launcher_header("demo", {op("axpy(Tensor x, Tensor y, float alpha) -> Tensor",
+                                                                {"float32", "float64"})});
+  EXPECT_TRUE(contains(text, "axpy_f32(kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, void* stream);"));
+  EXPECT_TRUE(contains(text, "axpy_f64(kreg_tensor out, kreg_tensor x, kreg_tensor y, double alpha, void* stream);"));
+  EXPECT_EQ(scalar_c_type("float64"), "double");
+  EXPECT_EQ(scalar_c_type("bfloat16"), "float");
+  // A float64 launcher written with float is the mismatch, and is named so.
+  const OpSpec wide = op("axpy(Tensor x, Tensor y, float alpha) -> Tensor", {"float64"});
+  const auto messages = explain_launcher_mismatch(
+      {wide}, "a.cpp:3:22: error: conflicting declaration of C function 'const char* axpy_f64(kreg_tensor, "
+              "kreg_tensor, kreg_tensor, float, void*)'\n", {});
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_TRUE(contains(messages[0], "parameter 4 (float alpha) must be double but the launcher takes float"))
+      << messages[0];
+}
+
 // What g++ prints for a launcher taking double where the signature says float.
 TEST(LauncherHeader, ExplainsAWrongScalarTypeFromGccOutput) {
   const std::string gcc =

@@ -8,7 +8,8 @@
 //   Tensor        kreg_tensor
 //   Tensor?       kreg_tensor; data == NULL and ndim == -1 when None is passed
 //   Tensor(a!)    kreg_tensor, written in place (a fresh alias name per argument)
-//   int           int64_t          float  float (narrowed once from Python's double)
+//   int           int64_t          float  float (narrowed once from Python's double);
+//                                         double in a float64 launcher
 //   bool          bool             int[]  kreg_int_list {data, size}
 //   ScalarType?   int32_t: a KREG_DTYPE_* code, or -1 for None
 // Defaults: `float eps=1e-06`, `int k=3`, `bool b=True`, `int[] dims=[0, 1]`,

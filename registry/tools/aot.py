@@ -63,6 +63,8 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
             "compiler = \"nvcc\" in [cuda]"
         )
     _check_python_names(manifest)
+    if manifest.binding == "pybind":
+        _check_pybind_ops(manifest)
     out = _prepare(Path(out_dir))
 
     csrc = out / "csrc"
@@ -122,6 +124,21 @@ def _check_python_names(manifest) -> None:
         if op.name in _RESERVED:
             raise RegistryError(f"{manifest.file}: an op named {op.name!r} would shadow a name the package "
                                 f"module defines ({', '.join(sorted(_RESERVED))}); rename the op to export it")
+
+
+def _check_pybind_ops(manifest) -> None:
+    """A hand-written module must define every op of the manifest, as loading
+    it requires (registry.load.check_module_ops): the package would otherwise
+    export an op the kernel's own binding never had. The module is not built
+    here, so what it defines is read from its source's m.def("name", ...)."""
+    import re
+
+    from registry import load
+
+    source = Path(manifest.file).parent / manifest.binding_source
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", "", source.read_text(encoding="utf-8", errors="replace"), flags=re.S)
+    defined = set(re.findall(r"\.def\s*\(\s*\"(\w+)\"", text))
+    load.check_module_ops(manifest, defined, f"its pybind module ({source})")
 
 
 def _prepare(out: Path) -> Path:

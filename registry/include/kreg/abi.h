@@ -13,7 +13,16 @@
  * signature order, then the stream:
  *   Tensor, Tensor(a!)  kreg_tensor (a Tensor(a!) is written in place)
  *   Tensor?             kreg_tensor; data == NULL and ndim == -1 for None
- *   int -> int64_t, float -> float, bool -> bool
+ *   int -> int64_t, bool -> bool
+ *   float               float, but double in a float64 launcher (suffix f64):
+ *                       the scalar keeps the precision of the data it scales,
+ *                       so a float64 op computes with the value the caller
+ *                       gave (0.1 as float is off by 1.5e-9, outside what a
+ *                       float64 result is checked to). The binding passes
+ *                       Python's double as it is to a float64 launcher and
+ *                       narrows it once for every other dtype:
+ *     KREG_API const char* axpy_f64(kreg_tensor out, kreg_tensor x, kreg_tensor y,
+ *                                   double alpha, void* stream);
  *   int[]               kreg_int_list
  *   ScalarType?         int32_t: a KREG_DTYPE_* code, or -1 for None
  *   stream              the current CUDA stream of the inputs' device (a
