@@ -55,7 +55,7 @@ class KregIntList(ctypes.Structure):
     _fields_ = [("data", ctypes.POINTER(ctypes.c_int64)), ("size", ctypes.c_int64)]
 
 
-CTYPE_OF_KIND = {"T": KregTensor, "f": ctypes.c_float, "i": ctypes.c_int64, "b": ctypes.c_bool,
+CTYPE_OF_KIND = {"T": KregTensor, "f": ctypes.c_float, "d": ctypes.c_double, "i": ctypes.c_int64, "b": ctypes.c_bool,
                  "l": KregIntList, "s": ctypes.c_int32}
 
 # What a faulted call's launcher "returns": the binding raises it as a
@@ -124,7 +124,6 @@ class ProxyTable:
         self.table.route_count, self.table.routes = 0, None
         self.address = ctypes.addressof(self.table)
         kinds = kinds_of(spec)
-        prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(CTYPE_OF_KIND[k] for k in kinds), ctypes.c_void_p)
         self.links = {}
         self._callbacks = []
         for code in range(DTYPE_SLOTS):
@@ -138,7 +137,10 @@ class ProxyTable:
             else:
                 loaded_from, symbol = symbol_of(address)
                 library = loaded_from if os.path.exists(loaded_from) or not library else library
-            link = Link(kernel, op_name, DTYPE_NAMES[code], backend, flavor, library, symbol, cubin, kinds,
+            # A float64 launcher takes a float argument as double (kreg/abi.h).
+            slot_kinds = kinds.replace("f", "d") if DTYPE_NAMES[code] == "float64" else kinds
+            prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(CTYPE_OF_KIND[k] for k in slot_kinds), ctypes.c_void_p)
+            link = Link(kernel, op_name, DTYPE_NAMES[code], backend, flavor, library, symbol, cubin, slot_kinds,
                         _item_sizes(self.table, spec, code), ordinal)
             link.param_names = [r.name or f"output {k}" for k, r in enumerate(spec.signature.returns)] + \
                 [a.name for a in spec.signature.args]
@@ -169,7 +171,8 @@ def _cuda_memory():
     return cuda_memory
 
 
-_Q, _F, _I, _B = struct.Struct("<q"), struct.Struct("<f"), struct.Struct("<i"), struct.Struct("<B")
+_Q, _F, _D, _I, _B = (struct.Struct("<q"), struct.Struct("<f"), struct.Struct("<d"), struct.Struct("<i"),
+                      struct.Struct("<B"))
 
 
 class Link:
@@ -227,6 +230,8 @@ class Link:
                     parts.append(struct.pack(f"<{2 * ndim}q", *value.sizes[:ndim], *value.strides[:ndim]))
                 elif kind == "f":
                     parts.append(_F.pack(value))
+                elif kind == "d":
+                    parts.append(_D.pack(value))
                 elif kind == "i":
                     parts.append(_Q.pack(value))
                 elif kind == "b":

@@ -43,7 +43,8 @@ VERSION = 1
 NO_REGION = 0xFFFFFFFF
 STAGING_REGION = 0  # the parent's staging buffer, for memory that is not shared
 
-# A signature's argument kinds (registry type names) as KINDS letters.
+# A signature's argument kinds (registry type names) as KINDS letters; "d" is a float
+# argument of a float64 launcher, which takes it as double (kreg/abi.h).
 KIND_OF_TYPE = {"Tensor": "T", "float": "f", "int": "i", "bool": "b", "int[]": "l", "ScalarType": "s"}
 
 HELLO = struct.Struct("<cIciB")

@@ -36,10 +36,11 @@ class KregIntList(ctypes.Structure):
     _fields_ = [("data", ctypes.POINTER(ctypes.c_int64)), ("size", ctypes.c_int64)]
 
 
-CTYPE_OF_KIND = {"T": KregTensor, "f": ctypes.c_float, "i": ctypes.c_int64, "b": ctypes.c_bool,
+CTYPE_OF_KIND = {"T": KregTensor, "f": ctypes.c_float, "d": ctypes.c_double, "i": ctypes.c_int64, "b": ctypes.c_bool,
                  "l": KregIntList, "s": ctypes.c_int32}
 _Q = struct.Struct("<q")
 _F = struct.Struct("<f")
+_D = struct.Struct("<d")
 _B = struct.Struct("<B")
 _I = struct.Struct("<i")
 
@@ -227,6 +228,9 @@ class Launcher:
             elif kind == "f":
                 values[index] = _F.unpack_from(message, at)[0]
                 at += 4
+            elif kind == "d":  # a float argument of a float64 launcher
+                values[index] = _D.unpack_from(message, at)[0]
+                at += 8
             elif kind == "i":
                 values[index] = _Q.unpack_from(message, at)[0]
                 at += 8
