@@ -65,7 +65,7 @@ dtypes = ["float32", "float64"]
 
 KW_SOURCE = """#include "kreg/abi.h"
 template <typename T>
-static const char* run(kreg_tensor out, kreg_tensor x, kreg_tensor bias, float scale, int64_t shift) {{
+static const char* run(kreg_tensor out, kreg_tensor x, kreg_tensor bias, double scale, int64_t shift) {{
   const T* xs = static_cast<const T*>(x.data);
   const T* bs = static_cast<const T*>(bias.data);
   T* os = static_cast<T*>(out.data);
@@ -75,7 +75,7 @@ static const char* run(kreg_tensor out, kreg_tensor x, kreg_tensor bias, float s
 KREG_API const char* {name}_f32(kreg_tensor out, kreg_tensor x, kreg_tensor bias, float scale, int64_t shift, void*) {{
   return run<float>(out, x, bias, scale, shift);
 }}
-KREG_API const char* {name}_f64(kreg_tensor out, kreg_tensor x, kreg_tensor bias, float scale, int64_t shift, void*) {{
+KREG_API const char* {name}_f64(kreg_tensor out, kreg_tensor x, kreg_tensor bias, double scale, int64_t shift, void*) {{
   return run<double>(out, x, bias, scale, shift);
 }}
 """
