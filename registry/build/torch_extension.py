@@ -58,7 +58,6 @@ def build(plan: BuildPlan, staging: Path) -> BuildResult:
     deps = _ninja_deps(staging, plan.project_dirs)
     for obj in staging.glob("*.o"):
         obj.unlink()
-    loaded = None  # registry/load.py opens the published file
     if plan.kind == "kernel-lib" and not sanitized(plan):  # a checked build: only its worker opens it
         # Checked here and closed again.
         check_launchers_at(plan, str(staging / plan.artifact))
