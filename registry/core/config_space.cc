@@ -241,7 +241,9 @@ std::vector<Config> ConfigSpace::enumerate() const {
 
 std::string ConfigSpace::check(const Config& config) const {
   for (const auto& [name, value] : config) {
-    auto p = std::find_if(params.begin(), params.end(), [&](const ConfigParam& q) { return q.name == name; });
+    // A named copy: clang before 16 cannot capture a structured binding in a lambda.
+    const std::string& wanted = name;
+    auto p = std::find_if(params.begin(), params.end(), [&](const ConfigParam& q) { return q.name == wanted; });
     if (p == params.end()) return "unknown parameter '" + name + "'";
     if (std::find(p->values.begin(), p->values.end(), value) == p->values.end()) {
       return name + "=" + std::to_string(value) + " is not one of its values";
