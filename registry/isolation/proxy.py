@@ -46,18 +46,6 @@ class LauncherTable(ctypes.Structure):
                 ("route_count", ctypes.c_int64), ("routes", ctypes.c_void_p)]
 
 
-class KregTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("numel", ctypes.c_int64), ("ndim", ctypes.c_int64),
-                ("sizes", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
-
-
-class KregIntList(ctypes.Structure):
-    _fields_ = [("data", ctypes.POINTER(ctypes.c_int64)), ("size", ctypes.c_int64)]
-
-
-CTYPE_OF_KIND = {"T": KregTensor, "f": ctypes.c_float, "d": ctypes.c_double, "i": ctypes.c_int64, "b": ctypes.c_bool,
-                 "l": KregIntList, "s": ctypes.c_int32}
-
 # What a faulted call's launcher "returns": the binding raises it as a
 # RuntimeError, which the handle replaces by the KernelFault recorded in CALL.
 FAULT_TEXT = ctypes.create_string_buffer(b"the isolated worker faulted (the op raises registry.KernelFault)")
@@ -139,7 +127,7 @@ class ProxyTable:
                 library = loaded_from if os.path.exists(loaded_from) or not library else library
             # A float64 launcher takes a float argument as double (kreg/abi.h).
             slot_kinds = kinds.replace("f", "d") if DTYPE_NAMES[code] == "float64" else kinds
-            prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(CTYPE_OF_KIND[k] for k in slot_kinds), ctypes.c_void_p)
+            prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(wire.CTYPE_OF_KIND[k] for k in slot_kinds), ctypes.c_void_p)
             link = Link(kernel, op_name, DTYPE_NAMES[code], backend, flavor, library, symbol, cubin, slot_kinds,
                         _item_sizes(self.table, spec, code), ordinal)
             link.param_names = [r.name or f"output {k}" for k, r in enumerate(spec.signature.returns)] + \

@@ -37,6 +37,7 @@ with one byte saying what it is:
 
 A worker that dies while a call is in flight faulted; its exit status says how.
 """
+import ctypes
 import struct
 
 VERSION = 1
@@ -45,6 +46,20 @@ STAGING_REGION = 0  # the parent's staging buffer, for memory that is not shared
 
 # A signature's argument kinds (registry type names) as KINDS letters; "d" is a float
 # argument of a float64 launcher, which takes it as double (kreg/abi.h).
+# The launcher ABI's structs (registry/include/kreg/abi.h) and each kind's C type:
+# the parent's proxies and the worker build their prototypes from the same table.
+class KregTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("numel", ctypes.c_int64), ("ndim", ctypes.c_int64),
+                ("sizes", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
+
+
+class KregIntList(ctypes.Structure):
+    _fields_ = [("data", ctypes.POINTER(ctypes.c_int64)), ("size", ctypes.c_int64)]
+
+
+CTYPE_OF_KIND = {"T": KregTensor, "f": ctypes.c_float, "d": ctypes.c_double, "i": ctypes.c_int64, "b": ctypes.c_bool,
+                 "l": KregIntList, "s": ctypes.c_int32}
+
 KIND_OF_TYPE = {"Tensor": "T", "float": "f", "int": "i", "bool": "b", "int[]": "l", "ScalarType": "s"}
 
 HELLO = struct.Struct("<cIciB")

@@ -27,17 +27,7 @@ import sys
 import wire
 
 
-class KregTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("numel", ctypes.c_int64), ("ndim", ctypes.c_int64),
-                ("sizes", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64))]
-
-
-class KregIntList(ctypes.Structure):
-    _fields_ = [("data", ctypes.POINTER(ctypes.c_int64)), ("size", ctypes.c_int64)]
-
-
-CTYPE_OF_KIND = {"T": KregTensor, "f": ctypes.c_float, "d": ctypes.c_double, "i": ctypes.c_int64, "b": ctypes.c_bool,
-                 "l": KregIntList, "s": ctypes.c_int32}
+from wire import CTYPE_OF_KIND, KregIntList
 _Q = struct.Struct("<q")
 _F = struct.Struct("<f")
 _D = struct.Struct("<d")

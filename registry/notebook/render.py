@@ -113,15 +113,7 @@ def render_text(err) -> str:
     out = [_header(err)]
     diagnostics = _resolved(err)
     for d in diagnostics[:MAX_DIAGNOSTICS]:
-        out += ["", str(d)]
-        excerpt = source_excerpt(d.file, d.line)
-        width = len(str(excerpt[-1][0])) if excerpt else 0
-        for number, text in excerpt:
-            marker = ">" if number == d.line else " "
-            out.append(f" {marker} {number:>{width}} | {text}")
-            offset = _caret_offset(text, d.column) if number == d.line else None
-            if offset is not None:
-                out.append(f"   {' ' * width} | {' ' * offset}^")
+        out += ["", str(d), *_excerpt_text(d)]
     if len(diagnostics) > MAX_DIAGNOSTICS:
         out.append(f"\n... and {len(diagnostics) - MAX_DIAGNOSTICS} more errors (see the log)")
     log_lines = readable_log(getattr(err, "log", "")).rstrip().splitlines()
