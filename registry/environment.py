@@ -131,7 +131,7 @@ def _cuda_only_without_gpu(manifest, requested: str, spec, cache_root) -> bool:
     is possible, rather than each side pointing at the other."""
     if manifest.cpu.present or not manifest.cuda.present:
         return False
-    if requested == "cuda" and (not spec.present or os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()):
+    if requested == "cuda" and (not spec.present or (knobs.user_env("TORCH_CUDA_ARCH_LIST") or "").strip()):
         return False
     return not cuda_available(cache_root)
 
@@ -144,7 +144,7 @@ def section(manifest, backend: str):
 def cuda_arch_list(cache_root: Path) -> str:
     """The architectures a CUDA build targets: TORCH_CUDA_ARCH_LIST if set,
     else exactly the current device's compute capability (e.g. "9.0")."""
-    configured = os.environ.get("TORCH_CUDA_ARCH_LIST", "").strip()
+    configured = (knobs.user_env("TORCH_CUDA_ARCH_LIST") or "").strip()
     if configured:
         return configured
     answer = _device_answer(cache_root)
@@ -171,8 +171,8 @@ def _environment_error(message: str) -> Exception:
 
 
 def cxx_command() -> str:
-    """The C++ compiler torch would use."""
-    return os.environ.get("CXX") or "c++"
+    """The C++ compiler torch would use (the user's: never the ccache wrapper a build in another thread set)."""
+    return knobs.user_env("CXX") or "c++"
 
 
 def nvcc_command() -> str:
@@ -275,10 +275,10 @@ def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = Fals
         except RuntimeError:
             if not nvcc_optional:
                 raise
-        if os.environ.get("PYTORCH_NVCC"):
-            env["toolchain.pytorch_nvcc"] = os.environ["PYTORCH_NVCC"]
-        if os.environ.get("CC"):
-            env["toolchain.nvcc_host_cc"] = os.environ["CC"]
+        if knobs.user_env("PYTORCH_NVCC"):
+            env["toolchain.pytorch_nvcc"] = knobs.user_env("PYTORCH_NVCC")
+        if knobs.user_env("CC"):
+            env["toolchain.nvcc_host_cc"] = knobs.user_env("CC")
     return env
 
 

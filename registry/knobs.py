@@ -102,6 +102,7 @@ def environment_overrides(overrides: dict[str, str]):
     CCACHE_*), then restores what was there. Not thread-safe by itself: the
     caller serializes (ccache.compiler_environment)."""
     saved = {k: os.environ.get(k) for k in overrides}
+    _USER_VALUES.update(saved)  # before the overrides: user_env never sees them
     os.environ.update(overrides)
     try:
         yield
@@ -111,6 +112,21 @@ def environment_overrides(overrides: dict[str, str]):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+        for k in saved:
+            _USER_VALUES.pop(k, None)
+
+
+_USER_VALUES: dict[str, str | None] = {}  # while overrides are set: what the variables held before
+
+
+def user_env(name: str) -> str | None:
+    """An environment variable as the user set it. While a build's overrides
+    are in place (environment_overrides: CXX is our ccache wrapper, say) it is
+    the value from before them, so that a key computed in one thread while
+    another thread builds covers the user's compiler, never the wrapper."""
+    if name in _USER_VALUES:
+        return _USER_VALUES[name]
+    return os.environ.get(name)
 
 
 def device() -> str | None:
