@@ -94,25 +94,25 @@ def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repe
 
     from registry import _core, dtypes as dtype_table
     from registry.resolve import find
-    from registry.notebook import tune as tuning
+    from registry.notebook import tune as tuning, tune_timing
 
     manifest = find(name)
     backend = device
-    built, _, _ = tuning.build_configs(name, backend, manifest, manifest.tune.enumerate())
+    built = tuning.build_configs(name, backend, manifest, manifest.tune.enumerate()).ops
     spec = next(s for s in manifest.ops if s.name not in {o.backward for o in manifest.ops if o.backward})
     torch_dtype = dtype_table.torch_dtype(dtype)
-    flush = tuning._L2Flush() if backend == "cuda" else None
+    flush = tune_timing.L2Flush() if backend == "cuda" else None
     out = {}
     for shape in shapes:
-        shape_of = tuning._shapes_for(spec, shape)
+        shape_of = tuning.shape_for(spec, shape)
         samples = {label: [] for label in built}
         labels = list(built)
         for r in range(rounds):
             for i, label in enumerate(labels[:: 1 if r % 2 == 0 else -1]):
                 op = built[label][spec.name]
                 try:
-                    seconds, _ = tuning._time(op, spec, torch_dtype, backend, shape_of, {}, repeats, flush,
-                                              5000 + 100 * r + i)
+                    seconds, _ = tune_timing.median_time(op, spec, torch_dtype, backend, shape_of, {}, repeats,
+                                                         flush, 5000 + 100 * r + i)
                 except Exception:  # a faulting config: tune dropped it too
                     samples.pop(label, None)
                     continue

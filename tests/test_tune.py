@@ -1,12 +1,11 @@
 """registry.tune on the CPU backend, with a probe kernel written here: its
 configs differ in speed by the shape (BLOCK=1 is fast for few rows, BLOCK=8
-for many), one computes wrong (BAD=1) and one's launcher returns an error
-(FAULT=1), and both of those are the fastest of all, so only the check keeps
-them out. Every config writes its number into the `tag` output, so which
-config ran a call is visible.
-
-No process isolation here: the faulting config is a launcher that returns
-an error string, not one that crashes the process.
+for many), one computes wrong (BAD=1), one's launcher returns an error
+(FAULT=1) and one writes far past the end of its output (FAULT=2: a real
+SIGSEGV, which the check's isolated worker turns into a dropped config while
+this process goes on); all of those are the fastest of all, so only the
+check keeps them out. Every config writes its number into the `tag` output,
+so which config ran a call is visible.
 """
 from __future__ import annotations
 
@@ -39,8 +38,8 @@ outputs = { y = "like x", tag = "int64[x.shape[:-1]]" }
 sweep = { x = "[rows, cols]" }
 
 [tune]
-params = { BLOCK = [1, 8], BAD = [0, 1], FAULT = [0, 1] }
-rule = "BAD + FAULT <= 1"
+params = { BLOCK = [1, 8], BAD = [0, 1], FAULT = [0, 1, 2] }
+rule = "BAD == 0 || FAULT == 0"
 """
 
 SOURCE = r"""// probe: y = 2 x; tag[r] = 10 * BLOCK + BAD, the config that ran.
@@ -59,8 +58,9 @@ SOURCE = r"""// probe: y = 2 x; tag[r] = 10 * BLOCK + BAD, the config that ran.
 #endif
 
 KREG_API const char* probe_f32(kreg_tensor y, kreg_tensor tag, kreg_tensor x, void*) {
-  if (FAULT) return "probe: this config faults";
+  if (FAULT == 1) return "probe: this config faults";
   const int64_t rows = kreg::row_count(x), cols = kreg::row_length(x);
+  if (FAULT == 2) static_cast<volatile float*>(y.data)[rows * cols + (int64_t(1) << 40)] = 1.0f;  // SIGSEGV
   // BLOCK=1 suits few rows, BLOCK=8 many: the other one waits 2 ms.
   const int preferred = rows < 64 ? 1 : 8;
   if (!BAD && BLOCK != preferred) {
@@ -119,10 +119,13 @@ def test_wrong_and_faulting_configs_are_dropped_and_never_chosen(tuned):
     dropped = "\n".join(result.dropped)
     assert "BAD=1,BLOCK=1,FAULT=0: wrong: y:" in dropped, dropped
     assert "BAD=0,BLOCK=8,FAULT=1: fault: " in dropped and "probe: this config faults" in dropped, dropped
+    for block in (1, 8):  # the crash: a KernelFault in the worker, reported; this process goes on
+        assert f"BAD=0,BLOCK={block},FAULT=2: fault in the isolated worker: " in dropped, dropped
+    assert "SIGSEGV" in dropped, dropped
     assert result.winners[("probe", "float32", "16x32")] == "BAD=0,BLOCK=1,FAULT=0"
     assert result.winners[("probe", "float32", "256x32")] == "BAD=0,BLOCK=8,FAULT=0"
     table = result.table
-    assert not table[table["config"].str.contains("BAD=1|FAULT=1")]["chosen"].any()
+    assert not table[table["config"].str.contains("BAD=1|FAULT=1|FAULT=2")]["chosen"].any()
     assert table[table["config"].str.contains("BAD=1")]["median_us"].isna().all()  # dropped before timing
     many = table[(table["shape"] == "256x32") & table["chosen"].astype(bool)]
     assert float(many["speedup"].iloc[0]) > 2, many  # 2 ms of waiting saved
@@ -185,7 +188,7 @@ def test_configs_have_their_own_keys_and_the_default_is_a_plain_get(kernels_root
     manifest = _core.parse_manifest(str(kernels_root / name / "kernel.toml"))
     assert _core.config_label(manifest.config) == "BAD=0,BLOCK=1,FAULT=0"
     assert manifest.cflags[-3:] == ["-DBAD=0", "-DBLOCK=1", "-DFAULT=0"]
-    assert len(manifest.tune.enumerate()) == 6  # 8, less the two the rule rejects
+    assert len(manifest.tune.enumerate()) == 8  # 12, less the four the rule rejects (BAD=1 with FAULT=1 or 2)
     other = _core.with_config(manifest, [("BLOCK", 8), ("BAD", 0), ("FAULT", 0)])
     from registry.build import keys
 

@@ -28,19 +28,23 @@ _Tensor = torch.Tensor
 _twins: dict[tuple[int, str], "IsolatedOp"] = {}  # (id of the source op, flavor) -> its isolated twin
 
 
-def twin_of(source: Op, flavor: str = "plain") -> "IsolatedOp":
+def twin_of(source: Op, flavor: str = "plain", artifacts: dict | None = None) -> "IsolatedOp":
     twin = _twins.get((id(source), flavor))
     if twin is None or twin._source is not source:
-        twin = _twins[(id(source), flavor)] = IsolatedOp(source, flavor)
+        twin = _twins[(id(source), flavor)] = IsolatedOp(source, flavor, artifacts)
     return twin
 
 
 class IsolatedOp(Op):
-    __slots__ = ("_source", "_mirrored", "_flavor", "_proxy")
+    __slots__ = ("_source", "_mirrored", "_flavor", "_proxy", "_artifacts")
 
-    def __init__(self, source: Op, flavor: str):
+    def __init__(self, source: Op, flavor: str, artifacts: dict | None = None):
+        """artifacts: the files of the build `source` runs (Status.artifacts),
+        for an op of a build that is not its kernel's current one (a config
+        registry.tune checks); by default the kernel's current build."""
         super().__init__(source.kernel, source.name, source.signature, list(source._arg_names), source._spec)
         self._source, self._mirrored, self._flavor, self._proxy = source, None, flavor, None
+        self._artifacts = artifacts
 
     @property
     def isolated(self) -> str:
@@ -61,11 +65,12 @@ class IsolatedOp(Op):
                               f"cannot run in an isolated worker (its launcher is not the registry's C ABI). "
                               f"Declare the op in kernel.toml with the generated binding, or call it without "
                               f"isolate=True.")
-        cubin = library = ""
-        state = STATE.kernels.get((source.kernel, source.backend))
-        if state is not None:
-            cubin = state.status.artifacts.get("device code (cubin)", "")
-            library = state.status.artifacts.get("kernel library", "")
+        artifacts = self._artifacts
+        if artifacts is None:
+            state = STATE.kernels.get((source.kernel, source.backend))
+            artifacts = state.status.artifacts if state is not None else {}
+        cubin = artifacts.get("device code (cubin)", "")
+        library = artifacts.get("kernel library", "")
         ordinal = torch.cuda.current_device() if source.backend == "cuda" else 0
         launchers = None
         if self._flavor != "plain":  # the checked variant of this version (checked.py), built on first use
@@ -138,7 +143,7 @@ class IsolatedOp(Op):
 
     def snapshot(self) -> "IsolatedOp":
         self._follow()
-        frozen = IsolatedOp(self._source.snapshot(), self._flavor)
+        frozen = IsolatedOp(self._source.snapshot(), self._flavor, self._artifacts)
         return frozen
 
     def __repr__(self) -> str:
@@ -148,12 +153,13 @@ class IsolatedOp(Op):
 _groups: dict = {}  # (id of the source OpGroup, flavor) -> the group of twins
 
 
-def isolated(handle, flavor: str = "plain"):
-    """The isolated twin of an Op (or an OpGroup of twins), following it."""
+def isolated(handle, flavor: str = "plain", artifacts: dict | None = None):
+    """The isolated twin of an Op (or an OpGroup of twins), following it.
+    artifacts: see IsolatedOp (an Op only)."""
     from registry.op import OpGroup
 
     if isinstance(handle, Op):
-        twin = twin_of(handle, flavor)
+        twin = twin_of(handle, flavor, artifacts)
         twin._follow()
         return twin
     group = _groups.get((id(handle), flavor))

@@ -132,6 +132,8 @@ class ProxyTable:
                         _item_sizes(self.table, spec, code), ordinal)
             link.param_names = [r.name or f"output {k}" for k, r in enumerate(spec.signature.returns)] + \
                 [a.name for a in spec.signature.args]
+            link.roles = ("out",) * len(spec.signature.returns) + tuple(
+                "inout" if a.mutated else "in" for a in spec.signature.args)
             callback = prototype(link.forward)
             self._callbacks.append(callback)
             self.links[code] = link
@@ -171,6 +173,10 @@ class Link:
         self.library, self.symbol, self.cubin, self.kinds = library, symbol, cubin, kinds
         self.item_sizes, self.ordinal = item_sizes, ordinal
         self.error_text = None  # the last launcher error, kept alive while the binding reads it
+        # Per parameter: "out" (a return the binding just allocated: a staged one
+        # is copied back, not in), "inout" (a Tensor(a!): both ways) or "in" (read
+        # only: copied in, not back).
+        self.roles = ("inout",) * len(kinds)
 
     def forward(self, *params):
         try:
@@ -191,9 +197,9 @@ class Link:
                 cuda_memory.synchronize(params[-1])  # the parent's stream: what it queued before this call
             launcher = worker.launcher_id(self.library, self.symbol, self.cubin, self.kinds, self.item_sizes, timeout)
             parts = [wire.CALL_HEAD.pack(b"C", launcher)]
-            staged = []  # (address, offset in staging, bytes), copied in before and back after
+            staged = []  # (address, offset in staging, bytes, ...): copied in before, written ones back after
             staged_bytes = 0
-            for kind, value, item_size in zip(self.kinds, params, self.item_sizes):
+            for kind, value, item_size, role in zip(self.kinds, params, self.item_sizes, self.roles):
                 if kind == "T":
                     ndim = value.ndim
                     if ndim < 0:
@@ -209,7 +215,7 @@ class Link:
                             # Not shared memory (CPU: an output the binding allocated; CUDA:
                             # memory IPC cannot share): staged. The offset keeps the alignment.
                             offset = staged_bytes + (data & 63)
-                            staged.append((data, offset, nbytes, len(parts), ndim, numel))
+                            staged.append((data, offset, nbytes, len(parts), ndim, numel, role))
                             staged_bytes = (offset + nbytes + 63) & ~63
                             region = wire.NO_REGION
                         else:
@@ -232,16 +238,18 @@ class Link:
                 region, base = (cuda_memory.staging_buffer(worker, staged_bytes) if cuda
                                 else worker.staging_buffer(staged_bytes))
                 move = cuda_memory.copy if cuda else ctypes.memmove
-                for data, offset, nbytes, at, ndim, numel in staged:
-                    move(base + offset, data, nbytes)
+                for data, offset, nbytes, at, ndim, numel, role in staged:
+                    if role != "out":
+                        move(base + offset, data, nbytes)
                     parts[at] = wire.TENSOR_HEAD.pack(ndim, region, offset, numel)
                 worker.staged_calls += 1
                 worker.staged_bytes += sum(s[2] for s in staged)
             message = b"".join(parts)
             reply = worker.request(message, timeout)
             worker.calls += 1
-            for data, offset, nbytes, *_ in staged:
-                move(data, base + offset, nbytes)
+            for data, offset, nbytes, _, _, _, role in staged:
+                if role != "in":
+                    move(data, base + offset, nbytes)
         except WorkerDied as died:
             SUPERVISOR.retire(worker)
             SUPERVISOR.faults += 1
