@@ -24,7 +24,6 @@ from pathlib import Path
 from registry.isolation import wire
 
 SPIN_READS = 100  # non-blocking reads before a blocking wait (~50 us)
-RECV_BYTES = 1 << 16
 
 SIGNAL_MEANING = {
     signal.SIGSEGV: "a segmentation fault: the kernel read or wrote memory the process does not own "
@@ -79,6 +78,10 @@ class Worker:
         self.calls = 0
         self._log_read = 0
         self._poller = select.poll()
+        # Replies are read into one buffer made here: a bytes object allocated
+        # per read (failed non-blocking reads included) costs the spin.
+        self._reply = bytearray(wire.MAX_MESSAGE)
+        self._reply_view = memoryview(self._reply)
         self._poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.sock.send(wire.HELLO.pack(b"H", wire.VERSION, b"g" if backend == "cuda" else b"c", ordinal,
                                        flavor != "plain"))
@@ -172,20 +175,20 @@ class Worker:
         # first (a blocking wait costs a wake-up of this process), then wait
         # in slices of at most a second, so Ctrl-C is seen at once (Python
         # runs the handler and poll raises KeyboardInterrupt).
-        recv = sock.recv
+        recv_into, buffer = sock.recv_into, self._reply
         for _ in range(SPIN_READS):
             try:
-                reply = recv(RECV_BYTES, socket.MSG_DONTWAIT)
+                size = recv_into(buffer, 0, socket.MSG_DONTWAIT)
                 break
             except BlockingIOError:
                 continue
         else:
-            reply = self._wait(timeout)
-        if not reply:
+            size = self._wait(timeout)
+        if not size:
             raise self._died()
-        return reply
+        return self._reply_view[:size].tobytes()
 
-    def _wait(self, timeout: float) -> bytes:
+    def _wait(self, timeout: float) -> int:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -199,9 +202,9 @@ class Worker:
                 raise
             if ready:
                 try:
-                    return self.sock.recv(RECV_BYTES)
+                    return self.sock.recv_into(self._reply)
                 except OSError:
-                    return b""
+                    return 0
 
     def _died(self) -> WorkerDied:
         try:

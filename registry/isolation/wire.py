@@ -40,6 +40,8 @@ A worker that dies while a call is in flight faulted; its exit status says how.
 import ctypes
 import struct
 
+MAX_MESSAGE = 1 << 20  # the largest packet either side reads (a call with many tensors is a few KiB)
+
 VERSION = 1
 NO_REGION = 0xFFFFFFFF
 STAGING_REGION = 0  # the parent's staging buffer, for memory that is not shared

@@ -103,16 +103,30 @@ class Worker:
         self.cuda = None
         self.checked = False
 
+    def receive(self, flags: int = 0) -> tuple[bytes, list[int]]:
+        """One message and the fds it carries, read into a buffer made once:
+        socket.recv_fds would allocate (and map) a fresh 1 MiB buffer per read,
+        failed non-blocking reads included, which was most of a short call."""
+        size, ancillary, _, _ = self.sock.recvmsg_into([self.buffer], _FD_SPACE, flags)
+        fds = []
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds += struct.unpack(f"{len(data) // 4}i", data[:len(data) - len(data) % 4])
+        return self.view[:size].tobytes(), fds
+
     def serve(self) -> None:
+        self.buffer = bytearray(wire.MAX_MESSAGE)
+        self.view = memoryview(self.buffer)
+        receive = self.receive
         while True:
             for _ in range(SPIN_READS):
                 try:
-                    message, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 4, socket.MSG_DONTWAIT)
+                    message, fds = receive(socket.MSG_DONTWAIT)
                     break
                 except BlockingIOError:
                     continue
             else:
-                message, fds, _, _ = socket.recv_fds(self.sock, 1 << 20, 4)
+                message, fds = receive()
             if not message:
                 return  # the parent closed its end
             what = message[:1]
@@ -300,6 +314,7 @@ _libc.free.argtypes = [ctypes.c_void_p]
 _INT64_POINTER = ctypes.POINTER(ctypes.c_int64)
 _EMPTY_DIMS = (ctypes.c_int64 * 1)()
 SPIN_READS = 200  # non-blocking reads after a reply before a blocking wait: the next call often follows at once
+_FD_SPACE = socket.CMSG_SPACE(4 * struct.calcsize("i"))  # a message carries at most 4 fds
 
 
 def main() -> None:
