@@ -333,3 +333,65 @@ def test_builds_with_the_same_compiler_settings_share_the_environment_and_others
     assert elapsed < 4 * 0.3, elapsed  # the four 9.0 builds overlapped (serialized: 1.5 s in all)
     assert elapsed >= 2 * 0.3 - 0.05  # the 8.0 one ran alone, before or after them
     assert os.environ.get("TORCH_CUDA_ARCH_LIST") == before
+
+
+TWO_OPS = """\
+format = 1
+reference = "reference.py"
+cflags = ["-O2"]
+
+[cpu]
+sources = ["probe.cpp", "axpy.cpp"]
+
+[[op]]
+signature = "probe(Tensor x) -> (Tensor y, Tensor tag)"
+outputs = { y = "like x", tag = "int64[x.shape[:-1]]" }
+sweep = { x = "[rows, cols]" }
+tune = ["BLOCK"]
+
+[[op]]
+signature = "axpy(Tensor x, Tensor y, float alpha) -> Tensor"
+tune = ["UNROLL"]
+
+[tune]
+params = { BLOCK = [1, 8], UNROLL = [1, 2, 4] }
+"""
+
+AXPY_SOURCE = r"""// out = alpha * x + y, UNROLL elements a step (the tail one at a time).
+#include "kreg/cpu.h"
+
+#ifndef UNROLL
+#define UNROLL 1
+#endif
+
+KREG_API const char* axpy_f32(kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, void*) {
+  const float* xs = static_cast<const float*>(x.data);
+  const float* ys = static_cast<const float*>(y.data);
+  float* os = static_cast<float*>(out.data);
+  int64_t i = 0;
+  for (; i + UNROLL <= x.numel; i += UNROLL)
+    for (int u = 0; u < UNROLL; ++u) os[i + u] = alpha * xs[i + u] + ys[i + u];
+  for (; i < x.numel; ++i) os[i] = alpha * xs[i] + ys[i];
+  return nullptr;
+}
+"""
+
+
+def test_each_op_is_tried_only_with_the_parameters_it_reads(kernels_root):
+    name = f"probe_ops{next(_counter)}"
+    folder = write_probe(kernels_root, name)
+    (folder / "kernel.toml").write_text(TWO_OPS)
+    (folder / "axpy.cpp").write_text(AXPY_SOURCE)
+    (folder / "reference.py").write_text(REFERENCE + "\n\ndef axpy(x, y, alpha):\n    return alpha * x + y\n")
+    result = registry.tune(name, shapes=[FEW], device="cpu", repeats=3, keep=False)
+    table = result.table
+    tried = {op: set(table[table["op"] == op]["config"]) for op in ("probe", "axpy")}
+    assert tried["probe"] == {"BLOCK=1,UNROLL=1", "BLOCK=8,UNROLL=1"}, tried
+    assert tried["axpy"] == {"BLOCK=1,UNROLL=1", "BLOCK=1,UNROLL=2", "BLOCK=1,UNROLL=4"}, tried
+    assert table["passed"].all(), table
+    # 4 builds (the sum of the two spaces, sharing the default), not the product's 6.
+    assert len(tried["probe"] | tried["axpy"]) == 4
+    from registry.errors import UsageError
+
+    with pytest.raises(UsageError, match="has no op .nope."):
+        registry.tune(name, shapes=[FEW], device="cpu", ops=["nope"])

@@ -110,7 +110,8 @@ void init_manifest_on_demand(py::module_& m) {
       .def_readonly("outputs", &OpSpec::outputs)
       .def_readonly("reference", &OpSpec::reference)
       .def_readonly("baseline", &OpSpec::baseline)
-      .def_readonly("sweep", &OpSpec::sweep);
+      .def_readonly("sweep", &OpSpec::sweep)
+      .def_readonly("tune_params", &OpSpec::tune_params);
   registered_class<Manifest>()
       .def_readonly("description", &Manifest::description)
       .def_readonly("binding_source", &Manifest::binding_source)

@@ -36,7 +36,7 @@ const char* const kTopKeys[] = {"format",  "name",    "description", "binding", 
 const char* const kBackendKeys[] = {"sources", "cflags", "compiler", "device_sources", "device_cflags"};
 const char* const kTuneKeys[] = {"params", "default", "rule"};
 const char* const kOpKeys[] = {"signature", "dtypes",   "launcher", "same_shape", "reference",
-                               "outputs",   "arg_dtypes", "backward", "baseline",   "sweep"};
+                               "outputs",   "arg_dtypes", "backward", "baseline",   "sweep", "tune"};
 
 // Spellings people reach for that edit distance alone would not catch.
 const std::map<std::string, std::string>& key_aliases() {
@@ -148,6 +148,7 @@ class ManifestParser {
     }
     parse_ops(root, &m);
     parse_tune(root, &m);
+    parse_op_tunes(root, &m);
     apply_config(&m, m.tune.default_config());
     return m;
   }
@@ -719,6 +720,36 @@ class ManifestParser {
                                   "; Tensor arguments: " + tensor_list);
     }
     return names;
+  }
+
+  // [[op]] tune = ["NAME", ...]: the [tune] parameters the op's code reads;
+  // registry.tune varies only those for it. Without the key, all of them.
+  void parse_op_tunes(const toml::table& root, Manifest* m) const {
+    const toml::array& array = *root.get("op")->as_array();  // parse_ops checked it
+    for (size_t i = 0; i < m->ops.size(); ++i) {
+      OpSpec& op = m->ops[i];
+      for (const ConfigParam& p : m->tune.params) op.tune_params.push_back(p.name);
+      const toml::node* node = array[i].as_table()->get("tune");
+      if (node == nullptr) continue;
+      const std::string field = dotted(indexed("op", i), "tune");
+      if (m->tune.empty()) {
+        fail(field, "names parameters of the kernel's [tune] table, and there is none; add [tune] with "
+                    "params = { NAME = [value, ...] }, or remove this key");
+      }
+      std::vector<std::string> names = read_string_list(*node, field);
+      for (size_t k = 0; k < names.size(); ++k) {
+        if (std::find(op.tune_params.begin(), op.tune_params.end(), names[k]) == op.tune_params.end()) {
+          std::string known;
+          for (const ConfigParam& p : m->tune.params) known += (known.empty() ? "" : ", ") + p.name;
+          fail(indexed(field, k), in_quotes(names[k]) + " is not a parameter of [tune]; its parameters: " + known);
+        }
+        if (std::find(names.begin(), names.begin() + k, names[k]) != names.begin() + k) {
+          fail(indexed(field, k), in_quotes(names[k]) + " is listed twice");
+        }
+      }
+      std::sort(names.begin(), names.end());  // the space's order
+      op.tune_params = std::move(names);
+    }
   }
 
   // [tune]: params = { NAME = [values] }, default = { NAME = value }, rule = "...".

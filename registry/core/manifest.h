@@ -73,6 +73,8 @@
 //                                         #   zero) for every config.
 //   Every unit of every backend gets a config as defines, -DNAME=VALUE, appended to `cflags`
 //   and to [cuda] device_cflags (so the content key covers them: each config is its own build).
+//   In an [[op]]: tune = ["THREADS"] names the parameters that op's code reads (default: all);
+//   registry.tune varies only those for it, so a kernel's ops cost the sum of their spaces.
 //   The parsed manifest carries the default config's; with_config() gives another's. Kernel
 //   code keeps its hand-set value as the fallback: #ifndef ROWS / #define ROWS 1 / #endif.
 //
@@ -141,6 +143,10 @@ struct OpSpec {
   std::vector<OutputSpec> outputs;      // one per return
   // Tensor argument -> its shape in named sizes ("rows", "cols") or integers.
   std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
+  // The kernel's [tune] parameters this op's code reads (sorted): registry.tune
+  // varies only these for it, the others stay at their defaults. Every
+  // parameter unless the op's `tune` key lists fewer; empty without [tune].
+  std::vector<std::string> tune_params;
 };
 
 struct Manifest {

@@ -636,6 +636,41 @@ TEST_F(ManifestTuneTest, WithConfigReplacesTheDefaultsDefines) {
   EXPECT_THROW(with_config(m, {{"T", 256}, {"R", 1}, {"X", 1}}), ManifestError);
 }
 
+TEST_F(ManifestTuneTest, AnOpNamesTheParametersItReads) {
+  const std::string two_ops =
+      std::string("format = 1\n") + kCuda +
+      "[[op]]\nsignature = \"fwd(Tensor x) -> Tensor\"\ntune = [\"ROWS\", \"BLOCK\"]\n"
+      "[[op]]\nsignature = \"bwd(Tensor x) -> Tensor\"\ntune = []\n"
+      "[[op]]\nsignature = \"other(Tensor x) -> Tensor\"\n"
+      "[tune]\nparams = { BLOCK = [1, 2], ROWS = [1, 4], UNROLL = [1, 8] }\n";
+  Manifest m = parse(two_ops);
+  EXPECT_EQ(m.ops[0].tune_params, (std::vector<std::string>{"BLOCK", "ROWS"}));  // the space's order
+  EXPECT_TRUE(m.ops[1].tune_params.empty());
+  EXPECT_EQ(m.ops[2].tune_params, (std::vector<std::string>{"BLOCK", "ROWS", "UNROLL"}));  // all by default
+  EXPECT_EQ(with_config(m, {{"BLOCK", 2}, {"ROWS", 1}, {"UNROLL", 8}}).ops[0].tune_params, m.ops[0].tune_params);
+  EXPECT_TRUE(parse(std::string("format = 1\n") + kCuda + kOp).ops[0].tune_params.empty());  // no [tune]
+}
+
+TEST_F(ManifestTuneTest, AnOpsTuneErrors) {
+  auto field_of = [&](const std::string& op_tune, const std::string& tune) {
+    try {
+      parse(std::string("format = 1\n") + kCuda + kOp + op_tune + tune);
+    } catch (const ManifestError& e) {
+      return std::pair<std::string, std::string>{e.field(), e.what()};
+    }
+    return std::pair<std::string, std::string>{"(no error)", ""};
+  };
+  const std::string space = "[tune]\nparams = { ROWS = [1, 2] }\n";
+  auto [field, what] = field_of("tune = [\"COLS\"]\n", space);
+  EXPECT_EQ(field, "op[0].tune[0]");
+  EXPECT_NE(what.find("\"COLS\" is not a parameter of [tune]; its parameters: ROWS"), std::string::npos) << what;
+  EXPECT_EQ(field_of("tune = [\"ROWS\", \"ROWS\"]\n", space).first, "op[0].tune[1]");
+  EXPECT_EQ(field_of("tune = \"ROWS\"\n", space).first, "op[0].tune");
+  std::tie(field, what) = field_of("tune = [\"ROWS\"]\n", "");
+  EXPECT_EQ(field, "op[0].tune");
+  EXPECT_NE(what.find("there is none"), std::string::npos) << what;
+}
+
 TEST(ConfigLabelTest, RoundTrips) {
   const Config c{{"A", -3}, {"B", 40}};
   EXPECT_EQ(parse_config_label(config_label(c)), c);

@@ -78,6 +78,19 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     shapes = [tuple(s) for s in (shapes or [(4096, 1024)])]
     backwards = {spec.backward for spec in manifest.ops if spec.backward}  # tuned only when named in `ops`
     specs = [spec for spec in manifest.ops if (spec.name in ops if ops is not None else spec.name not in backwards)]
+    if ops is not None:
+        unknown = sorted(set(ops) - {spec.name for spec in manifest.ops})
+        if unknown:
+            raise UsageError(f"kernel {name!r} has no op {', '.join(map(repr, unknown))}; its ops: "
+                             f"{', '.join(spec.name for spec in manifest.ops)}")
+        for spec in specs:
+            if not spec.tune_params:
+                raise UsageError(f"op {spec.name!r} reads none of the [tune] parameters (tune = [] in its [[op]] "
+                                 f"in {manifest.file}): there is nothing to tune for it")
+    specs = [spec for spec in specs if spec.tune_params]  # an op with tune = [] has only the default
+    if not specs:
+        raise UsageError(f"no op of {name!r} reads a [tune] parameter: list the ones each op reads in its "
+                         f"[[op]] (tune = [\"THREADS\"]), or leave the key out (all of them)")
     for spec in specs:
         for dtype in dtypes or [spec.dtypes[0]]:
             if dtype not in spec.dtypes:
@@ -86,9 +99,8 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
         cached = _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tuned_table, start)
         if cached is not None:
             return cached
-    configs = manifest.tune.enumerate()  # the default first
-    labels = [_core.config_label(c) for c in configs]
-    default_label = labels[0]
+    configs, labels_of = _configs_per_op(manifest, specs)
+    default_label = _core.config_label(configs[0])
 
     # ---- build, side by side --------------------------------------------
     build_start = time.perf_counter()
@@ -117,8 +129,8 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
             for shape in shapes:
                 check = CaseCheck(spec, torch_dtype, backend, shape_for(spec, shape), args or {}, reference_fn, module,
                                   isolate)
-                rows += _tune_case(spec, dtype, torch_dtype, shape, backend, configs_built, labels, check, args or {},
-                                   repeats, flush, failed)
+                rows += _tune_case(spec, dtype, torch_dtype, shape, backend, configs_built, labels_of[spec.name],
+                                   check, args or {}, repeats, flush, failed)
     for row in rows:
         if not row["passed"]:
             failed.add(row["config"])
@@ -146,6 +158,23 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     device_label = torch.cuda.get_device_name() if backend == "cuda" else "cpu"
     return TuneResult(name, device_label, rows, winners, dropped, build_seconds, time.perf_counter() - start, path,
                       configs_built.compiled)
+
+
+def _configs_per_op(manifest, specs) -> tuple[list, dict[str, list[str]]]:
+    """The configs to build (the default first) and, per op, the labels of
+    those it is tried with: the ones that differ from the default only in
+    the parameters the op reads (its `tune` key), so a kernel's ops cost the
+    sum of their spaces, not the product."""
+    every = manifest.tune.enumerate()  # the default first
+    defaults = dict(every[0])
+    labels_of, wanted = {}, set()
+    for spec in specs:
+        reads = set(spec.tune_params)
+        mine = [i for i, config in enumerate(every)
+                if all(value == defaults[param] for param, value in config if param not in reads)]
+        labels_of[spec.name] = [_core.config_label(every[i]) for i in mine]
+        wanted.update(mine)
+    return [every[i] for i in sorted(wanted)], labels_of
 
 
 @dataclass
