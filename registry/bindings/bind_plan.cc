@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 
+#include "build_keys.h"
 #include "discovery.h"
 #include "dtype.h"
 #include "launcher_table.h"
@@ -175,6 +176,16 @@ void init_plan_on_demand(py::module_& m) {
                              const std::string& registry_include) {
     return kernel_lib_key(manifest, facts_of(backend, env, registry_include, {}, false), files);
   }, py::arg("manifest"), py::arg("backend"), py::arg("env"), py::arg("files"), py::arg("registry_include"));
+  // files: (path, the bytes compiled) of the cubin's snapshot, hashed here.
+  m.def("device_key", [](const Manifest& manifest, const std::string& registry_include,
+                         const std::vector<std::pair<std::string, py::bytes>>& files, const std::string& recipe,
+                         const std::vector<std::string>& options,
+                         const std::vector<std::pair<std::string, std::string>>& compiler_inputs) {
+    std::vector<std::pair<std::string, Digest>> digests;
+    for (const auto& [path, bytes] : files) digests.emplace_back(path, hash_bytes(std::string_view(bytes)));
+    return device_key(manifest, registry_include, digests, recipe, options, compiler_inputs);
+  }, py::arg("manifest"), py::arg("registry_include"), py::arg("files"), py::arg("recipe"), py::arg("options"),
+     py::arg("compiler_inputs"));
   m.def("built_directly", &built_directly, py::arg("manifest"), py::arg("backend"));
   m.attr("DIRECT_RECIPE") = kDirectRecipe;
   m.def("binding_namespace", &binding_namespace, py::arg("signature"), py::arg("backend"));

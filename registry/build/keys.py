@@ -49,18 +49,6 @@ def nvcc_flags(manifest) -> list[str]:
     return ["-forward-unknown-to-host-compiler", *manifest.cflags, *manifest.cuda.cflags]
 
 
-def _label(path: str, manifest) -> str:
-    """Paths in key inputs are relative where possible, so a checkout moved to
-    another folder keeps its keys' readable names (content still decides).
-    (String prefixes, as Path.relative_to compares: lexically.)"""
-    path = os.path.normpath(path)
-    for base, prefix in ((manifest.dir, ""), (str(REGISTRY_INCLUDE), "registry/include/")):
-        base = os.path.normpath(base)
-        if path.startswith(base + "/"):
-            return prefix + path[len(base) + 1:]
-    return path
-
-
 def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:
     """(every file the scan finds the kernel library depends on, unresolved includes)."""
     sources = kernel_sources(manifest, backend)

@@ -95,6 +95,23 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   return kb.finish();
 }
 
+Key device_key(const Manifest& m, const std::string& registry_include,
+               const std::vector<std::pair<std::string, Digest>>& files, const std::string& recipe,
+               const std::vector<std::string>& options,
+               const std::vector<std::pair<std::string, std::string>>& compiler_inputs) {
+  const std::vector<LabelRoot> roots = key_label_roots(m, registry_include);
+  KeyBuilder kb;
+  kb.add("kernel", m.name).add("backend", "cuda").add("kind", "device");
+  kb.add("recipe", recipe);
+  for (const auto& [path, digest] : files) {
+    kb.add_file_digest(label(fs::path(path).lexically_normal().string(), roots), digest);
+  }
+  kb.add_list("flags.device", options);
+  kb.add_list("include_dirs", m.include_dirs);
+  for (const auto& [name, value] : compiler_inputs) kb.add(name, value);
+  return kb.finish();
+}
+
 std::string binding_namespace(const Signature& signature, const std::string& backend) {
   return "kreg_" + hash_fields_hex({{"signature", signature.canonical()},
                                 {"backend", backend},

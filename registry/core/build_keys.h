@@ -13,6 +13,12 @@
 //                         toolchain.* inputs (a direct build leaves out those
 //                         of torch, Python and nvcc: kNotDirectInputs)
 //                         + the files its dependency record adds (dep_record.h)
+//   device (cubin)        kernel, backend "cuda", kind "device", recipe (the
+//                         device compiler's), file:<label> per file its
+//                         snapshot holds (content digests: the bytes compiled),
+//                         flags.device (the compiler's options), include_dirs,
+//                         and the compiler's own inputs (its identity)
+//                         + the files its dependency record adds
 //   binding               kind, backend, signature (canonical text), template,
 //                         file:registry/include/kreg/abi.h, the environment
 //                         less env.cuda_arch, toolchain.kernel_lib and nvcc's
@@ -56,6 +62,13 @@ Key kernel_lib_key(const Manifest& manifest, const PlanFacts& facts, const std::
 std::string binding_namespace(const Signature& signature, const std::string& backend);
 Key binding_key(const Signature& signature, const std::string& backend,
                 const std::map<std::string, std::string>& env, const std::string& registry_include);
+// The cubin's base key (registry/device/cubin_build.py): `files` are (path,
+// content digest) of the snapshot compiled, labeled as a kernel library's
+// are; `compiler_inputs` the device compiler's identity (name -> value).
+Key device_key(const Manifest& manifest, const std::string& registry_include,
+               const std::vector<std::pair<std::string, Digest>>& files, const std::string& recipe,
+               const std::vector<std::string>& options,
+               const std::vector<std::pair<std::string, std::string>>& compiler_inputs);
 // The manifest's include path: the kernel folder, its include_dirs, the registry's headers.
 std::vector<std::string> include_dirs(const Manifest& manifest, const std::string& registry_include);
 // The sources a kernel library (or pybind module) compiles.

@@ -254,6 +254,26 @@ TEST_F(PlanTest, ABindingIsHostCxxWhoseKeyNoCudaCompilerReaches) {
   EXPECT_NE(binding_key(m.ops[0].signature, "cuda", env, facts_.registry_include).digest.hex(), plain);
 }
 
+TEST_F(PlanTest, ACubinsKeyCoversTheBytesCompiledLabeledAsALibrarysFiles) {
+  Manifest m = manifest();
+  const std::vector<std::pair<std::string, std::string>> compiler = {{"toolchain.nvrtc", "nvrtc 13.0"}};
+  auto key_of = [&](const std::string& device_code, const std::vector<std::string>& options) {
+    return device_key(m, facts_.registry_include,
+                      {{dir_ + "/sub/../axpy_device.cu", hash_bytes(device_code)},
+                       {facts_.registry_include + "/kreg/device.cuh", hash_bytes("header")}},
+                      "nvrtc-1", options, compiler);
+  };
+  Key key = key_of("__global__ void k() {}", {"-arch=sm_90"});
+  std::vector<std::string> names;
+  for (const KeyInput& input : key.inputs) names.push_back(input.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"backend", "file:axpy_device.cu", "file:registry/include/kreg/device.cuh",
+                                             "flags.device", "include_dirs", "kernel", "key.format", "kind", "recipe",
+                                             "toolchain.nvrtc"}));
+  EXPECT_EQ(key_of("__global__ void k() {}", {"-arch=sm_90"}).digest.hex(), key.digest.hex());
+  EXPECT_NE(key_of("__global__ void k() { }", {"-arch=sm_90"}).digest.hex(), key.digest.hex());  // the bytes
+  EXPECT_NE(key_of("__global__ void k() {}", {"-arch=sm_100"}).digest.hex(), key.digest.hex());  // the options
+}
+
 // The launcher header is force-included into a kernel-lib's sources, so its
 // generator's version is an input of the kernel-lib's key (a bump rebuilds),
 // and of nothing a pybind module compiles (it does not include the header).

@@ -171,17 +171,10 @@ def target_arch(cuda_arch_list: str | None) -> str:
 
 
 def device_key(manifest, snapshot: Snapshot, arch: str, compiler):
+    """The cubin's base key, made by the core (core/build_keys.h says what it covers)."""
     compiler = _as_compiler(compiler)
-    kb = _core.KeyBuilder()
-    kb.add("kernel", manifest.name).add("backend", "cuda").add("kind", "device")
-    kb.add("recipe", compiler.recipe)
-    for path in sorted(snapshot.files):
-        kb.add(f"file:{keys._label(path, manifest)}", _core.hash_bytes_hex(snapshot.files[path]))
-    kb.add_list("flags.device", compiler.options(manifest, arch))
-    kb.add_list("include_dirs", list(manifest.include_dirs))
-    for name, value in compiler.key_inputs():
-        kb.add(name, value)
-    return kb.finish()
+    return _core.device_key(manifest, str(keys.REGISTRY_INCLUDE), sorted(snapshot.files.items()), compiler.recipe,
+                            compiler.options(manifest, arch), list(compiler.key_inputs()))
 
 
 def _mirror_path(path: str, manifest, staging: Path, roots=None) -> str:
@@ -321,7 +314,7 @@ def _entry_input(entry, name: str) -> str | None:
 
 def dep_labels(manifest):
     """Labels of the dependency record's files: the same as the key's file:
-    inputs (keys._label), so checkouts at different paths share records."""
+    inputs (core/build_keys.h), so checkouts at different paths share records."""
     return _core.DepLabels([("", os.path.realpath(manifest.dir)),
                             ("registry/include/", os.path.realpath(keys.REGISTRY_INCLUDE))])
 
