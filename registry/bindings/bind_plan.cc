@@ -162,6 +162,16 @@ void init_plan_on_demand(py::module_& m) {
       });
   m.def("try_claim", &try_claim, py::arg("store"), py::arg("artifact"),
         py::call_guard<py::gil_scoped_release>());
+  // label_roots: (prefix, folder) pairs, as DepLabels takes them.
+  m.def("recorded_artifact", [](const std::string& what, const std::string& kind, const Key& base,
+                                const std::string& record_path,
+                                const std::vector<std::pair<std::string, std::string>>& label_roots,
+                                std::vector<std::string> scanned, bool force) {
+    std::vector<LabelRoot> roots;
+    for (const auto& [prefix, dir] : label_roots) roots.push_back(LabelRoot{prefix, dir});
+    return recorded_artifact(what, kind, base, record_path, std::move(roots), std::move(scanned), force);
+  }, py::arg("what"), py::arg("kind"), py::arg("base"), py::arg("record_path"), py::arg("label_roots"),
+     py::arg("scanned"), py::arg("force"));
 
   py::class_<Published>(m, "Published")
       .def_readonly("entry", &Published::entry)

@@ -108,7 +108,7 @@ def ensure(store, target: Target, plan: BuildPlan, remote=None) -> Artifact:
     """The artifact the plan found missing: claimed under its lock, where
     another process's build may turn up; else built and published."""
     force, reason = target.artifact.force, target.artifact.miss_reason
-    claim = _claim(store, target)
+    claim = claim_artifact(store, target)
     if claim.hit is not None:
         # Another process built (and recorded) it while we waited.
         if target.key is None:
@@ -141,7 +141,7 @@ def ensure(store, target: Target, plan: BuildPlan, remote=None) -> Artifact:
     return artifact
 
 
-def _claim(store, target: Target):
+def claim_artifact(store, target: Target):
     """Polls for the build lock: Ctrl-C stays responsive and a timeout names the holder."""
     start, timeout, delay = time.monotonic(), knobs.lock_timeout(), 0.005
     while (claim := _core.try_claim(store, target.artifact)).busy:

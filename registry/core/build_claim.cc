@@ -4,6 +4,21 @@
 
 namespace kreg {
 
+ArtifactPlan recorded_artifact(const std::string& what, const std::string& kind, const Key& base,
+                               const std::string& record_path, std::vector<LabelRoot> label_roots,
+                               std::vector<std::string> scanned, bool force) {
+  ArtifactPlan artifact;
+  artifact.what = what;
+  artifact.kind = kind;
+  artifact.lock_key = base.digest.hex();
+  artifact.base = base;
+  artifact.record_path = record_path;
+  artifact.label_roots = std::move(label_roots);
+  artifact.scanned = std::move(scanned);
+  artifact.force = force;
+  return artifact;
+}
+
 Claim try_claim(const CacheStore& store, const ArtifactPlan& artifact) {
   Claim claim;
   claim.lock = FileLock::try_acquire(store.lock_path(artifact.lock_key));
@@ -13,8 +28,10 @@ Claim try_claim(const CacheStore& store, const ArtifactPlan& artifact) {
     std::optional<Key> key = artifact.key;
     std::vector<FileStamp> extra;
     if (artifact.base) {
+      // The record's newest matching entry, else the base key itself (a build
+      // that read nothing beyond the scanned files has the base's key).
       std::optional<DepMatch> found = artifact.match_record(artifact.record_path);
-      key = found ? std::optional<Key>(found->key) : std::nullopt;
+      key = found ? std::optional<Key>(found->key) : artifact.base;
       if (found) extra = std::move(found->stamps);
     }
     if (key) {

@@ -26,6 +26,13 @@ struct Claim {
   bool busy() const { return !lock && !hit; }
 };
 
+// An artifact keyed through a dependency record, planned outside make_plan:
+// the cubin (registry/device/cubin_build.py), whose base key covers the
+// scanned device files. It is claimed and published as a kernel library is.
+ArtifactPlan recorded_artifact(const std::string& what, const std::string& kind, const Key& base,
+                               const std::string& record_path, std::vector<LabelRoot> label_roots,
+                               std::vector<std::string> scanned, bool force);
+
 // Tries the artifact's lock without blocking (busy() when another process
 // holds it: poll). Under the lock, looks again (the dependency record, then
 // the cache) unless forced; a hit releases the lock at once.

@@ -212,6 +212,25 @@ TEST_F(PlanTest, AClaimFindsWhatAnotherProcessBuiltMeanwhile) {
   EXPECT_EQ(claim.key->digest.hex(), claim.hit->key);
 }
 
+TEST_F(PlanTest, ARecordedArtifactIsClaimedLikeALibraryAndItsSecondLookFindsTheBaseKey) {
+  // The cubin's way: a base key and a dependency record, planned outside make_plan.
+  CacheStore s = store();
+  KeyBuilder kb;
+  kb.add("kind", "device");
+  const Key base = kb.finish();
+  const std::vector<LabelRoot> roots = key_label_roots(manifest(), facts_.registry_include);
+  ArtifactPlan mine = recorded_artifact("device", "device", base, s.deps_path(base.digest.hex()), roots, {}, false);
+  EXPECT_EQ(mine.lock_key, base.digest.hex());
+  // Another process publishes a build that read nothing beyond the scan (its
+  // key is then the base's) and no record yet: the second look finds it.
+  ArtifactPlan theirs = mine;
+  theirs.record_path = root_ + "/elsewhere.toml";
+  Published published = build(s, theirs);
+  Claim claim = try_claim(s, mine);
+  ASSERT_TRUE(claim.hit.has_value());
+  EXPECT_EQ(claim.hit->key, published.key.digest.hex());
+}
+
 TEST_F(PlanTest, AHeldLockIsBusy) {
   Plan plan = make_plan(manifest(), facts_, store());
   Claim held = try_claim(store(), plan.artifacts[1]);

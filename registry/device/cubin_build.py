@@ -312,11 +312,15 @@ def _entry_input(entry, name: str) -> str | None:
     return next((i.value for i in entry.inputs if i.name == name), None)
 
 
+def label_roots(manifest) -> list[tuple[str, str]]:
+    """(prefix, folder) labeling the dependency record's files: the same as
+    the key's file: inputs (core/build_keys.h), so checkouts at different
+    paths share records."""
+    return [("", os.path.realpath(manifest.dir)), ("registry/include/", os.path.realpath(keys.REGISTRY_INCLUDE))]
+
+
 def dep_labels(manifest):
-    """Labels of the dependency record's files: the same as the key's file:
-    inputs (core/build_keys.h), so checkouts at different paths share records."""
-    return _core.DepLabels([("", os.path.realpath(manifest.dir)),
-                            ("registry/include/", os.path.realpath(keys.REGISTRY_INCLUDE))])
+    return _core.DepLabels(label_roots(manifest))
 
 
 def recorded_files(store, memo) -> list[str]:
@@ -347,7 +351,7 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     """The kernel's cubin: the memo's key when no stamp moved (trust_memo),
     else scan + snapshot + key; a miss compiles under the key's lock.
     compiler: the device compiler (default: the manifest's, device_compiler())."""
-    from registry.build.artifacts import _locked
+    from registry.build.artifacts import Target, claim_artifact
 
     nv = compiler or device_compiler(manifest)
     if trust_memo and not force and memo is not None and "device" in memo.keys:
@@ -380,37 +384,29 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     snapshot = base_snapshot
     for path in scan_files(manifest, recorded_files(store, memo)):
         snapshot.add(path)
-    with _locked(store.lock_path(base.hex)):  # the record is written under the base key's lock
-        if not force:
-            # Look again under the lock, as every artifact does (core/build_claim.h):
-            # another process may have published this cubin while we waited.
-            found = _cached(store, record, base, labels)
-            if found is not None:
-                return DeviceArtifact(found[0], None, nv, reason, base_snapshot.stamps + found[1])
-        staging = Path(store.make_staging_dir())
-        try:
-            built = compile_device(manifest, snapshot, arch, nv, staging)
-            # The key of what was compiled: the base's inputs plus each file
-            # beyond the scanned ones, as the record will reproduce it.
-            deps = _core.deps_from_build(base, labels, sorted(snapshot.files), scanned, started_ns)
-            key = built.key = deps.key
-            if force:
-                store.remove(key.hex)
-            entry = _core.Entry()
-            entry.key, entry.kernel, entry.backend, entry.kind = key.hex, manifest.name, "cuda", "device"
-            entry.artifact, entry.build_seconds = built.artifact, built.seconds
-            entry.built_at, entry.deps, entry.inputs = int(time.time()), built.deps, key.inputs
-            existing = store.lookup(key.hex)
-            if existing.entry is not None:
-                shutil.rmtree(staging, ignore_errors=True)  # cached already (a discovery round): the same bytes
-                published = existing.entry
-            else:
-                published = store.publish(str(staging), entry)
-            if deps.entry is not None:
-                _core.add_dep_entry(record, base, deps.entry)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+    # Claimed and published as a kernel library is (core/build_claim.h): under
+    # the base key's lock, look again (another process may have published this
+    # cubin while we waited), build in a staging folder, publish the key of
+    # what was compiled (the base's inputs plus each file beyond the scanned
+    # ones, as the record will reproduce it) and the record's entry.
+    artifact = _core.recorded_artifact("device", "device", base, record, label_roots(manifest), scanned, force)
+    claim = claim_artifact(store, Target(artifact))
+    if claim.hit is not None:
+        return DeviceArtifact(claim.hit, None, nv, reason, base_snapshot.stamps + list(claim.extra_stamps))
+    staging = Path(claim.staging)
+    try:
+        built = compile_device(manifest, snapshot, arch, nv, staging)
+        entry = _core.Entry()
+        entry.kernel, entry.backend, entry.kind = manifest.name, "cuda", "device"
+        entry.artifact, entry.build_seconds = built.artifact, built.seconds
+        entry.built_at, entry.deps = int(time.time()), built.deps
+        published = _core.publish_claim(store, artifact, claim, entry, sorted(snapshot.files), started_ns)
+        built.key = published.key
+        published = published.entry
+    except BaseException:
+        claim.release()
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     # The size cap is applied after the result, with the other artifacts of
     # this get (resolve.resolve: cache_cap.collect_garbage_soon), not here in
     # the middle of the edit.
