@@ -13,6 +13,7 @@
 #include "on_demand.h"
 #include "pin_set.h"
 #include "plan.h"
+#include "shared_output_pool.h"
 #include "build_claim.h"
 #include "stamp_set.h"
 
@@ -125,6 +126,18 @@ void init_plan_on_demand(py::module_& m) {
     for (const auto& [dtype, bucket, launcher] : routes) list.push_back(Route{dtype, bucket, launcher});
     return routed_launcher_table(base, list);
   }, py::arg("base"), py::arg("routes"));
+  // The shared output pool (core/shared_output_pool.h), for isolated CPU ops:
+  // the two table hooks' addresses, a pointer's segment, the segments unmapped.
+  m.def("shared_output_hooks", [] {
+    return std::make_pair(reinterpret_cast<uintptr_t>(&kreg_shared_output_allocate),
+                          reinterpret_cast<uintptr_t>(&kreg_shared_output_release));
+  });
+  m.def("shared_output_segment", [](uintptr_t address, int64_t nbytes) -> std::optional<py::tuple> {
+    std::optional<SharedSegment> s = shared_output_pool().segment_of(address, nbytes);
+    if (!s) return std::nullopt;
+    return py::make_tuple(s->id, s->fd, s->base, s->size);
+  }, py::arg("address"), py::arg("nbytes"));
+  m.def("shared_output_take_retired", [] { return shared_output_pool().take_retired(); });
   registered_class<ArtifactPlan>()
       .def_readonly("kind", &ArtifactPlan::kind)
       .def_readonly("lock_key", &ArtifactPlan::lock_key)

@@ -16,9 +16,25 @@ namespace {
 // compiled binding serves any number of kernels and kernel versions that
 // share a signature. (Three pieces: the AOT units of
 // codegen_aot.cc use the head and the checks, with constant tables.)
+// The CPU output: for an isolated op's table (registry/isolation/proxy.py), a
+// large one comes from the shared output pool (core/shared_output_pool.h),
+// which its worker maps, so the launcher writes it in place and nothing is
+// copied back; otherwise, and if the pool has none, the CPU allocator.
+constexpr const char* kCpuNewOutput = R"CPP(if (C10_UNLIKELY(table.shared_output_allocate != nullptr)) {
+    const int64_t nbytes = c10::multiply_integers(shape) * static_cast<int64_t>(c10::elementSize(dtype));
+    void* data = table.shared_output_allocate(nbytes);  // null below the pool's minimum
+    if (data != nullptr) {
+      return at::from_blob(data, shape, [release = table.shared_output_release](void* p) { release(p); },
+                           at::TensorOptions().dtype(dtype).device(c10::kCPU));
+    }
+  }
+  return at::detail::empty_cpu(shape, dtype, /*pin_memory=*/false, std::nullopt);)CPP";
+
 constexpr const char* kPrologueHead = R"CPP(#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 @BACKEND_INCLUDES@
 #include <algorithm>
@@ -70,8 +86,10 @@ struct LauncherTable {
   void* launchers[kDtypeCount];   // by dtype code; null if not listed
   int64_t route_count;            // registry.tune's winners: 0 unless tuned
   const TableRoute* routes;
+  void* (*shared_output_allocate)(int64_t);  // an isolated CPU op's: memory its worker maps; else null
+  void (*shared_output_release)(void*);
 };
-constexpr uint64_t kTableMagic = 0x6b72656754424c33ULL;  // "kregTBL3"
+constexpr uint64_t kTableMagic = 0x6b72656754424c34ULL;  // "kregTBL4"
 
 // The dtype table (core/dtype.h), by code.
 constexpr c10::ScalarType kCodeTypes[kDtypeCount] = {@CODE_TYPES@};
@@ -224,7 +242,8 @@ void* check_tensors(const LauncherTable& table, const at::Tensor* const* args, c
 // more: with torch.use_deterministic_algorithms and
 // torch.utils.deterministic.fill_uninitialized_memory on, it fills new memory
 // (NaN), so that an output a launcher leaves unwritten shows.
-at::Tensor new_output(c10::IntArrayRef shape, c10::ScalarType dtype, const at::Tensor& first) {
+at::Tensor new_output(const LauncherTable& table, c10::IntArrayRef shape, c10::ScalarType dtype,
+                      const at::Tensor& first) {
   const at::Context& context = at::globalContext();
   if (C10_UNLIKELY(context.deterministicAlgorithms() && context.deterministicFillUninitializedMemory())) {
     return at::empty(shape, first.options().dtype(dtype));
@@ -257,7 +276,7 @@ at::Tensor allocate(const LauncherTable& table, int k, const at::Tensor* const* 
   }
   const c10::ScalarType dtype =
       decl.dtype_code >= 0 ? kCodeTypes[decl.dtype_code] : args[decl.dtype_arg]->scalar_type();
-  return new_output(shape, dtype, first);
+  return new_output(table, shape, dtype, first);
 }
 
 }  // namespace
@@ -338,7 +357,7 @@ std::string prologue(const std::string& backend, bool with_table_lookup) {
   replace_all(text, "@NEW_OUTPUT@",
               cuda ? "return at::detail::empty_generic(shape, at::detail::getCUDAHooks().getCUDADeviceAllocator(),\n"
                      "                                   c10::DispatchKeySet(c10::DispatchKey::CUDA), dtype, std::nullopt);"
-                   : "return at::detail::empty_cpu(shape, dtype, /*pin_memory=*/false, std::nullopt);");
+                   : kCpuNewOutput);
   replace_all(text, "@DEVICE_TEST@", device_test(backend));
   replace_all(text, "@DEVICE_WORD@", cuda ? "CUDA" : "the CPU");
   replace_all(text, "@MOVE_HINT@", cuda ? ".cuda()" : ".cpu()");

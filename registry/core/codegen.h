@@ -27,7 +27,7 @@ namespace kreg {
 
 // Bumped whenever the generated text changes in a way the signature does not
 // capture; part of every binding key.
-inline constexpr int kBindingTemplateVersion = 8;  // 7: tuned routes; 8: float64 launchers get float arguments as double
+inline constexpr int kBindingTemplateVersion = 9;  // 7: tuned routes; 8: float64 launchers get float arguments as double; 9: shared outputs of isolated CPU ops
 
 // backend: "cpu" or "cuda". module_name must be a valid C identifier.
 std::string generate_binding(const Signature& signature, const std::string& backend,

@@ -26,7 +26,7 @@
 
 namespace kreg {
 
-inline constexpr uint64_t kTableMagic = 0x6b72656754424c33ULL;  // "kregTBL3": 3 added the routes
+inline constexpr uint64_t kTableMagic = 0x6b72656754424c34ULL;  // "kregTBL4": 3 added the routes, 4 the output hooks
 inline constexpr int kTableDtypeSlots = 12;  // dtype_table().size(), checked by the test
 
 struct TableDimTerm {
@@ -66,6 +66,11 @@ struct LauncherTable {
   void* launchers[kTableDtypeSlots];  // by dtype code; null if not listed
   int64_t route_count;                // 0 unless registry.tune's winners are in use
   const TableRoute* routes;           // route_count of them, tried in order
+  // An isolated CPU op's table (registry/isolation/proxy.py) sets these to the
+  // shared output pool's (shared_output_pool.h): its outputs of 64 KiB and
+  // more are memory its worker maps. Null in every other table.
+  void* (*shared_output_allocate)(int64_t nbytes);
+  void (*shared_output_release)(void* pointer);
 };
 
 struct Route;

@@ -26,9 +26,12 @@ How it fits together (each module's docstring has the details):
   sanitizer_report.py  ASan/UBSan/memcheck reports as KernelFault fields
 
 Memory: CPU tensor arguments are moved into shared memory in place (torch's
-fd-backed shared storage, once per storage) and the worker maps them; memory
-that is not shared (outputs the binding allocated, a contiguous copy it made)
-is staged through a shared buffer, copied in before and back after the call.
+fd-backed shared storage, once per storage) and the worker maps them; the
+outputs the binding allocates, from 64 KiB up, come from the shared output
+pool (core/shared_output_pool.h: memfd segments the worker maps once, reused
+call after call), so the launcher writes them in place. What is left (small
+outputs, a contiguous copy the binding made) is staged through a shared
+buffer: read-only inputs copied in, outputs and Tensor(a!) copied back.
 `registry.status(name)` says how many calls staged how many bytes. CUDA
 tensors go by IPC (cuIpcGetMemHandle of the allocation's base, once per
 allocation); the parent synchronizes its stream before the call and the
@@ -56,7 +59,7 @@ def status_lines(kernel: str, backend: str) -> list[str]:
         memory = ((f"CUDA IPC; {worker.staged_calls} of {worker.calls} calls staged {worker.staged_bytes} bytes "
                    f"through device copies ({refused})" if refused else "CUDA IPC, no copies") if backend == "cuda" else
                   f"CPU tensors in shared memory; {worker.staged_calls} of {worker.calls} calls staged "
-                  f"{worker.staged_bytes} bytes through a copy (outputs the binding allocates, contiguous copies)")
+                  f"{worker.staged_bytes} bytes through a copy (outputs under 64 KiB, contiguous copies)")
         lines.append(f"  isolated worker ({flavor}): pid {worker.process.pid}, {worker.calls} calls; {memory}")
     if SUPERVISOR.started:
         lines.append(f"  isolation: {SUPERVISOR.started} workers started in this process, {SUPERVISOR.faults} faults")

@@ -4,11 +4,14 @@ a function of the same C prototype that forwards the call to a worker.
 A table (core/launcher_table.h; mirrored below, checked by its magic) is
 copied byte for byte: the binding reads the same checks, dtypes and output
 declarations from it, so everything the binding does before and after the
-launcher is the normal op's. Only launchers[] differs: per dtype slot a
-ctypes callback built from the signature's argument kinds. The callback
+launcher is the normal op's. Two things differ. launchers[]: per dtype slot
+a ctypes callback built from the signature's argument kinds, which
 translates each kreg_tensor's data pointer into memory the worker maps
-(supervisor.Worker: CPU shared storages, the staging buffer, CUDA IPC),
-sends the call and returns the worker's reply as the launcher's result.
+(supervisor.Worker: CPU shared storages, the shared output pool's segments,
+the staging buffer, CUDA IPC), sends the call and returns the worker's
+reply as the launcher's result. And on the CPU the output hooks: the
+binding takes large outputs from the shared output pool
+(core/shared_output_pool.h), so the worker writes them in place.
 
 A callback cannot raise through C: a fault, a timeout or Ctrl-C is recorded
 in CALL and the callback returns FAULT_TEXT, which the binding raises as a
@@ -24,7 +27,7 @@ from registry.isolation import wire
 from registry.isolation.supervisor import SUPERVISOR, WorkerDied, WorkerTimeout
 
 MAX_ARGS, MAX_OUTPUTS, MAX_OUTPUT_DIMS, DTYPE_SLOTS = 32, 8, 8, 12  # core/codegen.h, core/launcher_table.h
-TABLE_MAGIC = 0x6B72656754424C33  # kTableMagic, "kregTBL3"
+TABLE_MAGIC = 0x6B72656754424C34  # kTableMagic, "kregTBL4"
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
                "float8_e4m3fn", "float8_e5m2")
 ITEM_SIZES = (4, 2, 2, 8, 1, 2, 4, 8, 1, 1, 1, 1)
@@ -43,7 +46,8 @@ class LauncherTable(ctypes.Structure):
     _fields_ = [("magic", ctypes.c_uint64), ("op_name", ctypes.c_char_p), ("dtypes", ctypes.c_char_p),
                 ("same_shape_mask", ctypes.c_uint64), ("arg_dtypes", ctypes.c_int32 * MAX_ARGS),
                 ("outputs", _OutputDecl * MAX_OUTPUTS), ("launchers", ctypes.c_void_p * DTYPE_SLOTS),
-                ("route_count", ctypes.c_int64), ("routes", ctypes.c_void_p)]
+                ("route_count", ctypes.c_int64), ("routes", ctypes.c_void_p),
+                ("shared_output_allocate", ctypes.c_void_p), ("shared_output_release", ctypes.c_void_p)]
 
 
 # What a faulted call's launcher "returns": the binding raises it as a
@@ -110,6 +114,12 @@ class ProxyTable:
         # A tuned table's routes name other configs' launchers in this process:
         # an isolated op must never call one of them here, so it runs the default config.
         self.table.route_count, self.table.routes = 0, None
+        if backend == "cpu":
+            # Large outputs from memory the worker maps (core/shared_output_pool.h):
+            # written there in place, not staged and copied back.
+            from registry import _core
+
+            self.table.shared_output_allocate, self.table.shared_output_release = _core.shared_output_hooks()
         self.address = ctypes.addressof(self.table)
         kinds = kinds_of(spec)
         self.links = {}
@@ -210,7 +220,8 @@ class Link:
                     if not data or nbytes == 0:
                         region, offset = wire.NO_REGION, 0
                     else:
-                        found = cuda_memory.region_of(worker, data) if cuda else worker.cpu_region_of(data, nbytes)
+                        found = cuda_memory.region_of(worker, data) if cuda else (
+                            worker.cpu_region_of(data, nbytes) or worker.pool_region_of(data, nbytes))
                         if found is None:
                             # Not shared memory (CPU: an output the binding allocated; CUDA:
                             # memory IPC cannot share): staged. The offset keeps the alignment.

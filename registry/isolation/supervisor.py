@@ -75,6 +75,7 @@ class Worker:
         self._next_region = 1  # 0 is reserved for the staging buffer's first region
         self.staging = None  # (region id, mmap, address, size)
         self.staged_calls = self.staged_bytes = 0
+        self.pool_regions = {}  # shared output pool segment id -> region id in this worker
         self.calls = 0
         self._log_read = 0
         self._poller = select.poll()
@@ -125,6 +126,27 @@ class Worker:
                     return None
                 return region.id, address - region.base
         return None
+
+    def pool_region_of(self, address: int, nbytes: int):
+        """(region id, offset) of an output the binding allocated from the
+        shared output pool (core/shared_output_pool.h), or None. A segment's fd
+        goes to this worker once; segments the pool unmapped are dropped here."""
+        from registry import _core
+
+        for segment_id in _core.shared_output_take_retired():
+            for worker in SUPERVISOR.workers.values():
+                region = worker.pool_regions.pop(segment_id, None)
+                if region is not None:
+                    worker.sock.send(wire.DROP.pack(b"X", region))
+        found = _core.shared_output_segment(address, nbytes)
+        if found is None:
+            return None
+        segment_id, fd, base, size = found
+        region = self.pool_regions.get(segment_id)
+        if region is None:
+            region = self.pool_regions[segment_id] = self.new_region_id()
+            socket.send_fds(self.sock, [wire.CPU_REGION.pack(b"M", region, size)], [fd])
+        return region, address - base
 
     def drop_dead_regions(self) -> None:
         for base, region in list(self.cpu_regions.items()):
