@@ -138,6 +138,7 @@ void init_plan_on_demand(py::module_& m) {
     return py::make_tuple(s->id, s->fd, s->base, s->size);
   }, py::arg("address"), py::arg("nbytes"));
   m.def("shared_output_take_retired", [] { return shared_output_pool().take_retired(); });
+  m.attr("SHARED_OUTPUT_MIN_BYTES") = SharedOutputPool::kMinBytes;
   registered_class<ArtifactPlan>()
       .def_readonly("kind", &ArtifactPlan::kind)
       .def_readonly("lock_key", &ArtifactPlan::lock_key)

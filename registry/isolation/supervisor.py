@@ -133,6 +133,8 @@ class Worker:
         goes to this worker once; segments the pool unmapped are dropped here."""
         from registry import _core
 
+        if nbytes < _core.SHARED_OUTPUT_MIN_BYTES:  # the pool hands out nothing smaller
+            return None
         for segment_id in _core.shared_output_take_retired():
             for worker in SUPERVISOR.workers.values():
                 region = worker.pool_regions.pop(segment_id, None)
