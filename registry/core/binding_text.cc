@@ -10,12 +10,6 @@
 namespace kreg {
 namespace {
 
-// The fixed part of every binding. The launcher table is filled by the core
-// (core/launcher_table.h, whose struct this text repeats: generated code
-// includes no core header) and passed to the op as an integer, so one
-// compiled binding serves any number of kernels and kernel versions that
-// share a signature. (Three pieces: the AOT units of
-// codegen_aot.cc use the head and the checks, with constant tables.)
 // The CPU output: for an isolated op's table (registry/isolation/proxy.py), a
 // large one comes from the shared output pool (core/shared_output_pool.h),
 // which its worker maps, so the launcher writes it in place and nothing is
@@ -30,6 +24,12 @@ constexpr const char* kCpuNewOutput = R"CPP(if (C10_UNLIKELY(table.shared_output
   }
   return at::detail::empty_cpu(shape, dtype, /*pin_memory=*/false, std::nullopt);)CPP";
 
+// The fixed part of every binding. The launcher table is filled by the core
+// (core/launcher_table.h, whose struct this text repeats: generated code
+// includes no core header) and passed to the op as an integer, so one
+// compiled binding serves any number of kernels and kernel versions that
+// share a signature. (Three pieces: the AOT units of
+// codegen_aot.cc use the head and the checks, with constant tables.)
 constexpr const char* kPrologueHead = R"CPP(#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
