@@ -10,6 +10,8 @@
 #   STEPS="remote" bash bench/gpu/run_all.sh  (a teammate's first get through Redis: bench/remote_get.py)
 #   STEPS="kernels" bash bench/gpu/run_all.sh (the kernel library: bench/gpu/kernel_library.sh)
 #   STEPS="percall" bash bench/gpu/run_all.sh (per-call cost at n = 1 against torch: bench/gpu/percall_n1.sh, ~2 min)
+#   STEPS="isolation" bash bench/gpu/run_all.sh (isolated ops: their GPU tests and per-call cost, bench/gpu/isolation.sh)
+#   STEPS="tune" bash bench/gpu/run_all.sh    (registry.tune: the row kernels and the NVRTC axpy, bench/tune_*.py)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -25,6 +27,9 @@ for step in $STEPS; do
     editloop) python3 bench/edit_loop.py --device cuda --reps "${REPS:-3}" --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tail -16 ;;
     kernels) OUT="$OUT" REGISTRY_CACHE_DIR="$REGISTRY_CACHE_DIR" bash bench/gpu/kernel_library.sh 2>&1 | tail -60 ;;
     percall) OUT="$OUT" REGISTRY_CACHE_DIR="$REGISTRY_CACHE_DIR" bash bench/gpu/percall_n1.sh 2>&1 | tail -40 ;;
+    isolation) OUT="$OUT/isolation" bash bench/gpu/isolation.sh 2>&1 | tail -30 ;;
+    tune) python3 bench/tune_rows.py --device cuda --out "$OUT" 2>&1 | tail -30
+          python3 bench/tune_nvrtc.py --out "$OUT" 2>&1 | tail -20 ;;
     nvrtc) PYTHONUNBUFFERED=1 python3 bench/nvrtc_edit_loop.py --device cuda --reps "${REPS:-5}" \
              --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tee "$OUT/nvrtc_edit_loop.log" | grep '^step ' ;;
     cubin) python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gpu_nvcc_cubin.py tests/test_gpu_nvrtc.py \
