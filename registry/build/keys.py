@@ -7,7 +7,6 @@ functions here ask the same core functions, so nothing is spelled twice.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from registry import _core, environment
