@@ -23,6 +23,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 import wire
 
@@ -118,14 +119,26 @@ class Worker:
         self.buffer = bytearray(wire.MAX_MESSAGE)
         self.view = memoryview(self.buffer)
         receive = self.receive
+        clock = time.perf_counter
         while True:
+            message = None
             for _ in range(SPIN_READS):
                 try:
                     message, fds = receive(socket.MSG_DONTWAIT)
                     break
                 except BlockingIOError:
                     continue
-            else:
+            if message is None and self.cuda is not None:
+                # Back-to-back CUDA calls: the next launch should not wait for a
+                # wake-up of this process while the device idles.
+                until = clock() + CUDA_SPIN_SECONDS
+                while clock() < until:
+                    try:
+                        message, fds = receive(socket.MSG_DONTWAIT)
+                        break
+                    except BlockingIOError:
+                        continue
+            if message is None:
                 message, fds = receive()
             if not message:
                 return  # the parent closed its end
@@ -314,6 +327,7 @@ _libc.free.argtypes = [ctypes.c_void_p]
 _INT64_POINTER = ctypes.POINTER(ctypes.c_int64)
 _EMPTY_DIMS = (ctypes.c_int64 * 1)()
 SPIN_READS = 200  # non-blocking reads after a reply before a blocking wait: the next call often follows at once
+CUDA_SPIN_SECONDS = 0.002  # on CUDA, then this long by the clock
 _FD_SPACE = socket.CMSG_SPACE(4 * struct.calcsize("i"))  # a message carries at most 4 fds
 
 
