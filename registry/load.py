@@ -1,16 +1,18 @@
 """Loading what a plan found or built, and swapping it into the op handles.
 
-dlopen the kernel library (RTLD_LOCAL, never unloaded), register each binding
-once per process (with its Meta kernel, for torch.compile), fill the launcher
+dlopen the kernel library (RTLD_LOCAL, never unloaded), register each op's
+namespace once per process (with its Meta kernel, for torch.compile), fill the launcher
 tables with the symbols the plan named, swap them into the Op handles (the
 same objects: a notebook's old handle runs the new code). Everything loaded is
 kept by the process state (state.py).
 
-The generated binding is compiled once per op signature; the kernel library
-is compiled per kernel version. The binding's op takes the address of a
-launcher table holding the launcher addresses found in the kernel library
-(core/launcher_table.h defines and fills it). Swapping a table is how a new
-kernel version goes live without touching the binding.
+One shared binding serves every op signature (core/codegen.h); the kernel
+library is compiled per kernel version and holds each op's entry. An op's
+namespace is registered at run time (kreg_define) on its first get; its call
+takes the address of a launcher table holding the op's signature and the
+launcher addresses found in the kernel library (core/launcher_table.h defines
+and fills it). Swapping a table is how a new kernel version goes live
+without touching the binding.
 """
 from __future__ import annotations
 
@@ -67,14 +69,13 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
 
         driver_module.bind(handle, device.key, device.path)
     namespaces, launchers = plan.namespaces, plan.launchers
+    binding = _shared_binding(plan.binding_module, artifacts)
     for spec in manifest.ops:
         namespace = namespaces[spec.name]
         if namespace not in STATE.namespaces:
-            binding = artifacts[spec.name]
-            torch.ops.load_library(binding.path)  # a fresh build too: from its published place
+            binding.define(namespace, plan.binding_schemas[spec.name])
             STATE.namespaces[namespace] = binding.path
-        if namespace not in STATE.fast_entries:
-            STATE.fast_entries[namespace] = _fast_entry(STATE.namespaces[namespace])
+            STATE.fast_entries[namespace] = binding.fast_entry
         fn = getattr(torch.ops, namespace).call.default
         table = build_table(handle, spec, manifest.name, launchers[spec.name])
         _register_meta(namespace, spec, table, schemas[spec.name])
@@ -92,20 +93,40 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
     return ops
 
 
-def _fast_entry(path: str):
-    """The binding's fast entry (core/fast_entry.h): fast(table address)
-    gives a Python function for that table, or None; None if the binding has
-    none. The library is loaded already (torch.ops.load_library): RTLD_NOLOAD finds it and never loads a second copy,
-    whose TORCH_LIBRARY would register the namespace again and abort."""
-    import os
+class SharedBinding:
+    """The loaded shared binding (core/codegen.h): define(namespace, schema)
+    registers an op's namespace::call with its one boxed kernel; fast_entry(table
+    address) gives the handle's fast Python function for that table, or None
+    (core/fast_entry.h)."""
 
-    try:
-        library = ctypes.PyDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
-        entry = library.kreg_fast_entry
-    except (OSError, AttributeError):  # not found as loaded: the dispatcher's op alone
-        return None
-    entry.restype, entry.argtypes = ctypes.py_object, [ctypes.c_int64]
-    return entry
+    def __init__(self, path: str):
+        self.path = path
+        library = ctypes.PyDLL(path, mode=ctypes.RTLD_LOCAL)
+        self._define = library.kreg_define
+        self._define.restype, self._define.argtypes = ctypes.c_char_p, [ctypes.c_char_p, ctypes.c_char_p]
+        self.fast_entry = library.kreg_fast_entry
+        self.fast_entry.restype, self.fast_entry.argtypes = ctypes.py_object, [ctypes.c_int64]
+        self._library = library  # never unloaded: registered ops point into it
+
+    def define(self, namespace: str, schema: str) -> None:
+        error = self._define(namespace.encode(), schema.encode())
+        if error is not None:
+            from registry.errors import OpCallError
+
+            raise OpCallError(f"torch refused to register {namespace}::{schema}: {error.decode(errors='replace')}. "
+                              f"Check the op's signature in kernel.toml")
+
+
+def _shared_binding(module: str, artifacts: dict) -> SharedBinding:
+    """This process's shared binding for the plan's backend and environment,
+    loaded on the first get that needs it (a fresh build too: from its published place)."""
+    binding = STATE.bindings.get(module)
+    if binding is None:
+        import torch  # noqa: F401  its libraries first: the binding links against them
+
+        binding = STATE.bindings[module] = SharedBinding(artifacts["binding"].path)
+        STATE.namespaces[module] = binding.path
+    return binding
 
 
 def _register_meta(namespace: str, spec, table, schema: str) -> None:

@@ -15,10 +15,11 @@ that rule visible and gives tests one thing to look at.
                   every way of asking that resolved to a backend to its new state.
     libraries     kernel-lib key -> the dlopen'ed library (ctypes.CDLL)
     modules       module key -> a hand-written pybind module
-    namespaces    binding namespace -> the file registered. Loading a second file that
-                  registers the same TORCH_LIBRARY namespace aborts the process, so a
-                  namespace registered here is never built or loaded again.
-    fast_entries  binding namespace -> its fast entry (core/fast_entry.h), or None
+    namespaces    op namespace (kreg_<hash>, registered at run time) or shared
+                  binding module -> the shared binding's file. Registering a
+                  namespace twice fails, so one registered here is never again.
+    bindings      shared binding module -> load.SharedBinding (core/codegen.h)
+    fast_entries  op namespace -> the shared binding's fast entry (core/fast_entry.h)
     pins          _core.PinSet: the cache entries loaded (cache gc leaves them alone)
     retired_tables   launcher tables an Op handle used before a swap (op.py): a graph
                      compiled earlier may still pass their address
@@ -141,6 +142,7 @@ class ProcessState:
         self.libraries: dict[str, object] = {}
         self.modules: dict[str, object] = {}
         self.namespaces: dict[str, str] = {}
+        self.bindings: dict[str, object] = {}
         self.fast_entries: dict[str, object] = {}
         self.pins = _core.PinSet()
         self.retired_tables: list = []

@@ -28,7 +28,7 @@ from figures import figure  # noqa: F401  (re-exported to the reliability tests)
 
 @pytest.fixture(scope="session")
 def binding_seed(cache_root, kernels_root) -> Path:
-    """The session cache, holding the axpy signature's binding (built once;
+    """The session cache, holding the shared CPU binding (built once;
     ~20 s cold). Private caches copy it from there instead of compiling it.
 
     Each test module imports this fixture, and pytest then runs a session
@@ -42,18 +42,15 @@ def binding_seed(cache_root, kernels_root) -> Path:
 
 
 def seed_cache(dest: Path, source: Path) -> Path:
-    """A cache at `dest` holding copies of `source`'s axpy binding entry. The
-    cache is content-addressed and entries verify by digest, so a copied
-    folder is as good as one built there."""
+    """A cache at `dest` holding copies of `source`'s CPU binding entry (the
+    one binding every signature uses, core/codegen.h). The cache is
+    content-addressed and entries verify by digest, so a copied folder is as
+    good as one built there."""
     from registry import _core
-    from registry.build import keys
 
-    # Only axpy's: the session cache also holds the bindings of other kernels'
-    # signatures (the kernel library's), which tests counting entries must not see.
-    axpy = keys.binding_namespace(_core.parse_signature("axpy(Tensor x, Tensor y, float alpha) -> Tensor"), "cpu")
     _core.CacheStore(str(dest))  # the layout, mode 0700
     for entry in _core.CacheStore(str(source)).list():
-        if entry.kind == "binding" and entry.artifact.startswith(axpy):
+        if entry.kind == "binding" and entry.artifact.startswith("kreg_binding_cpu_"):
             target = dest / "v1" / "objects" / entry.key
             shutil.copytree(entry.dir, target, ignore=shutil.ignore_patterns("used"))
     return dest

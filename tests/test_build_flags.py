@@ -70,9 +70,8 @@ def test_aot_package_gives_top_level_cflags_to_nvcc(tmp_path, axpy_copy):
 def test_binding_key_ignores_the_kernel_library_recipe():
     manifest = _core.parse_manifest(str(Path(keys.__file__).resolve().parents[2] / "kernels/axpy/kernel.toml"))
     env = {"env.torch": "t", "toolchain.kernel_lib": "one"}
-    signature = manifest.ops[0].signature
-    assert keys.binding_key(signature, "cpu", env).hex == \
-        keys.binding_key(signature, "cpu", {**env, "toolchain.kernel_lib": "two"}).hex
+    assert manifest.ops  # any op: the binding's key names none
+    assert keys.binding_key("cpu", env).hex == keys.binding_key("cpu", {**env, "toolchain.kernel_lib": "two"}).hex
 
 
 def _host_has_f16c() -> bool:

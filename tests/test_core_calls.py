@@ -44,7 +44,7 @@ outcome = registry.status(name, device="cpu").outcome
 hot = counted(lambda: registry.get(name, device="cpu"))
 print(json.dumps({"first": first, "hot": hot, "outcome": outcome,
                   "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("registry", "pandas")),
-                  "on_demand_registered": "generate_binding" in vars(_core)}))
+                  "on_demand_registered": "generate_shared_binding" in vars(_core)}))
 """
 
 
@@ -104,7 +104,7 @@ def test_a_cached_get_loads_only_what_it_needs(private_cache, private_kernels):
 def test_the_core_registers_the_rest_on_first_use():
     from registry import _core
 
-    assert callable(_core.generate_binding) and "generate_binding" in vars(_core)
+    assert callable(_core.generate_shared_binding) and "generate_shared_binding" in vars(_core)
     assert _core.LAUNCHER_HEADER_VERSION >= 1 and callable(_core.FileLock.try_acquire)
     try:
         _core.no_such_name
@@ -121,10 +121,10 @@ import registry
 from registry import _core
 
 manifest = _core.find_kernel("axpy", [sys.argv[1]])
-assert "generate_binding" not in vars(_core)
+assert "generate_shared_binding" not in vars(_core)
 # A deferred member of an object made before the rest was registered.
 assert manifest.description == "out = alpha * x + y", manifest.description
-assert "generate_binding" in vars(_core)
+assert "generate_shared_binding" in vars(_core)
 assert [a.type_text for a in manifest.ops[0].signature.args] == ["Tensor", "Tensor", "float"]
 try:
     manifest.no_such_member

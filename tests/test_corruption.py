@@ -134,16 +134,19 @@ GARBAGE = b"\x7fELF\x00\xff\xfe not what was written \x80\x81\n"
 
 def test_garbage_generated_binding_source_is_regenerated(tmp_path):
     from registry import _core
-    from registry.build import recipe, keys
+    from registry.build import keys
 
     manifest = _core.parse_manifest(str(Path(__file__).resolve().parent.parent / "kernels/axpy/kernel.toml"))
-    op = manifest.ops[0]
-    source = tmp_path / "v1" / "generated" / f"{keys.binding_namespace(op.signature, 'cpu')}.cpp"
-    source.parent.mkdir(parents=True)
+
+    def binding_source() -> Path:
+        plan = _core.make_plan(manifest, _core.CacheStore(str(tmp_path)), "cpu", {}, str(keys.REGISTRY_INCLUDE), [],
+                               False)
+        return Path(next(a for a in plan.artifacts if a.what == "binding").source)
+
+    source = binding_source()
     source.write_bytes(GARBAGE)
-    plan = recipe.binding_plan(manifest, op, "cpu", tmp_path)
-    assert plan.sources == [str(source)]
-    assert source.read_text() == _core.generate_binding(op.signature, "cpu", source.stem)
+    assert binding_source() == source
+    assert source.read_text() == _core.generate_shared_binding("cpu")
 
 
 def test_garbage_ccache_wrapper_is_rewritten(tmp_path):

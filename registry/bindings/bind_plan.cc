@@ -67,6 +67,8 @@ void init_plan(py::module_& m) {
       .def_readonly("namespaces", &Plan::namespaces)
       .def_readonly("launchers", &Plan::launchers)
       .def_readonly("schemas", &Plan::schemas)
+      .def_readonly("binding_schemas", &Plan::binding_schemas)
+      .def_readonly("binding_module", &Plan::binding_module)
       .def_readonly("changes", &Plan::changes)
       .def_readonly("memo_current", &Plan::memo_current);
 
@@ -161,6 +163,7 @@ void init_plan_on_demand(py::module_& m) {
       .def_readonly("built_directly", &Plan::built_directly)
       .def_readonly("include_dirs", &Plan::include_dirs)
       .def_readonly("launcher_header", &Plan::launcher_header)
+      .def_readonly("entries_source", &Plan::entries_source)
       .def_readonly("previous_build_seconds", &Plan::previous_build_seconds);
   registered_class<PinSet>().def("held", &PinSet::held);
 
@@ -213,8 +216,8 @@ void init_plan_on_demand(py::module_& m) {
   m.def("built_directly", &built_directly, py::arg("manifest"), py::arg("backend"));
   m.attr("DIRECT_RECIPE") = kDirectRecipe;
   m.def("binding_namespace", &binding_namespace, py::arg("signature"), py::arg("backend"));
-  m.def("binding_key", &binding_key, py::arg("signature"), py::arg("backend"), py::arg("env"),
-        py::arg("registry_include"));
+  m.def("binding_key", &binding_key, py::arg("backend"), py::arg("env"), py::arg("registry_include"));
+  m.def("binding_module_name", &binding_module_name, py::arg("backend"), py::arg("key"));
   m.def("include_dirs", &include_dirs, py::arg("manifest"), py::arg("registry_include"));
   m.def("kernel_sources", &kernel_sources, py::arg("manifest"), py::arg("backend"), py::arg("registry_include"));
 }

@@ -72,5 +72,6 @@ def binding_namespace(signature, backend: str) -> str:
     return _core.binding_namespace(signature, backend)
 
 
-def binding_key(signature, backend: str, env: dict[str, str]):
-    return _core.binding_key(signature, backend, env, str(REGISTRY_INCLUDE))
+def binding_key(backend: str, env: dict[str, str]):
+    """The shared binding's key (core/build_keys.h): no signature in it."""
+    return _core.binding_key(backend, env, str(REGISTRY_INCLUDE))

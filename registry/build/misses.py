@@ -55,8 +55,7 @@ def _build_plan(plan, manifest, target: Target, estimate_s, cache_root: Path, pr
     a = target.artifact
     if a.what == "lib":
         return lib_plan(manifest, plan.backend, a.lock_key, estimate_s, plan, previous_library)
-    op = next(op for op in manifest.ops if op.name == a.what)
-    return binding_plan(manifest, op, plan.backend, cache_root, a)
+    return binding_plan(manifest, plan.backend, a)
 
 
 def _run_side_by_side(store, builds: dict, team, cache_root: Path) -> dict[str, Artifact]:

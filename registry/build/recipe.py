@@ -1,4 +1,4 @@
-"""The build recipe: what a kernel library (or pybind module) and an op's
+"""The build recipe: what a kernel library (or pybind module) and the shared
 binding are built from, as BuildPlans (step.py): sources, flags in their
 order, include paths, libraries, the launcher prototypes. Composed here
 only; the core hashes what the plan names (core/plan.h)."""
@@ -33,7 +33,9 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
         # A module's name changes with its scanned content (Python caches
         # modules by name); a kernel library's must not (ccache, see torch_extension.py).
         module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else _config_suffix(manifest)),
-        sources=list(plan.sources) if plan is not None else keys.kernel_sources(manifest, backend),
+        # The op entries (core/launcher_header.h) the shared binding calls through.
+        sources=(list(plan.sources) if plan is not None else keys.kernel_sources(manifest, backend))
+        + ([] if pybind else [(plan.entries_source if plan is not None else "") or _entries_source(manifest)]),
         cflags=([] if pybind else ["-fvisibility=hidden"]) + prototypes + cflags,
         cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + prototypes + keys.nvcc_flags(manifest),
         # -z defs: a symbol no source defines fails the link, where it can be
@@ -68,21 +70,24 @@ def _launcher_header(manifest) -> str:
     return str(path)
 
 
-def binding_plan(manifest, op, backend: str, cache_root: Path, artifact=None) -> BuildPlan:
-    """An op's binding build. artifact: the plan's (_core.ArtifactPlan), which
-    names the namespace and has written the source; made here when not given."""
-    if artifact is not None:
-        namespace, source = artifact.namespace, artifact.source
-    else:
-        namespace = keys.binding_namespace(op.signature, backend)
-        source = str(knobs.cache_path("generated", cache_root) / f"{namespace}.cpp")
-        _write_generated(Path(source), _core.generate_binding(op.signature, backend, namespace))
+def _entries_source(manifest) -> str:
+    """The op entries outside a plan (tools, tests): written where a plan writes them."""
+    text = _core.generate_launcher_entries(manifest.name, list(manifest.ops))
+    digest = _core.hash_fields_hex([("entries", text)])[:16]
+    path = knobs.cache_path("generated") / f"kreg_entries_{manifest.name}_{digest}.cc"
+    _write_generated(path, text)
+    return str(path)
+
+
+def binding_plan(manifest, backend: str, artifact) -> BuildPlan:
+    """The shared binding's build (core/codegen.h). artifact: the plan's
+    (_core.ArtifactPlan), which names the module and has written the source."""
     return BuildPlan(
-        kernel=manifest.name, backend=backend, kind="binding", module_name=namespace,
-        sources=[source], cflags=["-O2"], include_paths=[str(keys.REGISTRY_INCLUDE)], project_dirs=[],
+        kernel=manifest.name, backend=backend, kind="binding", module_name=artifact.namespace,
+        sources=[artifact.source], cflags=["-O2"], include_paths=[str(keys.REGISTRY_INCLUDE)], project_dirs=[],
         # No CUDA header in a binding (core/codegen.cc): it reaches streams and
         # guards through c10, so load() builds it as host C++, with or without
-        # a toolkit: no nvcc probe, no CUDA runtime linked (core/plan.cc's binding_key).
+        # a toolkit: no nvcc probe, no CUDA runtime linked (core/build_keys.h).
         cuda_toolkit=False,
     )
 

@@ -69,7 +69,7 @@ class BuildPlan:
         return len(self.sources) == 1 and not ccache.remote_storage_configured(team)
 
     def describe(self) -> str:
-        return {"kernel-lib": "the kernel library", "binding": "the op binding", "module": "the module"}[self.kind]
+        return {"kernel-lib": "the kernel library", "binding": "the shared binding", "module": "the module"}[self.kind]
 
 
 @dataclass

@@ -88,8 +88,16 @@ struct LauncherTable {
   const TableRoute* routes;
   void* (*shared_output_allocate)(int64_t);  // an isolated CPU op's: memory its worker maps; else null
   void (*shared_output_release)(void*);
+  const void* entry;              // the op's kreg_entry_fn (JIT tables; null in AOT units)
+  int32_t arg_count;
+  int32_t return_count;
+  int32_t first_tensor;
+  int32_t unused;
+  uint64_t mutated_mask;
+  char arg_kinds[kMaxArgs];       // 'T' Tensor, 'O' Tensor?, 'f' float, 'i' int, 'b' bool, 'l' int[], 's' ScalarType?
+  const char* arg_names[kMaxArgs];
 };
-constexpr uint64_t kTableMagic = 0x6b72656754424c34ULL;  // "kregTBL4"
+constexpr uint64_t kTableMagic = 0x6b72656754424c35ULL;  // "kregTBL5"
 
 // The dtype table (core/dtype.h), by code.
 constexpr c10::ScalarType kCodeTypes[kDtypeCount] = {@CODE_TYPES@};

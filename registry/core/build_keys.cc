@@ -119,11 +119,12 @@ std::string binding_namespace(const Signature& signature, const std::string& bac
                        .substr(0, 16);
 }
 
-Key binding_key(const Signature& signature, const std::string& backend,
-                const std::map<std::string, std::string>& env, const std::string& registry_include) {
+Key binding_key(const std::string& backend, const std::map<std::string, std::string>& env,
+                const std::string& registry_include) {
   KeyBuilder kb;
-  kb.add("kind", "binding").add("backend", backend).add("signature", signature.canonical());
+  kb.add("kind", "binding").add("backend", backend);
   kb.add("template", std::to_string(kBindingTemplateVersion));
+  kb.add("source", generate_shared_binding(backend));  // the text compiled: no version bump can be forgotten
   kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
   for (const auto& [name, value] : env) {
     // Host C++ only: no device code, no kernel library, and no nvcc (a binding
@@ -132,6 +133,10 @@ Key binding_key(const Signature& signature, const std::string& backend,
     if (kNotBindingInputs.count(name) == 0) kb.add(name, value);
   }
   return kb.finish();
+}
+
+std::string binding_module_name(const std::string& backend, const Key& key) {
+  return "kreg_binding_" + backend + "_" + key.digest.hex().substr(0, 16);
 }
 
 }  // namespace kreg

@@ -19,12 +19,12 @@
 //                         flags.device (the compiler's options), include_dirs,
 //                         and the compiler's own inputs (its identity)
 //                         + the files its dependency record adds
-//   binding               kind, backend, signature (canonical text), template,
+//   binding (shared)      kind, backend, template, source (the generated text),
 //                         file:registry/include/kreg/abi.h, the environment
 //                         less env.cuda_arch, toolchain.kernel_lib and nvcc's
 //                         inputs (kNotBindingInputs: a binding is host C++)
-// A binding's namespace (its module and TORCH_LIBRARY name) is
-// "kreg_" + 16 hex of (signature, backend, template): one per signature.
+// One binding serves every signature; an op's namespace (registered at run
+// time, kreg_define) is "kreg_" + 16 hex of (signature, backend, template).
 #pragma once
 
 #include <map>
@@ -43,7 +43,7 @@ struct PlanFacts {
   std::string backend;                        // "cpu" | "cuda", already chosen
   std::map<std::string, std::string> env;     // env.* and toolchain.* key inputs
   std::string registry_include;               // the kernel ABI headers' folder (absolute)
-  std::vector<std::string> loaded_namespaces; // bindings registered in this process
+  std::vector<std::string> loaded_namespaces; // op namespaces and shared bindings loaded in this process
   bool rebuild = false;                       // rebuild=True: build every artifact again
 };
 
@@ -60,8 +60,11 @@ inline constexpr const char* kDirectRecipe = "direct-1: c++ -std=c++20 -fPIC -sh
 // The kernel-lib base key and binding pieces, for tools and tests.
 Key kernel_lib_key(const Manifest& manifest, const PlanFacts& facts, const std::vector<std::string>& files);
 std::string binding_namespace(const Signature& signature, const std::string& backend);
-Key binding_key(const Signature& signature, const std::string& backend,
-                const std::map<std::string, std::string>& env, const std::string& registry_include);
+// The shared binding's key (codegen.h): no signature, no kernel.
+Key binding_key(const std::string& backend, const std::map<std::string, std::string>& env,
+                const std::string& registry_include);
+// Its module name (load()'s and the cache entry's): "kreg_binding_cpu_<16 hex of the key>".
+std::string binding_module_name(const std::string& backend, const Key& key);
 // The cubin's base key (registry/device/cubin_build.py): `files` are (path,
 // content digest) of the snapshot compiled, labeled as a kernel library's
 // are; `compiler_inputs` the device compiler's identity (name -> value).

@@ -1,22 +1,27 @@
-// The generated binding: a small CPython extension per op signature.
+// The shared binding: one CPython extension that serves every op signature.
 //
-// Why generated: the unit that includes torch headers is the slow one (the
-// binding), so its text depends only on the op signature and backend, never
-// on kernel code. It is compiled once per signature and reused by every
-// kernel version with that signature; a kernel edit rebuilds only the kernel
-// library, which includes no torch header at all.
+// Why one: the unit that includes torch headers is the slow one to compile
+// (15-20 s), so its text depends on no signature, no kernel and no kernel
+// code. It is compiled once per (torch, Python, CUDA, compiler, backend) and
+// reused by every op; a new signature or a kernel edit rebuilds only the
+// kernel library, which includes no torch header at all.
 //
-// The module registers kreg_<hash>::call(<signature args>, int kreg_table).
-// The table (core/launcher_table.h defines and fills it) carries
-// everything that is not the signature: the launcher address per dtype (from
-// dlsym on the kernel library), each argument's fixed dtype, each output's
-// declared dtype and shape (core/output_spec.h) and the same-shape mask. The
-// op checks its inputs (device, contiguity, dtypes, shapes; never an implicit
-// copy), allocates the outputs through PyTorch from their declarations, takes
-// the current CUDA stream of the inputs' device, and calls the launcher:
-//   const char* launcher(kreg_tensor <each return>..., <each argument>..., void* stream)
-// which returns nullptr or an error message (see registry/include/kreg/abi.h
-// and core/launcher_header.h).
+// What is per signature travels at run time:
+//   * the schema: kreg_define(namespace, schema) registers
+//     <namespace>::call(<signature args>, int kreg_table) with one boxed
+//     kernel for CPU and CUDA (torch.ops, torch.compile's fakes, opcheck);
+//   * the arguments: the launcher table (core/launcher_table.h) carries each
+//     argument's kind, name and fixed dtype, the outputs' declarations
+//     (core/output_spec.h), the same-shape and Tensor(a!) masks, and the
+//     launcher per dtype;
+//   * the typed call: the kernel library's generated entry (kreg_entry_fn,
+//     kreg/abi.h; core/launcher_header.h) spreads the values into the
+//     launcher's typed parameters, so launcher prototypes stay checked by the
+//     compiler as before.
+// The op checks its inputs (device, contiguity, dtypes, shapes; never an
+// implicit copy), allocates the outputs through PyTorch from their
+// declarations, takes the current CUDA stream of the inputs' device, and
+// calls the entry. The handle's fast entry (core/fast_entry.h) is part of it.
 #pragma once
 
 #include <string>
@@ -25,12 +30,15 @@
 
 namespace kreg {
 
-// Bumped whenever the generated text changes in a way the signature does not
-// capture; part of every binding key.
-inline constexpr int kBindingTemplateVersion = 9;  // 7: tuned routes; 8: float64 launchers get float arguments as double; 9: shared outputs of isolated CPU ops
+// Bumped whenever the shared binding's text changes; part of its key and of
+// every op's namespace.
+inline constexpr int kBindingTemplateVersion = 10;  // 9: shared outputs of isolated CPU ops; 10: one binding for every signature
 
-// backend: "cpu" or "cuda". module_name must be a valid C identifier.
-std::string generate_binding(const Signature& signature, const std::string& backend,
-                             const std::string& module_name);
+// backend: "cpu" or "cuda".
+std::string generate_shared_binding(const std::string& backend);
+
+// The schema kreg_define registers for an op: "call(Tensor x, float alpha, int kreg_table) -> Tensor"
+// (positional, no defaults: the handle passes every argument).
+std::string binding_schema(const Signature& signature);
 
 }  // namespace kreg

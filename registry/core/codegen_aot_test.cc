@@ -90,18 +90,18 @@ TEST(CodegenAot, CudaImplUsesTheCurrentStreamOfTheInputsDevice) {
   EXPECT_TRUE(contains(text, "PyMODINIT_FUNC PyInit__C_cuda(void)"));
 }
 
-// The checks, allocation and call are the JIT binding's text, not a copy that can drift.
-TEST(CodegenAot, OpBodyIsTheJitBindingsBody) {
+// The checks and allocation are the shared binding's text, not a copy that can drift.
+TEST(CodegenAot, ChecksAndAllocationAreTheSharedBindings) {
   for (const char* backend : {"cpu", "cuda"}) {
-    std::string jit = generate_binding(kAxpy.signature, backend, "kreg_0");
-    const std::string start = "  const LauncherTable& table = table_at(kreg_table);\n";
-    const size_t from = jit.find(start) + start.size();
-    // Up to the fast entry (core/fast_entry.h), which only the JIT binding has.
-    std::string body = jit.substr(from, jit.find("\n// The handle's fast entry") - from);
-    body.replace(body.find("reinterpret_cast<Launcher>"), 26, "reinterpret_cast<axpy_launcher>");
+    const std::string jit = generate_shared_binding(backend);
+    const std::string start = "void* check_tensors(const LauncherTable& table";
+    const size_t from = jit.find(start);
+    ASSERT_NE(from, std::string::npos);
+    // check_tensors, new_output and allocate: up to the end of the prologue's anonymous namespace.
+    const std::string shared = jit.substr(from, jit.find("}  // namespace", from) - from);
     const std::string aot = generate_aot_impl("axpy", {kAxpy}, backend, "_C_x");
-    EXPECT_TRUE(contains(aot, "  const LauncherTable& table = axpy_table;\n" + body)) << backend;
-    EXPECT_TRUE(contains(aot, "void* check_tensors(const LauncherTable& table")) << backend;
+    EXPECT_TRUE(contains(aot, shared)) << backend;
+    EXPECT_TRUE(contains(shared, "at::Tensor allocate(const LauncherTable& table, int k")) << backend;
   }
 }
 

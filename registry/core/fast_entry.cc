@@ -2,7 +2,6 @@
 
 #include <sstream>
 
-#include "binding_text.h"
 
 namespace kreg {
 namespace {
@@ -62,60 +61,98 @@ bool plain_context() {
 
 )CPP";
 
-bool convertible(const Arg& arg) {
-  // A mutated tensor: the entry bumps its version after the call, as the
-  // dispatcher's ADInplaceOrView fallback does (see bump_versions).
-  if (arg.mutated) return arg.type == ArgType::kTensor && !arg.optional;
-  return arg.type == ArgType::kTensor || arg.type == ArgType::kFloat || arg.type == ArgType::kInt ||
-         arg.type == ArgType::kBool;
-}
-
-void convert(std::ostringstream& out, const Arg& arg, const std::string& object) {
-  const std::string& name = arg.name;
-  switch (arg.type) {
-    case ArgType::kTensor:
-      if (arg.optional) {
-        out << "  std::optional<at::Tensor> " << name << ";\n"
-            << "  if (" << object << " != Py_None) {\n"
-            << "    if (!plain_tensor(" << object << ")) Py_RETURN_NOTIMPLEMENTED;\n"
-            << "    " << name << " = THPVariable_Unpack(" << object << ");\n"
-            << "  }\n";
-      } else {
-        out << "  if (!plain_tensor(" << object << ")) Py_RETURN_NOTIMPLEMENTED;\n"
-            << "  const at::Tensor& " << name << " = THPVariable_Unpack(" << object << ");\n";
-      }
-      return;
-    case ArgType::kFloat:
-      out << "  double " << name << " = 0;\n"
-          << "  if (!as_double(" << object << ", " << name << ")) Py_RETURN_NOTIMPLEMENTED;\n";
-      return;
-    case ArgType::kInt:
-      out << "  int64_t " << name << " = 0;\n"
-          << "  if (!as_int64(" << object << ", " << name << ")) Py_RETURN_NOTIMPLEMENTED;\n";
-      return;
-    case ArgType::kBool:
-      out << "  bool " << name << " = false;\n"
-          << "  if (!as_bool(" << object << ", " << name << ")) Py_RETURN_NOTIMPLEMENTED;\n";
-      return;
-    default:
-      return;  // not convertible: the signature has no fast entry
+// The entry itself: arguments read by the table's kinds, as the boxed kernel
+// reads them (codegen.cc), then the same run().
+constexpr const char* kFastCall = R"CPP(
+// Whether the table's op has a fast entry: int[], ScalarType? and an optional
+// Tensor(a!) always take the dispatcher.
+bool convertible(const LauncherTable& table) {
+  for (int i = 0; i < table.arg_count; ++i) {
+    const char kind = table.arg_kinds[i];
+    if (kind == 'l' || kind == 's' || (kind == 'O' && ((table.mutated_mask >> i) & 1u))) return false;
   }
+  return true;
 }
 
-// A tensor written in place has its version counter bumped after the call,
-// as the dispatcher's ADInplaceOrView fallback does for a Tensor(a!) argument,
-// so autograd sees the write (a saved tensor modified in place is an error on
-// backward). An inference tensor has no counter and no ADInplaceOrView key:
-// the dispatcher leaves it alone, and so does the entry.
-std::string bump_versions(const Signature& signature) {
-  std::string text;
-  for (const Arg& arg : signature.args) {
-    if (arg.mutated) {
-      text += "  if (!" + arg.name + ".is_inference()) " + arg.name + ".unsafeGetTensorImpl()->bump_version();\n";
+PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  int64_t address = 0;
+  if (!as_int64(self, address)) Py_RETURN_NOTIMPLEMENTED;
+  const LauncherTable& table = table_at(address);
+  if (nargs != table.arg_count || !plain_context()) Py_RETURN_NOTIMPLEMENTED;
+  CallArgs a;
+  kreg_value* values = a.values + table.return_count;
+  for (int i = 0; i < table.arg_count; ++i) {
+    PyObject* object = args[i];
+    switch (table.arg_kinds[i]) {
+      case 'O':
+        if (object == Py_None) break;
+        [[fallthrough]];
+      case 'T':
+        if (!plain_tensor(object)) Py_RETURN_NOTIMPLEMENTED;
+        a.tensors[i] = &THPVariable_Unpack(object);
+        break;
+      case 'f':
+        if (!as_double(object, values[i].f64)) Py_RETURN_NOTIMPLEMENTED;
+        break;
+      case 'i':
+        if (!as_int64(object, values[i].i64)) Py_RETURN_NOTIMPLEMENTED;
+        break;
+      case 'b':
+        if (!as_bool(object, values[i].b)) Py_RETURN_NOTIMPLEMENTED;
+        break;
+      default:
+        Py_RETURN_NOTIMPLEMENTED;
     }
   }
-  return text;
+  // The profiler sees the op by its name, as the dispatcher's op is seen as kreg_<hash>::call.
+  RECORD_FUNCTION(table.op_name, std::vector<c10::IValue>());
+  Outputs outs;
+  {
+    // As torch's own bindings: other Python threads run while the op does.
+    pybind11::gil_scoped_release no_gil;
+    outs = run(table, a);
+  }
+  // A tensor written in place has its version counter bumped, as the
+  // dispatcher's ADInplaceOrView fallback does for a Tensor(a!) argument, so
+  // autograd sees the write. An inference tensor has no counter.
+  for (int i = 0; i < table.arg_count; ++i) {
+    if (((table.mutated_mask >> i) & 1u) && !a.tensors[i]->is_inference()) {
+      a.tensors[i]->unsafeGetTensorImpl()->bump_version();
+    }
+  }
+  if (table.return_count == 0) Py_RETURN_NONE;
+  if (table.return_count == 1) return THPVariable_Wrap(std::move(outs[0]));
+  PyObject* tuple = PyTuple_New(table.return_count);
+  if (tuple == nullptr) return nullptr;
+  for (int k = 0; k < table.return_count; ++k) {
+    PyObject* out = THPVariable_Wrap(std::move(outs[k]));
+    if (out == nullptr) {
+      Py_DECREF(tuple);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(tuple, k, out);
+  }
+  return tuple;
+  END_HANDLE_TH_ERRORS
 }
+
+PyMethodDef fast_call_def = {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_call)),
+                             METH_FASTCALL, nullptr};
+
+}  // namespace
+
+// A Python function bound to the table at `address`, or None for an op the
+// fast entry does not convert.
+extern "C" PyObject* kreg_fast_entry(int64_t address) {
+  if (!convertible(table_at(address))) Py_RETURN_NONE;
+  PyObject* object = PyLong_FromLongLong(address);
+  if (object == nullptr) return nullptr;
+  PyObject* function = PyCFunction_New(&fast_call_def, object);
+  Py_DECREF(object);
+  return function;
+}
+)CPP";
 
 }  // namespace
 
@@ -127,64 +164,8 @@ std::string fast_entry_includes() {
          "#include <c10/core/impl/LocalDispatchKeySet.h>\n";
 }
 
-std::string fast_entry(const Signature& signature) {
-  std::ostringstream out;
-  out << "// The handle's fast entry (core/fast_entry.h).\n";
-  for (const Arg& arg : signature.args) {
-    if (!convertible(arg)) {
-      out << "extern \"C\" PyObject* kreg_fast_entry(int64_t /*table*/) { Py_RETURN_NONE; }\n\n";
-      return out.str();
-    }
-  }
-  const size_t n = signature.args.size();
-  out << kHelpers;
-  // self: the table's address, bound when the handle made the function.
-  out << "PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {\n"
-      << "  HANDLE_TH_ERRORS\n"
-      << "  if (nargs != " << n << " || !plain_context()) Py_RETURN_NOTIMPLEMENTED;\n";
-  std::string call_args;
-  for (size_t i = 0; i < n; ++i) {
-    convert(out, signature.args[i], "args[" + std::to_string(i) + "]");
-    call_args += signature.args[i].name + ", ";
-  }
-  // The profiler sees the op by its name, as the dispatcher's op is seen as kreg_<hash>::call.
-  out << "  int64_t kreg_table = 0;\n"
-      << "  if (!as_int64(self, kreg_table)) Py_RETURN_NOTIMPLEMENTED;\n"
-      << "  RECORD_FUNCTION(table_at(kreg_table).op_name, std::vector<c10::IValue>());\n";
-  // As torch's own bindings: other Python threads run while the op does.
-  const size_t returns = signature.returns.size();
-  if (returns == 0) {
-    out << "  {\n    pybind11::gil_scoped_release no_gil;\n    call(" << call_args << "kreg_table);\n  }\n"
-        << bump_versions(signature) << "  Py_RETURN_NONE;\n";
-  } else {
-    out << "  " << binding_text::cpp_return_type(signature) << " result;\n"
-        << "  {\n    pybind11::gil_scoped_release no_gil;\n"
-        << "    result = call(" << call_args << "kreg_table);\n  }\n"
-        << bump_versions(signature);
-    if (returns == 1) {
-      out << "  return THPVariable_Wrap(std::move(result));\n";
-    } else {
-      out << "  PyObject* tuple = PyTuple_New(" << returns << ");\n"
-          << "  if (tuple == nullptr) return nullptr;\n";
-      for (size_t k = 0; k < returns; ++k) {
-        out << "  PyObject* out" << k << " = THPVariable_Wrap(std::move(std::get<" << k << ">(result)));\n"
-            << "  if (out" << k << " == nullptr) {\n    Py_DECREF(tuple);\n    return nullptr;\n  }\n"
-            << "  PyTuple_SET_ITEM(tuple, " << k << ", out" << k << ");\n";
-      }
-      out << "  return tuple;\n";
-    }
-  }
-  out << "  END_HANDLE_TH_ERRORS\n}\n\n"
-      << "PyMethodDef fast_call_def = {\"call\", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_call)),\n"
-      << "                             METH_FASTCALL, nullptr};\n\n"
-      << "}  // namespace\n\n"
-      << "extern \"C\" PyObject* kreg_fast_entry(int64_t table) {\n"
-      << "  PyObject* address = PyLong_FromLongLong(table);\n"
-      << "  if (address == nullptr) return nullptr;\n"
-      << "  PyObject* function = PyCFunction_New(&fast_call_def, address);\n"
-      << "  Py_DECREF(address);\n"
-      << "  return function;\n}\n\n";
-  return out.str();
+std::string fast_entry() {
+  return std::string("// The handle's fast entry (core/fast_entry.h).\n") + kHelpers + kFastCall;
 }
 
 }  // namespace kreg

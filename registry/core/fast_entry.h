@@ -6,11 +6,11 @@
 // ~1 us of a 1-element softmax's ~6.5 us per call, where torch.softmax, with
 // its generated Python binding, calls its kernel directly.
 //
-// The binding therefore also exports
+// The shared binding (codegen.h) therefore also exports
 //   extern "C" PyObject* kreg_fast_entry(int64_t table);
 // which returns a Python function bound to that launcher table, taking the
-// op's arguments (all of them, in order) and calling call() directly, or
-// None for a signature it does not convert (int[],
+// op's arguments (all of them, in order, read by the table's argument kinds)
+// and calling the op directly, or None for a signature it does not convert (int[],
 // ScalarType?, an optional Tensor(a!): those always take the dispatcher).
 // A Tensor(a!) argument has its version bumped after the call, as the
 // dispatcher's ADInplaceOrView fallback does. The function
@@ -25,14 +25,13 @@
 
 #include <string>
 
-#include "signature.h"
 
 namespace kreg {
 
 // The #include lines the fast entry needs; the binding's text starts with them.
 std::string fast_entry_includes();
 
-// The fast entry's C++ text for this signature (after call() in the binding).
-std::string fast_entry(const Signature& signature);
+// The fast entry's C++ text (after the generic op in the shared binding).
+std::string fast_entry();
 
 }  // namespace kreg

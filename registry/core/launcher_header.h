@@ -25,7 +25,7 @@
 namespace kreg {
 
 // Bumped when the generated text changes in a way the manifest does not capture.
-inline constexpr int kLauncherHeaderVersion = 2;  // 2: float64 launchers take double scalars
+inline constexpr int kLauncherHeaderVersion = 3;  // 2: float64 launchers take double scalars; 3: op entries
 
 struct LauncherParam {
   std::string type;  // "kreg_tensor", "float", "void*", ...
@@ -46,6 +46,15 @@ std::string launcher_symbol(const OpSpec& op, const std::string& dtype);
 
 // The header text for every op and listed dtype of a kernel.
 std::string generate_launcher_header(const std::string& kernel, const std::vector<OpSpec>& ops);
+
+// "kreg_entry__axpy": the op's entry (kreg_entry_fn, kreg/abi.h).
+std::string entry_symbol(const OpSpec& op);
+
+// A source compiled into every generated kernel library: per op, its entry,
+// which calls one of the op's launchers with the values the shared binding
+// passes (core/codegen.h). Launchers keep their typed prototypes; the one
+// compiled binding needs no code per signature.
+std::string generate_launcher_entries(const std::string& kernel, const std::vector<OpSpec>& ops);
 
 // Every launcher symbol the kernel library must export: one per op and dtype.
 std::vector<std::string> required_launchers(const std::vector<OpSpec>& ops);

@@ -47,6 +47,31 @@ std::unique_ptr<OwnedLauncherTable> make_launcher_table(
     }
   }
 
+  t.arg_count = static_cast<int32_t>(args.size());
+  t.return_count = static_cast<int32_t>(op.signature.returns.size());
+  t.first_tensor = op.signature.first_tensor();
+  owned->arg_names_.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Arg& a = args[i];
+    owned->arg_names_.push_back(a.name);
+    if (a.mutated) t.mutated_mask |= uint64_t{1} << i;
+    switch (a.type) {
+      case ArgType::kTensor: t.arg_kinds[i] = a.optional ? kKindOptionalTensor : kKindTensor; break;
+      case ArgType::kFloat: t.arg_kinds[i] = kKindFloat; break;
+      case ArgType::kInt: t.arg_kinds[i] = kKindInt; break;
+      case ArgType::kBool: t.arg_kinds[i] = kKindBool; break;
+      case ArgType::kIntList: t.arg_kinds[i] = kKindIntList; break;
+      case ArgType::kScalarType: t.arg_kinds[i] = kKindScalarType; break;
+    }
+  }
+  for (size_t i = 0; i < args.size(); ++i) t.arg_names[i] = owned->arg_names_[i].c_str();
+  t.entry = find(entry_symbol(op));
+  if (t.entry == nullptr) {
+    throw std::runtime_error("kernel " + kernel + ", op " + op.signature.name + ": the kernel library has no " +
+                             entry_symbol(op) + " (the registry generates it into every kernel library it builds; "
+                             "rebuild with registry.get(..., rebuild=True))");
+  }
+
   std::vector<std::string> exported;
   bool missing = false;
   for (const auto& [dtype, symbol] : symbols) {
@@ -77,6 +102,8 @@ std::unique_ptr<OwnedLauncherTable> routed_launcher_table(const OwnedLauncherTab
   owned->dtypes_ = base.dtypes_;
   owned->table_.op_name = owned->op_name_.c_str();
   owned->table_.dtypes = owned->dtypes_.c_str();
+  owned->arg_names_ = base.arg_names_;
+  for (size_t i = 0; i < owned->arg_names_.size(); ++i) owned->table_.arg_names[i] = owned->arg_names_[i].c_str();
   for (const Route& route : routes) {
     TableRoute r{};
     r.dtype_slot = dtype_code(route.dtype);

@@ -26,7 +26,7 @@
 
 namespace kreg {
 
-inline constexpr uint64_t kTableMagic = 0x6b72656754424c34ULL;  // "kregTBL4": 3 added the routes, 4 the output hooks
+inline constexpr uint64_t kTableMagic = 0x6b72656754424c35ULL;  // "kregTBL5": 3 added the routes, 4 the output hooks, 5 the signature
 inline constexpr int kTableDtypeSlots = 12;  // dtype_table().size(), checked by the test
 
 struct TableDimTerm {
@@ -71,6 +71,28 @@ struct LauncherTable {
   // more are memory its worker maps. Null in every other table.
   void* (*shared_output_allocate)(int64_t nbytes);
   void (*shared_output_release)(void* pointer);
+  // The op's signature, as the shared binding (codegen.h) reads it: one
+  // compiled binding serves every signature, so the table says what the
+  // arguments are and the kernel library's entry (kreg_entry_fn) spreads them.
+  const void* entry;              // kreg_entry__<op> in the kernel library
+  int32_t arg_count;
+  int32_t return_count;
+  int32_t first_tensor;           // the first Tensor argument that is not optional
+  int32_t unused;
+  uint64_t mutated_mask;          // bit i: argument i is a Tensor(a!)
+  char arg_kinds[kMaxArgs];       // per argument: a TableArgKind
+  const char* arg_names[kMaxArgs];
+};
+
+// LauncherTable::arg_kinds.
+enum TableArgKind : char {
+  kKindTensor = 'T',
+  kKindOptionalTensor = 'O',
+  kKindFloat = 'f',
+  kKindInt = 'i',
+  kKindBool = 'b',
+  kKindIntList = 'l',
+  kKindScalarType = 's',
 };
 
 struct Route;
@@ -89,12 +111,13 @@ class OwnedLauncherTable {
                                                                     const std::vector<Route>&);
   LauncherTable table_{};
   std::string op_name_, dtypes_;
+  std::vector<std::string> arg_names_;
   std::vector<TableRoute> routes_;
 };
 
 // The table of `op` of `kernel`. symbols: (dtype, launcher symbol) per listed
 // dtype, as a plan names them; find(symbol): its address in the kernel
-// library, or null. Throws std::runtime_error naming every missing launcher
+// library, or null (the op's entry, entry_symbol, is looked up too). Throws std::runtime_error naming every missing launcher
 // and what to define (missing_launchers in launcher_header.h).
 std::unique_ptr<OwnedLauncherTable> make_launcher_table(
     const std::string& kernel, const OpSpec& op, const std::vector<std::pair<std::string, std::string>>& symbols,

@@ -26,10 +26,12 @@ std::vector<std::pair<std::string, std::string>> symbols_of(const OpSpec& spec) 
   return symbols;
 }
 
-int f32_launcher, bf16_launcher;  // stand-ins: only their addresses matter
+int f32_launcher, bf16_launcher, axpy_entry, rows_entry;  // stand-ins: only their addresses matter
 
 void* lookup(const std::string& symbol) {
-  static const std::map<std::string, void*> exported = {{"axpy_f32", &f32_launcher}, {"axpy_bf16", &bf16_launcher}};
+  static const std::map<std::string, void*> exported = {{"axpy_f32", &f32_launcher}, {"axpy_bf16", &bf16_launcher},
+                                                         {"kreg_entry__axpy", &axpy_entry},
+                                                         {"kreg_entry__rows", &rows_entry}};
   const auto it = exported.find(symbol);
   return it == exported.end() ? nullptr : it->second;
 }
@@ -52,6 +54,37 @@ TEST(LauncherTable, FillsLaunchersByDtypeCodeAndNamesTheOp) {
   EXPECT_EQ(t.same_shape_mask, uint64_t{1} << 1);
   EXPECT_EQ(t.arg_dtypes[0], -1);
   EXPECT_EQ(owned->address(), reinterpret_cast<uintptr_t>(&t));
+  // The signature, for the shared binding.
+  EXPECT_EQ(t.entry, &axpy_entry);
+  EXPECT_EQ(t.arg_count, 3);
+  EXPECT_EQ(t.return_count, 1);
+  EXPECT_EQ(t.first_tensor, 0);
+  EXPECT_EQ(std::string(t.arg_kinds, 3), "TTf");
+  EXPECT_STREQ(t.arg_names[2], "alpha");
+  EXPECT_EQ(t.mutated_mask, 0u);
+}
+
+TEST(LauncherTable, DescribesEveryArgumentKind) {
+  OpSpec f = op("rows(Tensor? w, Tensor(a!) x, int[] d, ScalarType? t=None, bool b=False, int k=1) -> ()", {"float32"});
+  f.launcher = "axpy";
+  const auto owned = make_launcher_table("demo", f, symbols_of(f), lookup);
+  const LauncherTable& t = owned->table();
+  EXPECT_EQ(std::string(t.arg_kinds, 6), "OTlsbi");
+  EXPECT_EQ(t.first_tensor, 1);
+  EXPECT_EQ(t.return_count, 0);
+  EXPECT_EQ(t.mutated_mask, uint64_t{1} << 1);
+  EXPECT_EQ(t.entry, &rows_entry);
+}
+
+TEST(LauncherTable, ALibraryWithoutTheOpsEntrySaysToRebuild) {
+  OpSpec g = op("g(Tensor x) -> Tensor", {"float32"});
+  g.launcher = "axpy";
+  try {
+    make_launcher_table("demo", g, symbols_of(g), lookup);
+    FAIL() << "a library without kreg_entry__g must throw";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("has no kreg_entry__g"), std::string::npos) << error.what();
+  }
 }
 
 TEST(LauncherTable, CopiesOutputDeclarations) {

@@ -171,6 +171,10 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
       plan.launcher_header = store.generated_path("kreg_launchers_" + m.name + "_" +
                                                   hash_fields_hex({{"launchers", text}}).substr(0, 16) + ".h");
       write_generated(plan.launcher_header, text);
+      const std::string entries = generate_launcher_entries(m.name, m.ops);
+      plan.entries_source = store.generated_path("kreg_entries_" + m.name + "_" +
+                                                 hash_fields_hex({{"entries", entries}}).substr(0, 16) + ".cc");
+      write_generated(plan.entries_source, entries);
     }
   }
   plan.artifacts.push_back(std::move(lib));
@@ -184,26 +188,27 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
     plan.memo_current = plan.lib().key && same_memo(plan.memo, memo_for(plan, *plan.lib().key, plan.stamps, ""));
     return plan;
   }
-  const std::set<std::string> loaded(facts.loaded_namespaces.begin(), facts.loaded_namespaces.end());
-  std::optional<std::map<std::string, std::string>> binding_env;
   for (const OpSpec& op : m.ops) {
-    const std::string ns = binding_namespace(op.signature, facts.backend);
-    plan.namespaces[op.signature.name] = ns;
-    // Registered in this process: loading another file with the same
-    // TORCH_LIBRARY namespace aborts the process, so it is never built again.
-    if (loaded.count(ns)) continue;
+    plan.namespaces[op.signature.name] = binding_namespace(op.signature, facts.backend);
+    plan.binding_schemas[op.signature.name] = binding_schema(op.signature);
+  }
+  // One binding for every op and signature (codegen.h); planned unless this
+  // process has it loaded already.
+  const Key key = binding_key(facts.backend, facts.env, facts.registry_include);
+  plan.binding_module = binding_module_name(facts.backend, key);
+  const std::set<std::string> loaded(facts.loaded_namespaces.begin(), facts.loaded_namespaces.end());
+  if (!loaded.count(plan.binding_module)) {
     ArtifactPlan binding;
-    binding.what = op.signature.name;
+    binding.what = "binding";
     binding.kind = "binding";
-    binding.namespace_name = ns;
-    binding.key = binding_key(op.signature, facts.backend, facts.env, facts.registry_include);
-    binding.lock_key = binding.key->digest.hex();
+    binding.namespace_name = plan.binding_module;
+    binding.key = key;
+    binding.lock_key = key.digest.hex();
     look_up(store, binding);
     if (binding.missing()) {
-      // A stable path: the text depends only on the signature, so ccache and
-      // error messages see the same file every time.
-      binding.source = store.generated_path(ns + ".cpp");
-      write_generated(binding.source, generate_binding(op.signature, facts.backend, ns));
+      // A stable path per key: ccache and error messages see the same file every time.
+      binding.source = store.generated_path(plan.binding_module + ".cpp");
+      write_generated(binding.source, generate_shared_binding(facts.backend));
     }
     plan.artifacts.push_back(std::move(binding));
   }

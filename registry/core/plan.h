@@ -29,9 +29,9 @@
 
 namespace kreg {
 
-// One artifact of the plan: the kernel library ("lib") or an op's binding.
+// One artifact of the plan: the kernel library ("lib") or the shared binding ("binding").
 struct ArtifactPlan {
-  std::string what;        // "lib" or the op's name
+  std::string what;        // "lib" or "binding"
   std::string kind;        // "kernel-lib" | "module" | "binding"
   std::string lock_key;    // the build lock's key: the base key of a lib, else the key
   std::optional<Key> key;  // the artifact key; unset while only a build can tell (lib, no record match)
@@ -43,7 +43,7 @@ struct ArtifactPlan {
   std::string record_path;
   std::vector<LabelRoot> label_roots;
   std::vector<std::string> scanned;  // files the include scan found (abs)
-  // binding only: its module / TORCH_LIBRARY name and generated source (written on a miss)
+  // binding only: its module name and generated source (written on a miss)
   std::string namespace_name;
   std::string source;
 
@@ -61,8 +61,10 @@ struct Plan {
   bool memo_vouched = false;    // the memo's key held: no scan, no hashing
   std::vector<FileStamp> stamps;     // every file the lib key depends on (scan + record)
   std::vector<std::string> unresolved;  // includes the scan could not resolve
-  std::vector<ArtifactPlan> artifacts;  // "lib" first, then each binding not loaded yet
-  std::map<std::string, std::string> namespaces;  // op -> binding namespace (generated bindings)
+  std::vector<ArtifactPlan> artifacts;  // "lib" first, then the shared binding unless loaded
+  std::map<std::string, std::string> namespaces;  // op -> its namespace (kreg_define'd at run time)
+  std::map<std::string, std::string> binding_schemas;  // op -> the schema its namespace's call has
+  std::string binding_module;  // the shared binding's module name (binding_module_name)
   // op -> (dtype, launcher symbol) for every listed dtype
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> launchers;
   std::vector<std::string> sources;       // what the kernel library compiles
@@ -71,6 +73,7 @@ struct Plan {
   std::map<std::string, std::string> schemas;  // op -> its signature's canonical text
   std::vector<std::string> changes;  // why the lib key differs from the memo's (once it is known)
   std::string launcher_header;       // a lib build's force-included prototypes (written on a miss)
+  std::string entries_source;        // a lib build's op entries (generate_launcher_entries; written on a miss)
   std::optional<double> previous_build_seconds;  // a lib build's progress estimate
   bool memo_current = false;  // the memo already says what record_outcome would write
 

@@ -103,13 +103,16 @@ TEST_F(PlanTest, ColdPlanMissesEverythingAndWritesWhatTheBuildsNeed) {
   EXPECT_FALSE(plan.memo_vouched);
   EXPECT_FALSE(plan.memo_current);
   EXPECT_TRUE(plan.changes.empty());  // known once the key is
-  EXPECT_EQ(binding.what, "axpy");
+  EXPECT_EQ(binding.what, "binding");
   EXPECT_EQ(binding.kind, "binding");
   EXPECT_TRUE(binding.missing());
-  EXPECT_EQ(binding.namespace_name, plan.namespaces.at("axpy"));
-  EXPECT_EQ(binding.namespace_name.rfind("kreg_", 0), 0u);
+  EXPECT_EQ(binding.namespace_name, plan.binding_module);
+  EXPECT_EQ(binding.namespace_name.rfind("kreg_binding_cpu_", 0), 0u);
+  EXPECT_EQ(plan.namespaces.at("axpy").rfind("kreg_", 0), 0u);
+  EXPECT_EQ(plan.binding_schemas.at("axpy"), "call(Tensor x, Tensor y, float alpha, int kreg_table) -> Tensor");
   EXPECT_TRUE(fs::is_regular_file(binding.source));
   EXPECT_TRUE(fs::is_regular_file(plan.launcher_header));
+  EXPECT_TRUE(fs::is_regular_file(plan.entries_source));
   EXPECT_EQ(plan.launchers.at("axpy"),
             (std::vector<std::pair<std::string, std::string>>{{"float32", "axpy_f32"}, {"float16", "axpy_f16"}}));
 }
@@ -129,7 +132,7 @@ TEST_F(PlanTest, AfterABuildTheNextPlanHitsThroughTheMemoWithoutChanges) {
 
 TEST_F(PlanTest, ABindingLoadedInThisProcessIsNotPlanned) {
   Plan cold = make_plan(manifest(), facts_, store());
-  facts_.loaded_namespaces = {cold.namespaces.at("axpy")};
+  facts_.loaded_namespaces = {cold.binding_module};
   Plan again = make_plan(manifest(), facts_, store());
   ASSERT_EQ(again.artifacts.size(), 1u);
   EXPECT_EQ(again.artifacts[0].what, "lib");
@@ -175,7 +178,7 @@ TEST_F(PlanTest, ADirectBuildIgnoresTorchsVersionButABindingDoesNot) {
   EXPECT_TRUE(next.artifacts[1].missing());
 }
 
-// A binding is generated from the signature alone, so rebuild=True compiles
+// The binding depends on no kernel, so rebuild=True compiles
 // the kernel's own code again, not the binding.
 TEST_F(PlanTest, RebuildForcesTheKernelLibraryAndSaysSo) {
   Plan cold = make_plan(manifest(), facts_, store());
@@ -249,11 +252,12 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
                                              "file:kernel.toml", "flags.cflags", "flags.cpu", "flags.ldflags",
                                              "include_dirs", "kernel", "key.format", "kind", "launcher_header",
                                              "toolchain.cxx", "toolchain.kernel_lib"}));
-  Key binding = binding_key(m.ops[0].signature, "cpu", facts_.env, facts_.registry_include);
+  Key binding = binding_key("cpu", facts_.env, facts_.registry_include);
   names.clear();
   for (const KeyInput& input : binding.inputs) names.push_back(input.name);
+  // No signature: one binding serves every op.
   EXPECT_EQ(names, (std::vector<std::string>{"backend", "env.torch", "file:registry/include/kreg/abi.h",
-                                             "key.format", "kind", "signature", "template", "toolchain.cxx"}));
+                                             "key.format", "kind", "source", "template", "toolchain.cxx"}));
   EXPECT_EQ(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cpu"));
   EXPECT_NE(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cuda"));
 }
@@ -263,14 +267,14 @@ TEST_F(PlanTest, ABindingIsHostCxxWhoseKeyNoCudaCompilerReaches) {
   // is one at all) must not rebuild it; torch's must.
   Manifest m = manifest();
   std::map<std::string, std::string> env = facts_.env;
-  const std::string plain = binding_key(m.ops[0].signature, "cuda", env, facts_.registry_include).digest.hex();
+  const std::string plain = binding_key("cuda", env, facts_.registry_include).digest.hex();
   env["toolchain.nvcc"] = "Cuda compilation tools, release 13.0";
   env["toolchain.pytorch_nvcc"] = "/usr/local/cuda/bin/nvcc";
   env["toolchain.nvcc_host_cc"] = "gcc";
   env["env.cuda_arch"] = "9.0";
-  EXPECT_EQ(binding_key(m.ops[0].signature, "cuda", env, facts_.registry_include).digest.hex(), plain);
+  EXPECT_EQ(binding_key("cuda", env, facts_.registry_include).digest.hex(), plain);
   env["env.torch"] = "another torch";
-  EXPECT_NE(binding_key(m.ops[0].signature, "cuda", env, facts_.registry_include).digest.hex(), plain);
+  EXPECT_NE(binding_key("cuda", env, facts_.registry_include).digest.hex(), plain);
 }
 
 TEST_F(PlanTest, ACubinsKeyCoversTheBytesCompiledLabeledAsALibrarysFiles) {

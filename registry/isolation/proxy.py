@@ -27,7 +27,7 @@ from registry.isolation import wire
 from registry.isolation.supervisor import SUPERVISOR, WorkerDied, WorkerTimeout
 
 MAX_ARGS, MAX_OUTPUTS, MAX_OUTPUT_DIMS, DTYPE_SLOTS = 32, 8, 8, 12  # core/codegen.h, core/launcher_table.h
-TABLE_MAGIC = 0x6B72656754424C34  # kTableMagic, "kregTBL4"
+TABLE_MAGIC = 0x6B72656754424C35  # kTableMagic, "kregTBL5"
 DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
                "float8_e4m3fn", "float8_e5m2")
 ITEM_SIZES = (4, 2, 2, 8, 1, 2, 4, 8, 1, 1, 1, 1)
@@ -47,7 +47,11 @@ class LauncherTable(ctypes.Structure):
                 ("same_shape_mask", ctypes.c_uint64), ("arg_dtypes", ctypes.c_int32 * MAX_ARGS),
                 ("outputs", _OutputDecl * MAX_OUTPUTS), ("launchers", ctypes.c_void_p * DTYPE_SLOTS),
                 ("route_count", ctypes.c_int64), ("routes", ctypes.c_void_p),
-                ("shared_output_allocate", ctypes.c_void_p), ("shared_output_release", ctypes.c_void_p)]
+                ("shared_output_allocate", ctypes.c_void_p), ("shared_output_release", ctypes.c_void_p),
+                # The op's signature and entry: copied as they are (the entry calls the proxy's launchers).
+                ("entry", ctypes.c_void_p), ("arg_count", ctypes.c_int32), ("return_count", ctypes.c_int32),
+                ("first_tensor", ctypes.c_int32), ("unused", ctypes.c_int32), ("mutated_mask", ctypes.c_uint64),
+                ("arg_kinds", ctypes.c_char * MAX_ARGS), ("arg_names", ctypes.c_char_p * MAX_ARGS)]
 
 
 # What a faulted call's launcher "returns": the binding raises it as a

@@ -61,6 +61,31 @@ typedef struct kreg_int_list {
   int64_t size;
 } kreg_int_list;
 
+/* One parameter of a launcher, as the registry's shared binding hands it to
+ * an op's entry (below): which member is set follows the signature.
+ *   return, Tensor, Tensor?   tensor
+ *   float                     f64 (the entry narrows it for all but float64 launchers)
+ *   int / bool                i64 / b
+ *   int[]                     list
+ *   ScalarType?               dtype */
+typedef union kreg_value {
+  kreg_tensor tensor;
+  double f64;
+  int64_t i64;
+  bool b;
+  kreg_int_list list;
+  int32_t dtype;
+} kreg_value;
+
+/* The entry of an op, generated from its signature into the kernel library
+ * (core/launcher_header.h): calls `launcher` (one of the op's launchers)
+ * with values[0..) spread into its typed parameters; wide != 0 for a float64
+ * launcher. One compiled binding calls every op of every signature through
+ * this one prototype, while the launchers keep their typed prototypes.
+ *   KREG_API const char* kreg_entry__axpy(const void* launcher,
+ *       const kreg_value* values, void* stream, int32_t wide); */
+typedef const char* (*kreg_entry_fn)(const void* launcher, const kreg_value* values, void* stream, int32_t wide);
+
 /* Codes of a ScalarType? argument: the dtype table's order (core/dtype.h). */
 #define KREG_DTYPE_FLOAT32 0
 #define KREG_DTYPE_FLOAT16 1
