@@ -116,3 +116,13 @@ def test_memory_ipc_cannot_share_is_staged_and_status_says_so(cache_root, tmp_pa
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "through device copies" in done.stdout and "cuIpcGetMemHandle refused" in done.stdout, done.stdout
+
+
+def test_an_isolated_op_whose_device_code_is_a_cubin_launches_it(cache_root):
+    """The worker binds the cubin into its copy of the launcher library, as the
+    parent does (kreg_bind_device_module), and launches from its own context."""
+    normal = registry.get("axpy_nvrtc", device="cuda")
+    isolated = registry.get("axpy_nvrtc", device="cuda", isolate=True)
+    x = torch.randn(4097, device="cuda")
+    y = torch.randn(4097, device="cuda")
+    assert torch.equal(isolated(x, y, 1.5), normal(x, y, 1.5))

@@ -88,7 +88,7 @@ def test_second_machine_gets_the_kernel_with_no_compile(tmp_path, redis_server, 
     assert result["ok"], result
     assert result["outcome"] == "remote", result
     assert result["builds"] == [], result  # 0 compiles, so 0 compiler misses
-    assert result["sources"] == {"lib": "remote", "axpy": "remote"}, result
+    assert result["sources"] == {"lib": "remote", "binding": "remote"}, result
     assert sorted(o for _, o in result["fetches"]) == ["hit", "hit"], result
     assert "remote cache redis://127.0.0.1" in result["text"] and "2 hits, 0 misses" in result["text"], result["text"]
     again = bob.get()  # now in Bob's own cache: no remote traffic at all
@@ -105,7 +105,7 @@ def test_other_checkout_compiles_through_ccache_remote_storage(tmp_path, redis_s
     carol.copy.edit("kernel.toml", 'description = "out = alpha * x + y"', 'description = "carol\'s axpy"')
     result = carol.get()
     assert result["ok"] and result["outcome"] == "compiled", result
-    assert _lib_builds(result) == 1 and result["sources"]["axpy"] == "remote", result
+    assert _lib_builds(result) == 1 and result["sources"]["binding"] == "remote", result
     hits, misses = result["ccache"]
     assert misses == 0 and hits >= 1, result
     assert result["ccache_remote"][0] >= 1, result
@@ -205,7 +205,7 @@ def test_read_only_mode_fetches_but_never_stores(tmp_path, redis_server, first_m
     erin = Machine(tmp_path, "erin/checkout", redis_server.url)
     erin.copy.edit("kernel.toml", 'description = "out = alpha * x + y"', 'description = "erin"')
     result = erin.get(REGISTRY_REMOTE_CACHE_MODE="read-only")
-    assert result["ok"] and _lib_builds(result) == 1 and result["sources"]["axpy"] == "remote", result
+    assert result["ok"] and _lib_builds(result) == 1 and result["sources"]["binding"] == "remote", result
     assert result["remote"]["mode"] == "read-only" and result["remote"]["stored"] == 0, result
     client = redis_server.client()
     assert len(client.command("SMEMBERS", _core.remote_kernel_key(KERNEL))) == 1  # only Alice's library

@@ -126,7 +126,6 @@ void init_manifest_on_demand(py::module_& m) {
   m.attr("SLICE_END") = kSliceEnd;
   m.def("fake_function", &fake_function, py::arg("signature"), py::arg("outputs"), py::arg("name"));
   m.def("generate_launcher_header", &generate_launcher_header, py::arg("kernel"), py::arg("ops"));
-  m.def("generate_launcher_entries", &generate_launcher_entries, py::arg("kernel"), py::arg("ops"));
   m.def("entry_symbol", &entry_symbol, py::arg("op"));
   m.def("required_launchers", &required_launchers, py::arg("ops"));
   m.def("explain_launcher_mismatch", &explain_launcher_mismatch, py::arg("ops"), py::arg("compiler_output"),

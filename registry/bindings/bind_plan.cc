@@ -163,7 +163,6 @@ void init_plan_on_demand(py::module_& m) {
       .def_readonly("built_directly", &Plan::built_directly)
       .def_readonly("include_dirs", &Plan::include_dirs)
       .def_readonly("launcher_header", &Plan::launcher_header)
-      .def_readonly("entries_source", &Plan::entries_source)
       .def_readonly("previous_build_seconds", &Plan::previous_build_seconds);
   registered_class<PinSet>().def("held", &PinSet::held);
 

@@ -24,7 +24,8 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
     host_flags = backend == "cpu" or keys.uses_device_module(manifest, backend)
     cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if host_flags else [])]
     # Launcher prototypes from the signatures, seen by every source: a launcher
-    # that disagrees does not compile (core/launcher_header.h).
+    # that disagrees does not compile; with each op's entry, which the shared
+    # binding calls (core/launcher_header.h).
     prototypes = [] if pybind else ["-include", (plan.launcher_header if plan is not None else "")
                                     or _launcher_header(manifest)]
     return BuildPlan(
@@ -33,9 +34,7 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
         # A module's name changes with its scanned content (Python caches
         # modules by name); a kernel library's must not (ccache, see torch_extension.py).
         module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else _config_suffix(manifest)),
-        # The op entries (core/launcher_header.h) the shared binding calls through.
-        sources=(list(plan.sources) if plan is not None else keys.kernel_sources(manifest, backend))
-        + ([] if pybind else [(plan.entries_source if plan is not None else "") or _entries_source(manifest)]),
+        sources=list(plan.sources) if plan is not None else keys.kernel_sources(manifest, backend),
         cflags=([] if pybind else ["-fvisibility=hidden"]) + prototypes + cflags,
         cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + prototypes + keys.nvcc_flags(manifest),
         # -z defs: a symbol no source defines fails the link, where it can be
@@ -66,15 +65,6 @@ def _launcher_header(manifest) -> str:
     text = _core.generate_launcher_header(manifest.name, list(manifest.ops))
     digest = _core.hash_fields_hex([("launchers", text)])[:16]
     path = knobs.cache_path("generated") / f"kreg_launchers_{manifest.name}_{digest}.h"
-    _write_generated(path, text)
-    return str(path)
-
-
-def _entries_source(manifest) -> str:
-    """The op entries outside a plan (tools, tests): written where a plan writes them."""
-    text = _core.generate_launcher_entries(manifest.name, list(manifest.ops))
-    digest = _core.hash_fields_hex([("entries", text)])[:16]
-    path = knobs.cache_path("generated") / f"kreg_entries_{manifest.name}_{digest}.cc"
     _write_generated(path, text)
     return str(path)
 

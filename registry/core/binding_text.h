@@ -1,6 +1,6 @@
 // The text pieces of a generated op unit that both generators emit: the JIT
-// binding (codegen.h, one module per signature, launchers from a table filled
-// at run time) and the AOT registration units (codegen_aot.h, launchers linked
+// shared binding (codegen.h, one module for every signature, the signature and
+// launchers from a table filled at run time) and the AOT registration units (codegen_aot.h, launchers linked
 // in). Sharing the text means their input checks, dtype dispatch, output
 // allocation and launch cannot drift apart. Each function returns C++ (or
 // schema) text; none knows which generator calls it.

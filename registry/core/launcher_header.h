@@ -1,6 +1,6 @@
 // Launcher prototypes, generated from the op signatures and force-included
 // (-include) into every source of a kernel library, so the compiler checks
-// each launcher against its signature.
+// each launcher against its signature; and each op's entry (below).
 //
 // Launchers are extern "C": without a prototype in scope, a launcher taking
 // `double a` where the signature says `float a`, or written pybind-style
@@ -50,11 +50,11 @@ std::string generate_launcher_header(const std::string& kernel, const std::vecto
 // "kreg_entry__axpy": the op's entry (kreg_entry_fn, kreg/abi.h).
 std::string entry_symbol(const OpSpec& op);
 
-// A source compiled into every generated kernel library: per op, its entry,
-// which calls one of the op's launchers with the values the shared binding
-// passes (core/codegen.h). Launchers keep their typed prototypes; the one
-// compiled binding needs no code per signature.
-std::string generate_launcher_entries(const std::string& kernel, const std::vector<OpSpec>& ops);
+// Per op, its entry, which calls one of the op's launchers with the values
+// the shared binding passes (core/codegen.h): weak definitions, part of the
+// launcher header (so of every source, and no extra compile). Launchers keep
+// their typed prototypes; the one compiled binding needs no code per signature.
+std::string generate_launcher_entries(const std::vector<OpSpec>& ops);
 
 // Every launcher symbol the kernel library must export: one per op and dtype.
 std::vector<std::string> required_launchers(const std::vector<OpSpec>& ops);

@@ -171,10 +171,6 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
       plan.launcher_header = store.generated_path("kreg_launchers_" + m.name + "_" +
                                                   hash_fields_hex({{"launchers", text}}).substr(0, 16) + ".h");
       write_generated(plan.launcher_header, text);
-      const std::string entries = generate_launcher_entries(m.name, m.ops);
-      plan.entries_source = store.generated_path("kreg_entries_" + m.name + "_" +
-                                                 hash_fields_hex({{"entries", entries}}).substr(0, 16) + ".cc");
-      write_generated(plan.entries_source, entries);
     }
   }
   plan.artifacts.push_back(std::move(lib));

@@ -72,8 +72,7 @@ struct Plan {
   std::vector<std::string> include_dirs;  // its include path
   std::map<std::string, std::string> schemas;  // op -> its signature's canonical text
   std::vector<std::string> changes;  // why the lib key differs from the memo's (once it is known)
-  std::string launcher_header;       // a lib build's force-included prototypes (written on a miss)
-  std::string entries_source;        // a lib build's op entries (generate_launcher_entries; written on a miss)
+  std::string launcher_header;       // a lib build's force-included prototypes and op entries (written on a miss)
   std::optional<double> previous_build_seconds;  // a lib build's progress estimate
   bool memo_current = false;  // the memo already says what record_outcome would write
 

@@ -112,7 +112,6 @@ TEST_F(PlanTest, ColdPlanMissesEverythingAndWritesWhatTheBuildsNeed) {
   EXPECT_EQ(plan.binding_schemas.at("axpy"), "call(Tensor x, Tensor y, float alpha, int kreg_table) -> Tensor");
   EXPECT_TRUE(fs::is_regular_file(binding.source));
   EXPECT_TRUE(fs::is_regular_file(plan.launcher_header));
-  EXPECT_TRUE(fs::is_regular_file(plan.entries_source));
   EXPECT_EQ(plan.launchers.at("axpy"),
             (std::vector<std::pair<std::string, std::string>>{{"float32", "axpy_f32"}, {"float16", "axpy_f16"}}));
 }

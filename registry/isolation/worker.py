@@ -48,6 +48,7 @@ class Cuda:
         self._check(self.lib.cuInit(0), "cuInit")
         device = ctypes.c_int()
         self._check(self.lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+        self.device, self.images = device.value, []
         self.context = ctypes.c_void_p()
         self._check(self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.context), device), "cuDevicePrimaryCtxRetain")
         self._check(self.lib.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
@@ -84,14 +85,20 @@ class Cuda:
         return pointer.value
 
     def bind_cubin(self, library, cubin: str) -> None:
-        data = open(cubin, "rb").read()
+        """As registry/device/driver_module.py's bind: kreg_bind_device_module
+        (kreg/launch_runtime.cc) with the image, this context's module and device."""
+        self.images.append(open(cubin, "rb").read())  # kept alive: the library loads it on other devices
+        image = self.images[-1]
         module = ctypes.c_void_p()
-        self._check(self.lib.cuModuleLoadData(ctypes.byref(module), data), f"cuModuleLoadData({cubin})")
-        entries = [ctypes.cast(self.entry(n), ctypes.c_void_p) for n in ("cuModuleGetFunction", "cuLaunchKernel")]
-        entries.append(ctypes.cast(self.lib.cuGetErrorString, ctypes.c_void_p))
+        self._check(self.lib.cuModuleLoadData(ctypes.byref(module), image), f"cuModuleLoadData({cubin})")
+        # The plain names, as the parent binds them (a _v2 of some has other parameters).
+        entries = [ctypes.cast(getattr(self.lib, n), ctypes.c_void_p)
+                   for n in ("cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorString", "cuCtxGetDevice",
+                             "cuModuleLoadData")]
         bind = library.kreg_bind_device_module
-        bind.argtypes, bind.restype = [ctypes.c_void_p] * 4, None
-        bind(module, *entries)
+        bind.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 5
+        bind.restype = None
+        bind(image, module, self.device, *entries)
 
 
 class Worker:
