@@ -87,6 +87,11 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   // The launcher prototypes are force-included into every source of a
   // kernel-lib: a new generator version is a different compile.
   if (m.binding != "pybind") kb.add("launcher_header", std::to_string(kLauncherHeaderVersion));
+  // Each op's signature (already in kernel.toml's digest), so that status().changes
+  // says "signature:axpy: ... -> ..." rather than only "file:kernel.toml changed".
+  if (m.binding != "pybind") {
+    for (const OpSpec& op : m.ops) kb.add("signature:" + op.signature.name, op.signature.canonical());
+  }
   const bool direct = built_directly(m, facts.backend);
   if (direct) kb.add("builder", kDirectRecipe);
   for (const auto& [name, value] : facts.env) {

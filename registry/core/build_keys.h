@@ -9,7 +9,8 @@
 //                         or "nvcc-cubin"), builder
 //                         (direct builds), launcher_header (kernel-libs: the
 //                         version of the launcher prototypes force-included
-//                         into their sources, launcher_header.h), and the environment's env.* and
+//                         into their sources, launcher_header.h), signature:<op>
+//                         per op (kernel-libs: its canonical text), and the environment's env.* and
 //                         toolchain.* inputs (a direct build leaves out those
 //                         of torch, Python and nvcc: kNotDirectInputs)
 //                         + the files its dependency record adds (dep_record.h)

@@ -1,5 +1,7 @@
 #include "plan.h"
 
+#include "file_read.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "build_claim.h"
+#include "file_read.h"
 #include "hash.h"
 #include "launcher_header.h"
 #include "temp_dir_for_tests.h"
@@ -157,6 +160,26 @@ TEST_F(PlanTest, AnEditedHeaderMissesAndSaysWhy) {
   EXPECT_FALSE(back.memo_current);
 }
 
+// A new argument: only the kernel library rebuilds (the binding serves every
+// signature), and the change names the op and both signatures.
+TEST_F(PlanTest, ASignatureChangeRebuildsOnlyTheLibraryAndSaysWhichOp) {
+  Plan cold = make_plan(manifest(), facts_, store());
+  build_all(cold);
+  std::string edited = read_file(dir_ + "/kernel.toml").value();
+  edited.replace(edited.find("float alpha)"), 12, "float alpha, float beta=0.0)");
+  write_file(dir_ + "/kernel.toml", edited);
+  Plan next = make_plan(manifest(), facts_, store());
+  EXPECT_TRUE(next.artifacts[0].missing());
+  EXPECT_FALSE(next.artifacts[1].missing());
+  EXPECT_EQ(next.namespaces.at("axpy").rfind("kreg_", 0), 0u);
+  EXPECT_NE(next.namespaces.at("axpy"), cold.namespaces.at("axpy"));
+  build_all(next);
+  EXPECT_EQ(next.changes, (std::vector<std::string>{
+                              "file:kernel.toml changed",
+                              "signature:axpy: axpy(Tensor x, Tensor y, float alpha) -> Tensor -> "
+                              "axpy(Tensor x, Tensor y, float alpha, float beta=0.0) -> Tensor"}));
+}
+
 TEST_F(PlanTest, AnEnvironmentChangeNamesTheInput) {
   Plan cold = make_plan(manifest(), facts_, store());
   build_all(cold);
@@ -250,7 +273,7 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   EXPECT_EQ(names, (std::vector<std::string>{"backend", "builder", "file:axpy_cpu.cpp", "file:include/axpy_math.h",
                                              "file:kernel.toml", "flags.cflags", "flags.cpu", "flags.ldflags",
                                              "include_dirs", "kernel", "key.format", "kind", "launcher_header",
-                                             "toolchain.cxx", "toolchain.kernel_lib"}));
+                                             "signature:axpy", "toolchain.cxx", "toolchain.kernel_lib"}));
   Key binding = binding_key("cpu", facts_.env, facts_.registry_include);
   names.clear();
   for (const KeyInput& input : binding.inputs) names.push_back(input.name);
