@@ -23,7 +23,8 @@ _ASAN_ACCESS = re.compile(r"^(READ|WRITE) of size (\d+) at (0x[0-9a-f]+)", re.M)
 _FRAME = re.compile(r"#\d+ 0x[0-9a-f]+ in \S+ (/[^\s:]+):(\d+)(?::(\d+))?")
 _UBSAN = re.compile(r"^(/[^\s:]+):(\d+):(\d+): runtime error: (.*)$", re.M)
 _MEMCHECK_ACCESS = re.compile(r"Invalid (?:(__\w+__) )?(read|write) of size (\d+) bytes?")
-_MEMCHECK_AT = re.compile(r"at \S.*? in (/[^\s:]+):(\d+)")
+# The file as the compiler was given it: absolute, or relative to the build's folder ("kernel.cu").
+_MEMCHECK_AT = re.compile(r"at \S.*? in ([^\s:]+):(\d+)")
 _MEMCHECK_ADDRESS = re.compile(r"Address (0x[0-9a-f]+) is ([^\n]*)")
 _MEMCHECK_NEAREST = re.compile(r"and is ([^\n]*)")
 _MEMCHECK_OTHER = re.compile(r"=+ (Misaligned [^\n]*|Device-side assert[^\n]*|Program hit [^\n]*|[^\n]*trap[^\n]*)", re.I)
@@ -72,7 +73,7 @@ def fault(op, recorded) -> KernelFault:
             relative = nearest.group(1).strip().rstrip(".")
         at = _MEMCHECK_AT.search(log, memcheck.end())
         if at:
-            where = (built.original_path(at.group(1)), int(at.group(2)), None)
+            where = (_source_of(built, at.group(1)), int(at.group(2)), None)
         message = access
     elif not access:
         other = _MEMCHECK_OTHER.search(log)
@@ -80,7 +81,7 @@ def fault(op, recorded) -> KernelFault:
             access = other.group(1).strip()
             at = _MEMCHECK_AT.search(log, other.end())
             if at:
-                where = (built.original_path(at.group(1)), int(at.group(2)), None)
+                where = (_source_of(built, at.group(1)), int(at.group(2)), None)
     if address is not None:
         relative = _relative(address, log, getattr(_link_of(op, recorded.dtype), "param_names", None)) or relative
     what = recorded.what
@@ -92,6 +93,16 @@ def fault(op, recorded) -> KernelFault:
     return KernelFault(kernel=op.kernel, op=op.name, dtype=recorded.dtype, backend=op.backend, what=what,
                        hang=recorded.hang, checked=True, access=access, relative=relative, diagnostics=diagnostics,
                        log=log)
+
+
+def _source_of(built, path: str) -> str:
+    """The kernel's own file for a path memcheck printed: nvcc records a source
+    as it was named on its command line, relative to the variant's folder or not."""
+    import os
+
+    if not os.path.isabs(path):
+        path = os.path.join(str(built.folder), path)
+    return built.original_path(path)
 
 
 def _first_kernel_frame(text: str, built):
