@@ -3,7 +3,9 @@
     python bench/axpy_bandwidth.py [--n 268435456] [--kernel axpy] [--out bench/results]
 
 --kernel names another build of axpy's op (axpy_nvrtc: device code through
-NVRTC; axpy_cubin: nvcc -cubin); its files are named axpy_bandwidth-<kernel>.
+NVRTC; axpy_cubin: nvcc -cubin, axpy_nvrtc with its compiler line switched,
+written by bench/derived_kernels.py); its files are named
+axpy_bandwidth-<kernel>.
 
 Napkin math: axpy moves 3 * n * sizeof(T) bytes (read x, read y, write out);
 GB/s below counts exactly those. The ceiling is a device-to-device copy of
@@ -22,6 +24,8 @@ import torch
 import registry
 from registry.notebook.timing import cuda_median_ms
 
+from derived_kernels import provide as provide_derived_kernels
+
 CHECKOUT = Path(__file__).resolve().parent.parent
 
 
@@ -38,6 +42,7 @@ def main() -> None:
     ap.add_argument("--kernel", default="axpy")
     ap.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
     args = ap.parse_args()
+    provide_derived_kernels([args.kernel])  # axpy_cubin has no folder of its own
     axpy = registry.get(args.kernel, device="cuda")
     rows = []
     copy = copy_gbps()

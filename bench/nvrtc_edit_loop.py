@@ -1,6 +1,7 @@
 """The edit loop of device code through NVRTC (kernels/axpy_nvrtc) and
-through `nvcc -cubin` (kernels/axpy_cubin), beside the nvcc -c path and
-torch's load() measured in the same run.
+through `nvcc -cubin` (axpy_cubin: axpy_nvrtc with its compiler line
+switched, bench/derived_kernels.py), beside the nvcc -c path and torch's
+load() measured in the same run.
 
     python bench/nvrtc_edit_loop.py --device cpu  [--reps 7] [--out bench/results]
     python bench/nvrtc_edit_loop.py --device cuda [--reps 5] [--torch-reps 2] [--out bench/results]
@@ -10,14 +11,14 @@ cached cubin (the device half of `get`: scan, snapshot, key, compile, publish):
   device_edit     edit axpy_device.cu
   header_edit     edit include/axpy_nvrtc/config.h (stale = a cubin seen before)
   cubin_device_edit, cubin_header_edit
-                  the same through nvcc -cubin (kernels/axpy_cubin), when nvcc is installed
+                  the same through nvcc -cubin (axpy_cubin), when nvcc is installed
   floors          NVRTC alone on the same unit, each time new source (with the
                   registry's options, and in one thread); `nvcc -cubin` and `nvcc -c` of
-                  kernels/axpy/axpy.cu, and `nvcc -cubin` of kernels/axpy_cubin's
-                  device code, when nvcc is installed
+                  kernels/axpy/axpy.cu, and `nvcc -cubin` of kernels/axpy_nvrtc's
+                  device code (nvcc_cubin_axpy_cubin), when nvcc is installed
 --device cuda: each step is timed from the edit to a checked result of the op:
   device_edit, header_edit (stale = an old value), host_edit (axpy_launch.cpp),
-  nvcc_cubin_edit, nvcc_cubin_header_edit (kernels/axpy_cubin: nvcc -cubin),
+  nvcc_cubin_edit, nvcc_cubin_header_edit (axpy_cubin: nvcc -cubin),
   nvcc_edit (kernels/axpy's .cu through the nvcc -c path: the comparison),
   cold_get (a renamed copy of axpy_nvrtc in a fresh process: its signature was
   built before), the same floors as --device cpu (for this GPU's arch), and
@@ -45,6 +46,8 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(CHECKOUT))
 sys.path.insert(0, str(CHECKOUT / "bench"))
 
+from derived_kernels import DERIVED, write as write_derived  # noqa: E402 (needs the paths above)
+
 
 def median(xs):
     return statistics.median(xs) if xs else None
@@ -67,8 +70,13 @@ class Steps(dict):
 
 class Copy:
     def __init__(self, root: Path, source: str, name: str):
-        self.dir = root / name
-        shutil.copytree(CHECKOUT / "kernels" / source, self.dir)
+        """A copy of kernels/<source>, or of a derived kernel (bench/derived_kernels.py)."""
+        if source in DERIVED:
+            self.dir = write_derived(root, source)
+            assert name == source, "a derived kernel is written under its own name"
+        else:
+            self.dir = root / name
+            shutil.copytree(CHECKOUT / "kernels" / source, self.dir)
         self.originals: dict[Path, str] = {}
 
     def write(self, relative: str, old: str, new: str) -> None:
@@ -87,7 +95,6 @@ DEVICE_EDIT = ("axpy_device.cu", "out[i] = kreg::from_float<T>(axpy_element(",
 VECTOR_EDIT = ("axpy_device.cu", "r.lane[l] = kreg::from_float<T>(\n            axpy_element(",
                "r.lane[l] = kreg::from_float<T>(\n            {k}.0f + axpy_element(")
 HEADER_EDIT = ("include/axpy_nvrtc/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS {k}.0f")
-CUBIN_HEADER_EDIT = ("include/axpy_cubin/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS {k}.0f")
 
 
 def nvcc_path() -> str | None:
@@ -112,7 +119,7 @@ def cpu_steps(reps: int, work: Path) -> dict:
     store = _core.CacheStore(str(work / "cache"))
     results = Steps()
 
-    def device_loop(kernel: str, prefix: str, header_edit):
+    def device_loop(kernel: str, prefix: str):
         copy = Copy(work / "kernels", kernel, kernel)
         manifest = _core.parse_manifest(str(copy.dir / "kernel.toml"))
         memo = _core.Memo()
@@ -140,16 +147,16 @@ def cpu_steps(reps: int, work: Path) -> dict:
             return {"s": median(times), "n": reps, "stale": stale}
 
         results[f"{prefix}device_edit"] = loop([DEVICE_EDIT, VECTOR_EDIT], 1)
-        results[f"{prefix}header_edit"] = loop([header_edit], 100)
+        results[f"{prefix}header_edit"] = loop([HEADER_EDIT], 100)
         copy.revert()
         t = time.perf_counter()
         resolve()
         results[f"{prefix}nochange"] = {"s": time.perf_counter() - t, "n": 1}
         return copy, manifest
 
-    copy, manifest = device_loop("axpy_nvrtc", "", HEADER_EDIT)
+    copy, manifest = device_loop("axpy_nvrtc", "")
     if nvcc_path():
-        device_loop("axpy_cubin", "cubin_", CUBIN_HEADER_EDIT)
+        device_loop("axpy_cubin", "cubin_")
 
     nv = nvrtc.load()
     results["floors"] = floors(nv, copy, manifest, reps, work)
@@ -201,8 +208,10 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path, arch: str = "sm_90")
                                 "-o", str(work / "floor.out")], check=True, capture_output=True)
                 times.append(time.perf_counter() - t)
             out[what] = {"s": median(times), "n": reps}
-        # The nvcc-cubin path's own floor: nvcc -cubin of axpy_cubin's device code, no registry.
-        cubin = CHECKOUT / "kernels" / "axpy_cubin"
+        # The nvcc-cubin path's own floor: nvcc -cubin of its device code (axpy_cubin's,
+        # which is axpy_nvrtc's), no registry. The result keeps the name it has in
+        # earlier runs' files.
+        cubin = CHECKOUT / "kernels" / "axpy_nvrtc"
         times = []
         for _ in range(reps):
             t = time.perf_counter()
@@ -259,7 +268,7 @@ def gpu_steps(reps: int, torch_reps: int, work: Path) -> dict:
     results["host_edit"] = loop(copy, "axpy_nvrtc", [launch_edit], range(2, 2 + reps), lambda k: 2.0 * k + 1.0)
     results["nvcc_cubin_edit"] = loop(cubin_copy, "axpy_cubin", [DEVICE_EDIT, VECTOR_EDIT], range(1, reps + 1),
                                       lambda k: 3.0 + k)
-    results["nvcc_cubin_header_edit"] = loop(cubin_copy, "axpy_cubin", [CUBIN_HEADER_EDIT], range(100, 100 + reps),
+    results["nvcc_cubin_header_edit"] = loop(cubin_copy, "axpy_cubin", [HEADER_EDIT], range(100, 100 + reps),
                                              lambda k: 3.0 + k)
     results["nvcc_edit"] = loop(nvcc_copy, "axpy", [("axpy.cu", "axpy_element(alpha,", "{k}.0f + axpy_element(alpha,")],
                                 range(1, reps + 1), lambda k: 3.0 + k)

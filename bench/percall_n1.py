@@ -7,7 +7,8 @@ its torch baseline, interleaved round by round.
 For every forward op of a library kernel that names a torch baseline
 (`baseline` in kernel.toml, the function in its reference.py), and for the
 three axpy builds (nvcc `axpy`, NVRTC `axpy_nvrtc`, nvcc -cubin
-`axpy_cubin`) against `torch.add(y, x, alpha=alpha)`, per dtype
+`axpy_cubin`: axpy_nvrtc with its compiler line switched, written by
+bench/derived_kernels.py) against `torch.add(y, x, alpha=alpha)`, per dtype
 (float32 / float16 / bfloat16 where the op has it), at the smallest shape
 (1 element, 1 x 1 rows; inputs drawn from randn):
 
@@ -48,6 +49,8 @@ import registry
 from registry import _core
 from registry.notebook.checks import load_reference, make_args
 from registry.resolve import locate
+
+from derived_kernels import provide as provide_derived_kernels
 
 KERNELS = ["softmax", "rmsnorm", "layernorm", "rowmax", "quantize", "scale", "matmul",
            "axpy", "axpy_nvrtc", "axpy_cubin"]
@@ -176,6 +179,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--note", default="", help="a line for the header (what tree, what run)")
     args = parser.parse_args()
+    provide_derived_kernels(args.kernels)  # axpy_cubin has no folder of its own
     pinned = "not pinned"
     if args.pin >= 0 and hasattr(os, "sched_setaffinity"):
         core = sorted(os.sched_getaffinity(0))[args.pin % len(os.sched_getaffinity(0))]

@@ -1,7 +1,7 @@
 """What the device-code build tests share: the two build paths of a cubin
-(kernels/axpy_nvrtc: NVRTC; kernels/axpy_cubin: `nvcc -cubin`, the same
-kernel but for its manifest's compiler line) and one resolve of the cubin as
-`get` does it, without a GPU."""
+(NVRTC and `nvcc -cubin`), both taken by copies of one worked example,
+kernels/axpy_nvrtc, whose manifest's compiler line is all that differs, and
+one resolve of the cubin as `get` does it, without a GPU."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,15 +17,29 @@ NVCC = environment.nvcc_command()
 NEEDS_NVCC = pytest.mark.skipif(not Path(NVCC).is_file(), reason=f"no nvcc (looked for {NVCC}): "
                                 "compiler = \"nvcc-cubin\" needs the CUDA toolkit")
 
-# compiler -> the worked example of that build path
-EXAMPLES = {"nvrtc": "axpy_nvrtc", "nvcc-cubin": "axpy_cubin"}
+# The worked example of both cubin paths: the same sources serve NVRTC and
+# nvcc -cubin (kreg/device.cuh, kreg/launch.h), so one folder is kept and the
+# other path is its copy with the [cuda] compiler line switched.
+EXAMPLE = "axpy_nvrtc"
+CONFIG = f"include/{EXAMPLE}/config.h"  # the header tests edit (AXPY_BIAS)
 # Each path as a pytest parameter: nvcc-cubin skips, saying so, without nvcc.
 PATHS = [pytest.param("nvrtc", id="nvrtc"), pytest.param("nvcc-cubin", id="nvcc-cubin", marks=NEEDS_NVCC)]
 
 
-def copy_example(tmp_path, compiler: str) -> KernelCopy:
-    name = EXAMPLES[compiler]
-    return KernelCopy(tmp_path / "kernels", name, name)
+def copy_example(root: Path, compiler: str, suffix: str = "") -> KernelCopy:
+    """kernels/axpy_nvrtc copied to root/axpy_<compiler><suffix>, its device
+    code compiled by `compiler` ("nvrtc" or "nvcc-cubin")."""
+    copy = KernelCopy(root, EXAMPLE, "axpy_" + compiler.replace("-", "_") + suffix)
+    if compiler != "nvrtc":
+        copy.edit("kernel.toml", 'compiler = "nvrtc"', f'compiler = "{compiler}"')
+    copy.compiler, copy.config = compiler, CONFIG
+    return copy
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A private cache for one test's builds (imported by the test modules that use it)."""
+    return make_store(tmp_path, monkeypatch)
 
 
 def make_store(tmp_path, monkeypatch):

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import _counter
+from device_build_helpers import copy_example
 from registry.errors import RegistryError
 from registry.tools import aot
 
@@ -174,12 +176,13 @@ def test_the_cpu_module_gets_the_hosts_f16c_flag_as_the_jit_build_does(tmp_path)
     assert cpu_flags.index("-O3") > (cpu_flags.index("-mf16c") if "-mf16c" in cpu_flags else -1)  # the manifest's win
 
 
-@pytest.mark.parametrize("kernel, compiler", [("axpy_nvrtc", "NVRTC"), ("axpy_cubin", "nvcc -cubin")])
-def test_a_cubin_kernel_is_refused_at_aot_time_saying_what_is_missing(tmp_path, kernel, compiler):
+@pytest.mark.parametrize("compiler, named", [("nvrtc", "NVRTC"), ("nvcc-cubin", "nvcc -cubin")])
+def test_a_cubin_kernel_is_refused_at_aot_time_saying_what_is_missing(tmp_path, kernels_root, compiler, named):
+    kernel = copy_example(kernels_root, compiler, f"_aot{next(_counter)}").name
     with pytest.raises(RegistryError) as caught:
         aot.export_package(kernel, tmp_path / "pkg")
     message = str(caught.value)
-    assert f"compiles its device code with {compiler} into a cubin" in message, message
+    assert f"compiles its device code with {named} into a cubin" in message, message
     assert "carry the cubin" in message and "--backend cpu" in message and 'compiler = "nvcc"' in message, message
     assert not (tmp_path / "pkg").exists()  # refused before anything was written
     cpu_only = aot.export_package(kernel, tmp_path / "cpu_pkg", backends=["cpu"])  # the way out it names

@@ -1,28 +1,53 @@
 """The device-code build, checked on both of its paths (NVRTC and
-`nvcc -cubin`) without a GPU: an unchanged kernel is a hit; every header edit
-changes the key and the cubin, and going back finds the earlier cubin; a
-header behind a macro include is keyed; errors point at the real file:line.
-What only one path does is in tests/test_nvrtc_build.py and
-tests/test_nvcc_cubin_build.py."""
+`nvcc -cubin`, each a copy of kernels/axpy_nvrtc with its compiler line set)
+without a GPU: the cubin's key names what the compiler read and the
+compiler; an unchanged kernel is a hit; every header edit changes the key and
+the cubin, and going back finds the earlier cubin; a header behind a macro
+include is keyed; errors point at the real file:line. What only one path
+does is in tests/test_nvrtc_build.py and tests/test_nvcc_cubin_build.py."""
 from __future__ import annotations
+
+import os
 
 import pytest
 
-from device_build_helpers import PATHS, build, copy_example, cubin, inputs, make_store
+from device_build_helpers import NVCC, PATHS, build, copy_example, cubin, inputs, store  # noqa: F401 (store: a fixture)
 from registry import _core
+from registry.device import nvrtc
 from registry.errors import BuildError
 
 
 @pytest.fixture(params=PATHS)
 def kernel(request, tmp_path):
-    copy = copy_example(tmp_path, request.param)
-    copy.config = f"include/{copy.name}/config.h"
-    return copy
+    return copy_example(tmp_path / "kernels", request.param)
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    return make_store(tmp_path, monkeypatch)
+def test_compiles_axpy_to_a_cubin_and_keys_what_it_read(kernel, store):
+    artifact = build(kernel, store)
+    assert artifact.built is not None
+    assert cubin(artifact)[:4] == b"\x7fELF"
+    names = inputs(artifact)
+    assert "-arch=sm_90" in names["flags.device"]
+    keyed = {n.removeprefix("file:") for n in names if n.startswith("file:")}
+    # The device source, its headers and the registry's device header:
+    assert {"axpy_device.cu", "axpy_math.h", "axpy_shape.h", kernel.config,
+            "registry/include/kreg/device.cuh"} <= keyed
+    # The host launcher is not device code.
+    assert "axpy_launch.cpp" not in keyed
+    if kernel.compiler == "nvrtc":
+        assert names["toolchain.nvrtc"] == nvrtc.load().identity()
+        assert "registry/include/kreg/nvrtc/cstdint" in keyed  # NVRTC's <cstdint> shim
+        return
+    assert names["recipe"] == "nvcc-cubin-1"
+    assert names["toolchain.nvcc"].startswith(os.path.realpath(NVCC)) or NVCC in names["toolchain.nvcc"]
+    assert "release" in names["toolchain.nvcc"]  # nvcc's version line
+    assert names["toolchain.nvcc_host"]  # the host compiler nvcc preprocesses with
+    assert "toolchain.nvrtc" not in names
+    flags = names["flags.device"]
+    assert "-cubin" in flags and "-arch=sm_90" in flags and "-ccbin" in flags
+    # nvcc has the real <cstdint>: NVRTC's shim is no input.
+    assert not [k for k in keyed if "kreg/nvrtc/" in k], keyed
+    assert artifact.compiler.identity() == "nvcc -cubin " + names["toolchain.nvcc"]
 
 
 def test_an_unchanged_kernel_is_a_cache_hit(kernel, store):

@@ -11,19 +11,16 @@ import torch
 
 import registry
 from conftest import KernelCopy, _counter
+from device_build_helpers import PATHS, copy_example
 from registry.device import cubin_build as device_build
 from registry.state import STATE
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
-SOURCES = ["axpy_nvrtc", "axpy_cubin"]
 
-
-@pytest.fixture(params=SOURCES)
+@pytest.fixture(params=PATHS)
 def cubin_copy(request, kernels_root) -> KernelCopy:
-    copy = KernelCopy(kernels_root, request.param, f"{request.param}_dp{next(_counter)}")
-    copy.source = request.param
-    return copy
+    return copy_example(kernels_root, request.param, f"_dp{next(_counter)}")
 
 
 def _bias(op, device="cuda") -> float:
@@ -35,9 +32,9 @@ def _bias(op, device="cuda") -> float:
 
 def test_reverting_a_header_edit_reuses_the_earlier_cubin(cubin_copy):
     op = registry.get(cubin_copy.name, device="cuda")
-    config = cubin_copy.path(f"include/{cubin_copy.source}/config.h")
+    config = cubin_copy.path(cubin_copy.config)
     original = config.read_text()
-    cubin_copy.path(f"include/{cubin_copy.source}/extra.h").write_text("#pragma once\n#define AXPY_EXTRA 1\n")
+    config.with_name("extra.h").write_text("#pragma once\n#define AXPY_EXTRA 1\n")
     config.write_text(original.replace("AXPY_BIAS 0.0f", "AXPY_BIAS 5.0f") + '#include "extra.h"\n')
     registry.get(cubin_copy.name, device="cuda")
     assert _bias(op) == pytest.approx(5.0)

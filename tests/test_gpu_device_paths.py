@@ -1,10 +1,11 @@
-"""Device code in its own cubin on a GPU, on both build paths (NVRTC:
-kernels/axpy_nvrtc; `nvcc -cubin`: kernels/axpy_cubin): launch, numerics, and
-the edit loop. A device-code edit recompiles only the cubin, a host-launcher
-edit only the launcher library, a header edit gives the new result every
-time (0 stale), and a compile error keeps the previous op. Numerics of every
-kernel are also covered by test_gpu_ops.py. Run on a CUDA machine (the
-nvcc-cubin half skips, saying so, without the toolkit):
+"""Device code in its own cubin on a GPU, on both build paths (NVRTC and
+`nvcc -cubin`, each a copy of kernels/axpy_nvrtc with its compiler line
+set): launch, numerics, and the edit loop. A device-code edit recompiles only
+the cubin, a host-launcher edit only the launcher library, a header edit
+gives the new result every time (0 stale), and a compile error keeps the
+previous op. Numerics of every kernel (the nvcc -cubin variant of
+axpy_nvrtc too) are also covered by test_gpu_ops.py. Run on a CUDA machine
+(the nvcc-cubin half skips, saying so, without the toolkit):
 `python -m pytest -m gpu tests/test_gpu_device_paths.py -v`.
 """
 from __future__ import annotations
@@ -14,17 +15,14 @@ import torch
 
 import registry
 from conftest import KernelCopy, _counter
-from device_build_helpers import EXAMPLES, PATHS
+from device_build_helpers import PATHS, copy_example
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
 @pytest.fixture(params=PATHS)
 def device_copy(request, kernels_root) -> KernelCopy:
-    example = EXAMPLES[request.param]
-    copy = KernelCopy(kernels_root, example, f"{example}_t{next(_counter)}")
-    copy.compiler, copy.config = request.param, f"include/{example}/config.h"
-    return copy
+    return copy_example(kernels_root, request.param, f"_t{next(_counter)}")
 
 
 def _value(op, x=1.0, y=2.0, alpha=3.0, n=1 << 12, dtype=torch.float32) -> float:

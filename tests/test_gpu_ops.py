@@ -11,7 +11,10 @@ import pytest
 import torch
 
 import registry
+from registry import _core
 from registry.notebook.timing import cuda_median_ms
+from conftest import KernelCopy
+from device_build_helpers import NEEDS_NVCC
 from figures import figure
 from kernel_contract import DTYPES, cases, check, check_op
 
@@ -20,9 +23,40 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 SIZES = [1, 17, 1 << 16, 1 << 28]
 
 
+def _on_every_device_path() -> list:
+    """cases("cuda"), and those of each kernel whose device code goes through
+    NVRTC once more through `nvcc -cubin`: that path has no kernel folder of
+    its own (its example is kernels/axpy_nvrtc with the compiler line
+    switched), and this keeps it in the numerics of every kernel."""
+    out = []
+    for manifest, op, dtype in cases("cuda"):
+        out.append(pytest.param(manifest, op, dtype, None, id=f"{manifest.name}-{op.name}-{dtype}"))
+        if manifest.cuda.compiler == "nvrtc":
+            out.append(pytest.param(manifest, op, dtype, "nvcc-cubin", marks=NEEDS_NVCC,
+                                    id=f"{manifest.name}.nvcc-cubin-{op.name}-{dtype}"))
+    return out
+
+
+_switched: dict[str, object] = {}
+
+
+def _with_device_compiler(manifest, compiler: str, kernels_root):
+    """The manifest of a copy of `manifest`'s kernel whose device code goes
+    through `compiler`: one copy per session, so its builds are shared by
+    every dtype and size."""
+    name = f"{manifest.name}_{compiler.replace('-', '_')}"
+    if name not in _switched:
+        copy = KernelCopy(kernels_root, manifest.name, name)
+        copy.edit("kernel.toml", f'compiler = "{manifest.cuda.compiler}"', f'compiler = "{compiler}"')
+        _switched[name] = _core.parse_manifest(str(copy.path("kernel.toml")))
+    return _switched[name]
+
+
 @pytest.mark.parametrize("n", SIZES, ids=lambda n: f"n{n}")
-@pytest.mark.parametrize("manifest,op,dtype", cases("cuda"), ids=lambda v: getattr(v, "name", v))
-def test_numerics_against_reference(manifest, op, dtype, n):
+@pytest.mark.parametrize("manifest,op,dtype,compiler", _on_every_device_path())
+def test_numerics_against_reference(manifest, op, dtype, compiler, n, request):
+    if compiler is not None:
+        manifest = _with_device_compiler(manifest, compiler, request.getfixturevalue("kernels_root"))
     if op.name == "matmul" and n > 1 << 24:
         pytest.skip("the tiled matmul is checked up to 2^24 elements (numerics, not speed)")
     passed, worst, why = check_op(manifest, op, DTYPES[dtype], n, "cuda")

@@ -1,9 +1,10 @@
-"""Device code through `nvcc -cubin` ([cuda] compiler = "nvcc-cubin",
-kernels/axpy_cubin), checked without a GPU: nvcc compiles to a cubin on any
-machine with the CUDA toolkit. The key covers every project header nvcc read
-(also one behind a macro include), nvcc's and its host compiler's identities,
-the flags and the arch; a whole `get` builds the cubin, the host launchers
-(directly, no nvcc) and the binding. What both device paths share is
+"""Device code through `nvcc -cubin` ([cuda] compiler = "nvcc-cubin"; a copy
+of kernels/axpy_nvrtc with that compiler line), checked without a GPU: nvcc
+compiles to a cubin on any machine with the CUDA toolkit. The key covers every
+project header nvcc read (also one behind a macro or absolute include), nvcc's
+and its host compiler's identities, the flags and the arch; a whole `get`
+builds the cubin, the host launchers (directly, no nvcc) and the binding.
+What both device paths share (also what the cubin's key names) is
 tests/test_device_build_paths.py's; launching is tests/test_gpu_device_paths.py's.
 
 Skipped, saying so, where no nvcc is installed."""
@@ -17,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHECKOUT, KernelCopy
-from device_build_helpers import NEEDS_NVCC, NVCC, build, copy_example, cubin, inputs, make_store
+from conftest import CHECKOUT
+from device_build_helpers import NEEDS_NVCC, build, copy_example, inputs, store  # noqa: F401 (store: a fixture)
 from registry import _core
 from registry.device import cubin_build
 from registry.errors import BuildError
@@ -28,33 +29,7 @@ pytestmark = NEEDS_NVCC
 
 @pytest.fixture
 def kernel(tmp_path):
-    return copy_example(tmp_path, "nvcc-cubin")
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    return make_store(tmp_path, monkeypatch)
-
-
-def test_compiles_axpy_cubin_with_nvcc_and_keys_what_it_read(kernel, store):
-    artifact = build(kernel, store)
-    assert artifact.built is not None
-    assert cubin(artifact)[:4] == b"\x7fELF"
-    names = inputs(artifact)
-    assert names["recipe"] == "nvcc-cubin-1"
-    assert names["toolchain.nvcc"].startswith(os.path.realpath(NVCC)) or NVCC in names["toolchain.nvcc"]
-    assert "release" in names["toolchain.nvcc"]  # nvcc's version line
-    assert names["toolchain.nvcc_host"]  # the host compiler nvcc preprocesses with
-    assert "toolchain.nvrtc" not in names
-    flags = names["flags.device"]
-    assert "-cubin" in flags and "-arch=sm_90" in flags and "-ccbin" in flags
-    keyed = {n.removeprefix("file:") for n in names if n.startswith("file:")}
-    assert {"axpy_device.cu", "axpy_math.h", "axpy_shape.h", "include/axpy_cubin/config.h",
-            "registry/include/kreg/device.cuh"} <= keyed
-    # nvcc has the real <cstdint>: NVRTC's shim is no input, nor is the host launcher.
-    assert not [k for k in keyed if "kreg/nvrtc/" in k], keyed
-    assert "axpy_launch.cpp" not in keyed
-    assert artifact.compiler.identity() == "nvcc -cubin " + names["toolchain.nvcc"]
+    return copy_example(tmp_path / "kernels", "nvcc-cubin")
 
 
 def test_flags_and_arch_are_keyed(kernel, store):
@@ -126,7 +101,7 @@ def test_a_get_builds_cubin_launchers_and_binding(tmp_path):
     bound to a stand-in): nvcc runs once, with -cubin; the host launchers are
     built directly (no nvcc), at the same time as the cubin; the launcher
     library's key names the device compiler."""
-    KernelCopy(tmp_path / "kernels", "axpy_cubin", "axpy_cubin")
+    kernel = copy_example(tmp_path / "kernels", "nvcc-cubin")
     env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "TORCH_CUDA_ARCH_LIST": "9.0",
            "REGISTRY_KERNELS_PATH": str(tmp_path / "kernels"), "REGISTRY_CACHE_DIR": str(tmp_path / "cache"),
            "CCACHE_DIR": str(tmp_path / "ccache")}
@@ -134,7 +109,7 @@ def test_a_get_builds_cubin_launchers_and_binding(tmp_path):
         # The binding links the CUDA runtime from CUDA_HOME: where nvcc on PATH is a
         # wrapper script (/usr/local/bin/nvcc), torch would guess /usr/local.
         env["CUDA_HOME"] = "/usr/local/cuda"
-    done = subprocess.run([sys.executable, "-c", GET_SCRIPT, "axpy_cubin"], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", GET_SCRIPT, kernel.name], env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

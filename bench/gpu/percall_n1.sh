@@ -11,6 +11,11 @@ KERNELS=${KERNELS:-softmax rmsnorm layernorm rowmax quantize scale matmul axpy a
 STAGE=${STAGE:-all}
 BENCH=${BENCH:-bench/percall_n1.py}
 mkdir -p "$OUT"
+# axpy_cubin has no folder of its own (axpy_nvrtc through nvcc -cubin, bench/derived_kernels.py):
+# written once to a folder every process below searches first, the same for STAGE=build and STAGE=bench.
+DERIVED=${TMPDIR:-/tmp}/kreg-derived-kernels  # bench/derived_kernels.py's DEFAULT_ROOT
+python3 bench/derived_kernels.py "$DERIVED" $KERNELS
+export REGISTRY_KERNELS_PATH="$DERIVED${REGISTRY_KERNELS_PATH:+:$REGISTRY_KERNELS_PATH}"
 if [ "$STAGE" != bench ]; then
   start=$(date +%s)
   for k in $KERNELS; do
