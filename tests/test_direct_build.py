@@ -12,7 +12,7 @@ import torch
 
 import registry
 from registry import _core
-from registry.build import direct, keys
+from registry.build import direct, elf, keys
 
 
 def _needed(path: str) -> list[str]:
@@ -195,9 +195,9 @@ def test_only_a_library_needing_the_c_runtime_alone_is_linked_lean(tmp_path):
                           'extern "C" unsigned long f(const char* s) { return std::string(s).size(); }\n')
     omp = _shared_library(tmp_path, "omp", 'extern "C" void f(float* x, int n) {\n'
                           '#pragma omp parallel for\n  for (int i = 0; i < n; ++i) x[i] += 1;\n}\n', "-fopenmp")
-    assert direct._needs_only_c_runtime(plain), direct._needed_libraries(plain)
-    assert "libstdc++.so.6" in direct._needed_libraries(cxx) and not direct._needs_only_c_runtime(cxx)
-    assert "libgomp.so.1" in direct._needed_libraries(omp) and not direct._needs_only_c_runtime(omp)
+    assert direct._needs_only_c_runtime(plain), elf.needed_libraries(plain)
+    assert "libstdc++.so.6" in elf.needed_libraries(cxx) and not direct._needs_only_c_runtime(cxx)
+    assert "libgomp.so.1" in elf.needed_libraries(omp) and not direct._needs_only_c_runtime(omp)
     (tmp_path / "not_elf.so").write_bytes(b"libc.so.6")
     for path in (None, str(tmp_path / "missing.so"), str(tmp_path / "not_elf.so")):
         assert not direct._needs_only_c_runtime(path)

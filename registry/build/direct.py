@@ -35,13 +35,12 @@ import functools
 import os
 import re
 import shutil
-import struct
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from registry.build import ccache
+from registry.build import ccache, elf
 from registry.build.failure import build_error, check_launchers_at
 from registry.build.progress import build_progress, wait_for_build
 from registry.build.step import BuildResult, builds_run, sanitized, torch_libstdcxx_flags
@@ -82,7 +81,7 @@ def build(plan, staging: Path):
     for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:
         leftover.unlink()
     if not sanitized(plan):  # a checked build: only a worker with its sanitizer runtime opens it
-        check_launchers_at(plan, str(out))  # closed again: registry/load.py opens the published file
+        check_launchers_at(plan, str(out))  # read, not loaded: registry/load.py opens the published file
     return BuildResult(staging, plan.artifact, deps, seconds, None)
 
 
@@ -108,46 +107,8 @@ def _needs_only_c_runtime(library: str | None) -> bool:
     link leaves out. Linked as needed (the toolchain's default), a library
     records libstdc++, libgomp, ... only if it uses them; a toolchain that
     records them anyway simply never links lean."""
-    needed = _needed_libraries(library) if library is not None else None
+    needed = elf.needed_libraries(library) if library is not None else None
     return needed is not None and set(needed) <= _C_RUNTIME
-
-
-def _needed_libraries(path: str) -> list[str] | None:
-    """The DT_NEEDED names of a 64-bit little-endian ELF shared library, or
-    None when `path` is not one (or cannot be read)."""
-    try:
-        data = Path(path).read_bytes()
-        if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-            return None
-        phoff, = struct.unpack_from("<Q", data, 32)
-        phentsize, phnum = struct.unpack_from("<HH", data, 54)
-        loads, dynamic = [], None
-        for i in range(phnum):
-            at = phoff + i * phentsize
-            p_type, = struct.unpack_from("<I", data, at)
-            p_offset, p_vaddr, _, p_filesz = struct.unpack_from("<QQQQ", data, at + 8)
-            if p_type == 1:  # PT_LOAD
-                loads.append((p_vaddr, p_offset, p_filesz))
-            elif p_type == 2:  # PT_DYNAMIC
-                dynamic = (p_offset, p_filesz)
-        if dynamic is None:
-            return []
-        offsets, strtab = [], None
-        for at in range(dynamic[0], dynamic[0] + dynamic[1], 16):
-            tag, value = struct.unpack_from("<qQ", data, at)
-            if tag == 0:  # DT_NULL
-                break
-            if tag == 1:  # DT_NEEDED
-                offsets.append(value)
-            elif tag == 5:  # DT_STRTAB (an address)
-                strtab = value
-        base = next((offset + strtab - vaddr for vaddr, offset, size in loads
-                     if strtab is not None and vaddr <= strtab < vaddr + size), None)
-        if base is None:
-            return None if offsets else []
-        return [data[base + n:data.index(b"\0", base + n)].decode() for n in offsets]
-    except (OSError, struct.error, ValueError, UnicodeDecodeError):
-        return None
 
 
 def _undefined_references_only(log: str) -> bool:

@@ -59,36 +59,31 @@ def _launcher_mismatches(plan: BuildPlan, diagnostics: list, log: str) -> list:
 
 
 def check_launchers_at(plan: BuildPlan, path: str) -> None:
-    """check_launchers on the library at `path` in a staging folder, closed
-    again: the process loads the file where it is published (registry/load.py),
-    so the loader's record of it (dladdr, dl_iterate_phdr: what gdb, perf and
-    sanitizer reports read) names a file in the cache, not a folder renamed
-    away or removed. glibc would hand the staging handle back for the
-    published path (the same inode) while it stays open."""
-    import _ctypes
+    """Every op's launcher for every listed dtype must be exported by the
+    library at `path` (in a staging folder): a missing one fails the build
+    (nothing is published) rather than a later call.
 
-    from registry.load import open_library
-
-    library = open_library(path)
-    try:
-        check_launchers(plan, library)
-    finally:
-        _ctypes.dlclose(library._handle)
-
-
-def check_launchers(plan: BuildPlan, library) -> None:
-    """Every op's launcher for every listed dtype must be exported: a missing
-    one fails the build (nothing is published) rather than a later call."""
+    Read from the file (build/elf.py), never loaded: opening a CUDA library
+    registers its device code with the CUDA runtime, and once it was closed
+    again the published copy's launches failed in that process ("device
+    kernel image is invalid"). The process loads only the published file
+    (registry/load.py), so the loader's record of it (what gdb, perf and
+    sanitizer reports read) names a file in the cache."""
     if not plan.ops:
         return
     from registry import _core
+    from registry.build import elf
     from registry.errors import Diagnostic
 
     required = plan.launchers or _core.required_launchers(plan.ops)
-    exported = [s for s in required if hasattr(library, s)]
-    if len(exported) == len(required):
+    exported = elf.exported_symbols(path)
+    if exported is None:
+        raise BuildError(plan.kernel, plan.describe(), [], f"the built library {path} is not a 64-bit ELF shared "
+                         "library the registry can read; rebuild with get(name, rebuild=True)")
+    found = [s for s in required if s in exported]
+    if len(found) == len(required):
         return
-    messages = _core.missing_launchers(plan.kernel, plan.ops, exported)
+    messages = _core.missing_launchers(plan.kernel, plan.ops, found)
     if messages:
         raise BuildError(plan.kernel, plan.describe(),
                          [Diagnostic(plan.manifest_file, 1, None, "error", m) for m in messages], "\n".join(messages))

@@ -59,7 +59,7 @@ def build(plan: BuildPlan, staging: Path) -> BuildResult:
     for obj in staging.glob("*.o"):
         obj.unlink()
     if plan.kind == "kernel-lib" and not sanitized(plan):  # a checked build: only its worker opens it
-        # Checked here and closed again.
+        # Its exports read from the file: never opened in the staging folder.
         check_launchers_at(plan, str(staging / plan.artifact))
     return BuildResult(staging, plan.artifact, deps, seconds, loaded)
 
