@@ -19,6 +19,7 @@
 #include "output_spec.h"
 #include "file_read.h"
 #include "toml_util.h"
+#include "tune_manifest.h"
 
 namespace kreg {
 
@@ -34,7 +35,6 @@ const char* const kTopKeys[] = {"format",  "name",    "description", "binding", 
                                 "include_dirs", "headers", "cflags", "ldflags", "reference",
                                 "cpu",     "cuda",    "op",   "tune"};
 const char* const kBackendKeys[] = {"sources", "cflags", "compiler", "device_sources", "device_cflags"};
-const char* const kTuneKeys[] = {"params", "default", "rule"};
 const char* const kOpKeys[] = {"signature", "dtypes",   "launcher", "same_shape", "reference",
                                "outputs",   "arg_dtypes", "backward", "baseline",   "sweep", "tune"};
 
@@ -72,31 +72,6 @@ const std::map<std::string, std::string>& dtype_aliases() {
   return kAliases;
 }
 
-
-const char* type_name(toml::node_type type) {
-  switch (type) {
-    case toml::node_type::table:
-      return "a table";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a float";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::date:
-      return "a date";
-    case toml::node_type::time:
-      return "a time";
-    case toml::node_type::date_time:
-      return "a date-time";
-    default:
-      return "nothing";
-  }
-}
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
@@ -147,8 +122,7 @@ class ManifestParser {
       fail("", "no backend; add a [cpu] or [cuda] table with sources = [...]");
     }
     parse_ops(root, &m);
-    parse_tune(root, &m);
-    parse_op_tunes(root, &m);
+    parse_tunes(root, &m);
     apply_config(&m, m.tune.default_config());
     return m;
   }
@@ -172,7 +146,7 @@ class ManifestParser {
 
   [[noreturn]] void wrong_type(const std::string& field, const char* expected,
                                const toml::node& node) const {
-    fail(field, std::string("expected ") + expected + ", got " + type_name(node.type()));
+    fail(field, std::string("expected ") + expected + ", got " + toml_type_name(node.type()));
   }
 
   std::string read_string(const toml::node& node, const std::string& field) const {
@@ -722,108 +696,16 @@ class ManifestParser {
     return names;
   }
 
-  // [[op]] tune = ["NAME", ...]: the [tune] parameters the op's code reads;
-  // registry.tune varies only those for it. Without the key, all of them.
-  void parse_op_tunes(const toml::table& root, Manifest* m) const {
-    const toml::array& array = *root.get("op")->as_array();  // parse_ops checked it
-    for (size_t i = 0; i < m->ops.size(); ++i) {
-      OpSpec& op = m->ops[i];
-      for (const ConfigParam& p : m->tune.params) op.tune_params.push_back(p.name);
-      const toml::node* node = array[i].as_table()->get("tune");
-      if (node == nullptr) continue;
-      const std::string field = dotted(indexed("op", i), "tune");
-      if (m->tune.empty()) {
-        fail(field, "names parameters of the kernel's [tune] table, and there is none; add [tune] with "
-                    "params = { NAME = [value, ...] }, or remove this key");
-      }
-      std::vector<std::string> names = read_string_list(*node, field);
-      for (size_t k = 0; k < names.size(); ++k) {
-        if (std::find(op.tune_params.begin(), op.tune_params.end(), names[k]) == op.tune_params.end()) {
-          std::string known;
-          for (const ConfigParam& p : m->tune.params) known += (known.empty() ? "" : ", ") + p.name;
-          fail(indexed(field, k), in_quotes(names[k]) + " is not a parameter of [tune]; its parameters: " + known);
-        }
-        if (std::find(names.begin(), names.begin() + k, names[k]) != names.begin() + k) {
-          fail(indexed(field, k), in_quotes(names[k]) + " is listed twice");
-        }
-      }
-      std::sort(names.begin(), names.end());  // the space's order
-      op.tune_params = std::move(names);
-    }
-  }
-
-  // [tune]: params = { NAME = [values] }, default = { NAME = value }, rule = "...".
-  void parse_tune(const toml::table& root, Manifest* m) const {
-    const toml::node* node = root.get("tune");
-    if (node == nullptr) return;
-    const toml::table& tune = read_table(*node, "tune");
-    check_keys(tune, "tune", std::begin(kTuneKeys), std::end(kTuneKeys));
-    const toml::node* params = tune.get("params");
-    if (params == nullptr) fail("tune.params", "missing; add params = { NAME = [value, ...] }");
-    for (const auto& [key, values] : read_table(*params, "tune.params")) {
-      const std::string name(key.str());
-      const std::string field = dotted("tune.params", name);
-      // Upper case: a parameter is a macro, and must not collide with the kernel's own identifiers.
-      const bool upper = std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-      });
-      if (!is_c_identifier(name) || !upper) {
-        fail(field, "a parameter is a preprocessor define: use an upper-case C identifier ([A-Z_][A-Z0-9_]*)");
-      }
-      ConfigParam param;
-      param.name = name;
-      const toml::array* array = values.as_array();
-      if (array == nullptr || array->empty()) wrong_type(field, "a non-empty array of integers", values);
-      for (size_t i = 0; i < array->size(); ++i) {
-        const toml::value<int64_t>* v = (*array)[i].as_integer();
-        if (v == nullptr) wrong_type(indexed(field, i), "an integer", (*array)[i]);
-        if (std::find(param.values.begin(), param.values.end(), v->get()) != param.values.end()) {
-          fail(indexed(field, i), "the value " + std::to_string(v->get()) + " is listed twice");
-        }
-        param.values.push_back(v->get());
-      }
-      param.default_value = param.values.front();
-      m->tune.params.push_back(std::move(param));
-    }
-    if (m->tune.params.empty()) fail("tune.params", "empty; name at least one parameter, or remove [tune]");
-    std::sort(m->tune.params.begin(), m->tune.params.end(),
-              [](const ConfigParam& a, const ConfigParam& b) { return a.name < b.name; });
-    if (const toml::node* n = tune.get("default")) {
-      for (const auto& [key, value] : read_table(*n, "tune.default")) {
-        const std::string name(key.str());
-        const std::string field = dotted("tune.default", name);
-        auto param = std::find_if(m->tune.params.begin(), m->tune.params.end(),
-                                  [&](const ConfigParam& p) { return p.name == name; });
-        if (param == m->tune.params.end()) fail(field, "not a parameter of tune.params");
-        const toml::value<int64_t>* v = value.as_integer();
-        if (v == nullptr) wrong_type(field, "an integer", value);
-        if (std::find(param->values.begin(), param->values.end(), v->get()) == param->values.end()) {
-          fail(field, std::to_string(v->get()) + " is not one of the values tune.params." + name + " lists");
-        }
-        param->default_value = v->get();
-      }
-    }
-    std::vector<std::string> names;
-    for (const ConfigParam& p : m->tune.params) names.push_back(p.name);
-    if (const toml::node* n = tune.get("rule")) {
-      const std::string text = read_string(*n, "tune.rule");
-      try {
-        m->tune.rule = ConfigRule::parse(text, names);
-      } catch (const RuleError& e) {
-        fail("tune.rule", "rule \"" + text + "\": " + e.what());
-      }
-    }
-    // The default must be a valid config (a plain get builds it), and every
-    // config must be evaluable: a rule that divides by zero is found here, not mid-tuning.
-    const Config fallback = m->tune.default_config();
+  // [tune] and each [[op]]'s tune key (tune_manifest.h), their errors named as the file's others are.
+  void parse_tunes(const toml::table& root, Manifest* m) const {
     try {
-      if (m->tune.rule.evaluate(fallback) == 0) {
-        fail("tune.rule", "rule \"" + m->tune.rule.text() + "\" rejects the default config " +
-                              config_label(fallback) + "; change tune.default or the rule");
+      m->tune = parse_tune_table(root);
+      const toml::array& array = *root.get("op")->as_array();  // parse_ops checked it
+      for (size_t i = 0; i < m->ops.size(); ++i) {
+        m->ops[i].tune_params = parse_op_tune(*array[i].as_table(), indexed("op", i), m->tune);
       }
-      m->tune.enumerate();
-    } catch (const RuleError& e) {
-      fail("tune.rule", "rule \"" + m->tune.rule.text() + "\": " + e.what());
+    } catch (const TuneTableError& e) {
+      fail(e.field(), e.what());
     }
   }
 

@@ -208,6 +208,31 @@ std::optional<TomlProblem> parse_toml_guarded(const std::string& text, const std
   return parse_toml_unchecked(text, source, out);
 }
 
+const char* toml_type_name(toml::node_type type) {
+  switch (type) {
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    default:
+      return "nothing";
+  }
+}
+
 void parse_toml_table(const std::string& text, const std::string& what, toml::table* out) {
   if (std::optional<TomlProblem> problem = parse_toml_guarded(text, what, out)) {
     throw std::runtime_error(what + ": " + problem->message + " (line " + std::to_string(problem->line) + ")");

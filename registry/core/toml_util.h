@@ -35,6 +35,10 @@ struct TomlProblem {
 std::optional<TomlProblem> parse_toml_guarded(const std::string& text, const std::string& source,
                                               toml::table* out);
 
+// A node's type as messages name it: "a table", "an integer", ... ("nothing"
+// for none), so every reader's "expected X, got Y" reads alike.
+const char* toml_type_name(toml::node_type type);
+
 // The cache's own files: parse_toml_guarded, a problem thrown as
 // std::runtime_error("<what>: <problem> (line N)").
 void parse_toml_table(const std::string& text, const std::string& what, toml::table* out);
