@@ -1,7 +1,10 @@
 #include "build_keys.h"
 
 #include <filesystem>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <stdexcept>
 
 #include "codegen.h"
 #include "hash.h"
@@ -40,6 +43,29 @@ std::string label(const std::string& path, const std::vector<LabelRoot>& roots) 
     }
   }
   return path;
+}
+
+// The shared binding's last key per backend. Its "source" input is the whole
+// generated text (~22 KB), which depends only on the backend and the template
+// version, yet every plan of a generated binding asks for the key (loaded or
+// not, it names the module). So the text is generated once per process, and
+// hashed again only when another input (the environment, abi.h) has changed.
+// Plans run in threads: the mutex also makes the first plans wait for one
+// generation rather than each doing its own.
+struct BindingKeyMemo {
+  std::mutex mutex;
+  std::string source;  // generate_shared_binding(backend), once
+  Digest others;       // the digest of every input but the source, for `key`
+  std::optional<Key> key;
+};
+
+BindingKeyMemo& binding_key_memo(const std::string& backend) {
+  static BindingKeyMemo cpu;
+  static BindingKeyMemo cuda;
+  if (backend == "cpu") return cpu;
+  if (backend == "cuda") return cuda;
+  generate_shared_binding(backend);  // throws std::invalid_argument naming the backends there are
+  throw std::logic_error("binding_key: no key memo for backend " + backend);
 }
 
 }  // namespace
@@ -126,10 +152,10 @@ std::string binding_namespace(const Signature& signature, const std::string& bac
 
 Key binding_key(const std::string& backend, const std::map<std::string, std::string>& env,
                 const std::string& registry_include) {
+  BindingKeyMemo& memo = binding_key_memo(backend);
   KeyBuilder kb;
   kb.add("kind", "binding").add("backend", backend);
   kb.add("template", std::to_string(kBindingTemplateVersion));
-  kb.add("source", generate_shared_binding(backend));  // the text compiled: no version bump can be forgotten
   kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
   for (const auto& [name, value] : env) {
     // Host C++ only: no device code, no kernel library, and no nvcc (a binding
@@ -137,7 +163,17 @@ Key binding_key(const std::string& backend, const std::map<std::string, std::str
     // built as plain C++ with or without a toolkit; an nvcc upgrade leaves it be).
     if (kNotBindingInputs.count(name) == 0) kb.add(name, value);
   }
-  return kb.finish();
+  // Inputs are kept sorted by name, so adding the source last hashes the same
+  // bytes as adding it first: the memo changes no key.
+  const Digest others = kb.finish().digest;
+  const std::lock_guard<std::mutex> lock(memo.mutex);
+  if (!memo.key || memo.others != others) {
+    if (memo.source.empty()) memo.source = generate_shared_binding(backend);
+    kb.add("source", memo.source);  // the text compiled: no version bump can be forgotten
+    memo.key = kb.finish();
+    memo.others = others;
+  }
+  return *memo.key;
 }
 
 std::string binding_module_name(const std::string& backend, const Key& key) {

@@ -61,7 +61,9 @@ inline constexpr const char* kDirectRecipe = "direct-1: c++ -std=c++20 -fPIC -sh
 // The kernel-lib base key and binding pieces, for tools and tests.
 Key kernel_lib_key(const Manifest& manifest, const PlanFacts& facts, const std::vector<std::string>& files);
 std::string binding_namespace(const Signature& signature, const std::string& backend);
-// The shared binding's key (codegen.h): no signature, no kernel.
+// The shared binding's key (codegen.h): no signature, no kernel. Safe from
+// any thread; the generated text is made once per process and backend, and
+// hashed again only when another input (env, abi.h) differs from the last call's.
 Key binding_key(const std::string& backend, const std::map<std::string, std::string>& env,
                 const std::string& registry_include);
 // Its module name (load()'s and the cache entry's): "kreg_binding_cpu_<16 hex of the key>".

@@ -1,0 +1,106 @@
+#include "build_keys.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codegen.h"
+#include "launcher_header.h"
+#include "temp_dir_for_tests.h"
+
+namespace kreg {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The binding key as it was made before it was memoized: every input, the
+// text generated afresh. binding_key must keep giving exactly this.
+Key fresh_binding_key(const std::string& backend, const std::map<std::string, std::string>& env,
+                      const std::string& registry_include) {
+  KeyBuilder kb;
+  kb.add("kind", "binding").add("backend", backend);
+  kb.add("template", std::to_string(kBindingTemplateVersion));
+  kb.add("source", generate_shared_binding(backend));
+  kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
+  const std::set<std::string> not_inputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
+                                            "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc"};
+  for (const auto& [name, value] : env) {
+    if (not_inputs.count(name) == 0) kb.add(name, value);
+  }
+  return kb.finish();
+}
+
+void expect_same(const Key& a, const Key& b) {
+  EXPECT_EQ(a.digest, b.digest);
+  ASSERT_EQ(a.inputs.size(), b.inputs.size());
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    EXPECT_EQ(a.inputs[i].name, b.inputs[i].name);
+    EXPECT_EQ(a.inputs[i].value, b.inputs[i].value) << a.inputs[i].name;
+  }
+}
+
+class BindingKeyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    include_ = tmp_.path() + "/include";
+    write_abi("// abi v1\n");
+    env_ = {{"env.torch", "2.14.1"}, {"toolchain.cxx", "/usr/bin/c++ 13"}, {"toolchain.kernel_lib", "r2"}};
+  }
+  void write_abi(const std::string& text) const {
+    fs::create_directories(include_ + "/kreg");
+    std::ofstream(include_ + "/kreg/abi.h", std::ios::binary) << text;
+  }
+
+  test_support::TempDir tmp_;
+  std::string include_;
+  std::map<std::string, std::string> env_;
+};
+
+TEST_F(BindingKeyTest, TheMemoizedKeyIsTheFreshOne) {
+  for (const char* backend : {"cpu", "cuda"}) {
+    const Key fresh = fresh_binding_key(backend, env_, include_);
+    expect_same(binding_key(backend, env_, include_), fresh);
+    expect_same(binding_key(backend, env_, include_), fresh);  // from the memo
+  }
+  EXPECT_NE(binding_key("cpu", env_, include_).digest, binding_key("cuda", env_, include_).digest);
+}
+
+TEST_F(BindingKeyTest, AnotherInputIsHashedAgain) {
+  const Key before = binding_key("cpu", env_, include_);
+  std::map<std::string, std::string> env = env_;
+  env["env.torch"] = "another torch";
+  expect_same(binding_key("cpu", env, include_), fresh_binding_key("cpu", env, include_));
+  EXPECT_NE(binding_key("cpu", env, include_).digest, before.digest);
+  write_abi("// abi v2\n");
+  expect_same(binding_key("cpu", env_, include_), fresh_binding_key("cpu", env_, include_));
+  EXPECT_NE(binding_key("cpu", env_, include_).digest, before.digest);
+  write_abi("// abi v1\n");
+  expect_same(binding_key("cpu", env_, include_), before);
+}
+
+TEST_F(BindingKeyTest, ThreadsGetTheSameKey) {
+  const Key fresh = fresh_binding_key("cuda", env_, include_);
+  std::vector<Digest> digests(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < digests.size(); ++i) {
+    threads.emplace_back([&, i] { digests[i] = binding_key(i % 2 ? "cuda" : "cpu", env_, include_).digest; });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < digests.size(); ++i) {
+    EXPECT_EQ(digests[i], i % 2 ? fresh.digest : fresh_binding_key("cpu", env_, include_).digest);
+  }
+}
+
+TEST_F(BindingKeyTest, AnUnknownBackendIsRejectedAsBefore) {
+  EXPECT_THROW(binding_key("rocm", env_, include_), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace kreg
