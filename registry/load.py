@@ -64,10 +64,15 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
     # A fresh build is opened here too, from its published place (build.failure.check_launchers_at).
     handle = STATE.libraries.get(lib.entry.key) or open_library(lib.path)
     STATE.libraries[lib.entry.key] = handle
+    # Bound where a GPU is visible. A build for a GPU elsewhere (`python -m
+    # registry build` with TORCH_CUDA_ARCH_LIST on a machine without one) has
+    # no context to load the cubin into; nothing can call a CUDA op there.
     if device is not None:
+        from registry import environment, knobs
         from registry.device import driver_module
 
-        driver_module.bind(handle, device.key, device.path)
+        if environment.cuda_available(knobs.cache_dir()):
+            driver_module.bind(handle, device.key, device.path)
     namespaces, launchers = plan.namespaces, plan.launchers
     binding = _shared_binding(plan.binding_module, artifacts)
     for spec in manifest.ops:

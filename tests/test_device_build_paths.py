@@ -157,3 +157,22 @@ def test_a_cubin_built_by_another_process_while_waiting_is_used(kernel, store, t
     found = build(kernel, mine)
     assert found.built is None, "compiled again what another process had just published"
     assert found.key == built_elsewhere.key
+
+
+def test_the_cli_builds_for_a_gpu_elsewhere_on_a_machine_without_one(kernel, tmp_path):
+    """`python -m registry build NAME --device cuda` with TORCH_CUDA_ARCH_LIST
+    builds and caches the cubin and its launchers where no GPU is visible:
+    there is no context to bind the cubin into, and nothing to call there."""
+    import subprocess
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine without a visible GPU")
+    env = dict(os.environ, TORCH_CUDA_ARCH_LIST="9.0", REGISTRY_KERNELS_PATH=str(kernel.dir.parent),
+               REGISTRY_CACHE_DIR=str(tmp_path / "cli-cache"))
+    done = subprocess.run([sys.executable, "-m", "registry", "build", kernel.name, "--device", "cuda"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "device code (cubin):" in done.stdout and "compiled lib" in done.stdout, done.stdout
