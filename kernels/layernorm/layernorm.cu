@@ -17,6 +17,8 @@
 
 namespace {
 
+constexpr char kOp[] = "layernorm";
+
 template <typename T, int N>
 __device__ __forceinline__ kreg::Pack<T, N> normalize(const kreg::Pack<T, N>& v, const kreg::Pack<T, N>* w,
                                                       const kreg::Pack<T, N>* b, int64_t p, float mu, float rs) {
@@ -42,11 +44,10 @@ __global__ void __launch_bounds__(1024) layernorm_cached(const T* __restrict__ x
                                                          int64_t rows, int64_t cols, float eps) {
   using V = kreg::Pack<T, N>;
   __shared__ float scratch[32];
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const bool live = row < rows;  // a dead row still takes part in the block's barriers
+  const auto [row, live, offset] = kreg::cached_row(rows, cols);
   const int64_t packs = cols / N;
-  const V* xr = reinterpret_cast<const V*>(x + (live ? row : 0) * cols);
-  V* yr = reinterpret_cast<V*>(y + (live ? row : 0) * cols);
+  const V* xr = reinterpret_cast<const V*>(x + offset);
+  V* yr = reinterpret_cast<V*>(y + offset);
   V v[P];
   float sum = 0;
 #pragma unroll
@@ -120,23 +121,6 @@ __global__ void layernorm_long(const T* __restrict__ x, const T* __restrict__ w,
   }
 }
 
-template <typename T, int N>
-void launch_rows(const T* x, const T* w, const T* b, T* y, float* mean, float* rstd, int64_t rows, int64_t cols,
-                 float eps, cudaStream_t s) {
-  const kreg::RowPlan plan = kreg::plan_rows(cols / N);
-  const dim3 block(plan.threads, plan.rows_per_block);
-  const auto grid = static_cast<unsigned>(plan.rows_per_block ? (rows + plan.rows_per_block - 1) / plan.rows_per_block : 0);
-  switch (plan.packs_per_thread) {
-    case 1: layernorm_cached<T, N, 1><<<grid, block, 0, s>>>(x, w, b, y, mean, rstd, rows, cols, eps); break;
-    case 2: layernorm_cached<T, N, 2><<<grid, block, 0, s>>>(x, w, b, y, mean, rstd, rows, cols, eps); break;
-    case 4: layernorm_cached<T, N, 4><<<grid, block, 0, s>>>(x, w, b, y, mean, rstd, rows, cols, eps); break;
-    case 8: layernorm_cached<T, N, 8><<<grid, block, 0, s>>>(x, w, b, y, mean, rstd, rows, cols, eps); break;
-    default:
-      layernorm_long<T, N><<<static_cast<unsigned>(rows), kreg::row_threads(cols / N), 0, s>>>(x, w, b, y, mean, rstd,
-                                                                                                cols, eps);
-  }
-}
-
 template <typename T>
 const char* launch(kreg_tensor y, kreg_tensor mean, kreg_tensor rstd, kreg_tensor x, kreg_tensor w, kreg_tensor b,
                    float eps, void* stream) {
@@ -145,7 +129,7 @@ const char* launch(kreg_tensor y, kreg_tensor mean, kreg_tensor rstd, kreg_tenso
     return "layernorm: weight and bias must have as many elements as x's last dim";
   }
   if (rows == 0 || cols == 0) return nullptr;
-  if (rows > 0x7fffffff) return "layernorm: more than 2^31 - 1 rows";
+  if (const char* refused = kreg::refuse_rows<kOp>(rows)) return refused;
   constexpr int kWidth = kreg::pack_width<T>();
   auto s = static_cast<cudaStream_t>(stream);
   const T* xs = static_cast<const T*>(x.data);
@@ -156,11 +140,14 @@ const char* launch(kreg_tensor y, kreg_tensor mean, kreg_tensor rstd, kreg_tenso
   auto* rs = static_cast<float*>(rstd.data);
   const bool packs = kreg::packs_fit(xs, cols, kWidth) && kreg::packs_fit(ys, cols, kWidth) &&
                      kreg::packs_fit(ws, cols, kWidth) && (bs == nullptr || kreg::packs_fit(bs, cols, kWidth));
-  if (packs) {
-    launch_rows<T, kWidth>(xs, ws, bs, ys, ms, rs, rows, cols, eps, s);
-  } else {
-    launch_rows<T, 1>(xs, ws, bs, ys, ms, rs, rows, cols, eps, s);
-  }
+  kreg::launch_rows<T>(packs, rows, cols, [&](auto n, auto p, dim3 grid, dim3 block) {
+    constexpr int N = decltype(n)::value, P = decltype(p)::value;
+    if constexpr (P > 0) {
+      layernorm_cached<T, N, P><<<grid, block, 0, s>>>(xs, ws, bs, ys, ms, rs, rows, cols, eps);
+    } else {
+      layernorm_long<T, N><<<grid, block, 0, s>>>(xs, ws, bs, ys, ms, rs, cols, eps);
+    }
+  });
   return kreg::last_launch_error();
 }
 

@@ -15,6 +15,8 @@
 
 namespace {
 
+constexpr char kOp[] = "quantize_int8";
+
 template <typename T, int N>
 __device__ __forceinline__ kreg::Pack<int8_t, N> quantize_pack(const kreg::Pack<T, N>& v, float inv) {
   kreg::Pack<int8_t, N> out;
@@ -30,11 +32,10 @@ __global__ void __launch_bounds__(1024) quantize_cached(const T* __restrict__ x,
                                                         float* __restrict__ scale, int64_t rows, int64_t cols) {
   using V = kreg::Pack<T, N>;
   __shared__ float scratch[32];
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const bool live = row < rows;  // a dead row still takes part in the block's barriers
+  const auto [row, live, offset] = kreg::cached_row(rows, cols);
   const int64_t packs = cols / N;
-  const V* xr = reinterpret_cast<const V*>(x + (live ? row : 0) * cols);
-  auto* qr = reinterpret_cast<kreg::Pack<int8_t, N>*>(q + (live ? row : 0) * cols);
+  const V* xr = reinterpret_cast<const V*>(x + offset);
+  auto* qr = reinterpret_cast<kreg::Pack<int8_t, N>*>(q + offset);
   V v[P];
   float amax = 0;
 #pragma unroll
@@ -75,36 +76,26 @@ __global__ void quantize_long(const T* __restrict__ x, int8_t* __restrict__ q, f
   if (threadIdx.x == 0) scale[blockIdx.x] = amax / 127.0f;
 }
 
-template <typename T, int N>
-void launch_rows(const T* x, int8_t* q, float* scale, int64_t rows, int64_t cols, cudaStream_t s) {
-  const kreg::RowPlan plan = kreg::plan_rows(cols / N);
-  const dim3 block(plan.threads, plan.rows_per_block);
-  const auto grid = static_cast<unsigned>(plan.rows_per_block ? (rows + plan.rows_per_block - 1) / plan.rows_per_block : 0);
-  switch (plan.packs_per_thread) {
-    case 1: quantize_cached<T, N, 1><<<grid, block, 0, s>>>(x, q, scale, rows, cols); break;
-    case 2: quantize_cached<T, N, 2><<<grid, block, 0, s>>>(x, q, scale, rows, cols); break;
-    case 4: quantize_cached<T, N, 4><<<grid, block, 0, s>>>(x, q, scale, rows, cols); break;
-    case 8: quantize_cached<T, N, 8><<<grid, block, 0, s>>>(x, q, scale, rows, cols); break;
-    default: quantize_long<T, N><<<static_cast<unsigned>(rows), kreg::row_threads(cols / N), 0, s>>>(x, q, scale, cols);
-  }
-}
-
 template <typename T>
 const char* launch(kreg_tensor q, kreg_tensor scale, kreg_tensor x, void* stream) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (rows == 0) return nullptr;
-  if (rows > 0x7fffffff) return "quantize_int8: more than 2^31 - 1 rows";
+  if (const char* refused = kreg::refuse_rows<kOp>(rows)) return refused;
   constexpr int kWidth = kreg::pack_width<T>();
   auto s = static_cast<cudaStream_t>(stream);
   const T* xs = static_cast<const T*>(x.data);
   auto* qs = static_cast<int8_t*>(q.data);
   auto* ss = static_cast<float*>(scale.data);
   // q's packs are kWidth bytes: its rows start at multiples of cols, aligned when cols is.
-  if (kreg::packs_fit(xs, cols, kWidth) && reinterpret_cast<uintptr_t>(qs) % kWidth == 0) {
-    launch_rows<T, kWidth>(xs, qs, ss, rows, cols, s);
-  } else {
-    launch_rows<T, 1>(xs, qs, ss, rows, cols, s);
-  }
+  const bool packs = kreg::packs_fit(xs, cols, kWidth) && reinterpret_cast<uintptr_t>(qs) % kWidth == 0;
+  kreg::launch_rows<T>(packs, rows, cols, [&](auto n, auto p, dim3 grid, dim3 block) {
+    constexpr int N = decltype(n)::value, P = decltype(p)::value;
+    if constexpr (P > 0) {
+      quantize_cached<T, N, P><<<grid, block, 0, s>>>(xs, qs, ss, rows, cols);
+    } else {
+      quantize_long<T, N><<<grid, block, 0, s>>>(xs, qs, ss, cols);
+    }
+  });
   return kreg::last_launch_error();
 }
 

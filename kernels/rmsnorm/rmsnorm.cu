@@ -26,18 +26,20 @@
 
 namespace {
 
+constexpr char kOp[] = "rmsnorm";
+constexpr char kBackwardOp[] = "rmsnorm_backward";
+
 template <typename T, int N, int P>
 __global__ void __launch_bounds__(1024) rmsnorm_cached(const T* __restrict__ x, const T* __restrict__ w,
                                                        T* __restrict__ y, int64_t rows, int64_t cols, kreg::acc_t<T> eps) {
   using A = kreg::acc_t<T>;
   using V = kreg::Pack<T, N>;
   __shared__ A scratch[32];
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const bool live = row < rows;  // a dead row still takes part in the block's barriers
+  const auto [row, live, offset] = kreg::cached_row(rows, cols);
   const int64_t packs = cols / N;
-  const V* xr = reinterpret_cast<const V*>(x + (live ? row : 0) * cols);
+  const V* xr = reinterpret_cast<const V*>(x + offset);
   const V* wr = reinterpret_cast<const V*>(w);
-  V* yr = reinterpret_cast<V*>(y + (live ? row : 0) * cols);
+  V* yr = reinterpret_cast<V*>(y + offset);
   V v[P];
   A ss = 0;
 #pragma unroll
@@ -100,9 +102,8 @@ __global__ void __launch_bounds__(1024) rmsnorm_backward_rows(const T* __restric
   using V = kreg::Pack<T, N>;
   constexpr int kSlots = P > 0 ? P : 1;
   __shared__ A scratch[32];
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const bool live = row < rows;
-  const int64_t packs = cols / N, base = (live ? row : 0) * cols;
+  const auto [row, live, base] = kreg::cached_row(rows, cols);
+  const int64_t packs = cols / N;
   const V* gr = reinterpret_cast<const V*>(g + base);
   const V* xr = reinterpret_cast<const V*>(x + base);
   const V* wr = reinterpret_cast<const V*>(w);
@@ -204,36 +205,27 @@ __global__ void rmsnorm_grad_weight_total(const double* __restrict__ partial, T*
   gw[c] = kreg::from_acc<T>(static_cast<kreg::acc_t<T>>(sum));
 }
 
-template <typename T, int N>
-void forward_rows(const T* x, const T* w, T* y, int64_t rows, int64_t cols, double eps, cudaStream_t s) {
-  const kreg::RowPlan plan = kreg::plan_rows(cols / N);
-  const dim3 block(plan.threads, plan.rows_per_block);
-  const auto grid = static_cast<unsigned>(plan.rows_per_block ? (rows + plan.rows_per_block - 1) / plan.rows_per_block : 0);
-  switch (plan.packs_per_thread) {
-    case 1: rmsnorm_cached<T, N, 1><<<grid, block, 0, s>>>(x, w, y, rows, cols, eps); break;
-    case 2: rmsnorm_cached<T, N, 2><<<grid, block, 0, s>>>(x, w, y, rows, cols, eps); break;
-    case 4: rmsnorm_cached<T, N, 4><<<grid, block, 0, s>>>(x, w, y, rows, cols, eps); break;
-    case 8: rmsnorm_cached<T, N, 8><<<grid, block, 0, s>>>(x, w, y, rows, cols, eps); break;
-    default: rmsnorm_long<T, N><<<static_cast<unsigned>(rows), kreg::row_threads(cols / N), 0, s>>>(x, w, y, cols, eps);
-  }
-}
-
 template <typename T>
 const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor w, double eps, void* stream) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (w.numel != cols) return "rmsnorm: weight must have as many elements as x's last dim";
   if (rows == 0 || cols == 0) return nullptr;
-  if (rows > 0x7fffffff) return "rmsnorm: more than 2^31 - 1 rows";
+  if (const char* refused = kreg::refuse_rows<kOp>(rows)) return refused;
   constexpr int kWidth = kreg::pack_width<T>();
   auto s = static_cast<cudaStream_t>(stream);
   const T* xs = static_cast<const T*>(x.data);
   const T* ws = static_cast<const T*>(w.data);
   T* ys = static_cast<T*>(y.data);
-  if (kreg::packs_fit(xs, cols, kWidth) && kreg::packs_fit(ys, cols, kWidth) && kreg::packs_fit(ws, cols, kWidth)) {
-    forward_rows<T, kWidth>(xs, ws, ys, rows, cols, eps, s);
-  } else {
-    forward_rows<T, 1>(xs, ws, ys, rows, cols, eps, s);
-  }
+  const bool packs =
+      kreg::packs_fit(xs, cols, kWidth) && kreg::packs_fit(ys, cols, kWidth) && kreg::packs_fit(ws, cols, kWidth);
+  kreg::launch_rows<T>(packs, rows, cols, [&](auto n, auto p, dim3 grid, dim3 block) {
+    constexpr int N = decltype(n)::value, P = decltype(p)::value;
+    if constexpr (P > 0) {
+      rmsnorm_cached<T, N, P><<<grid, block, 0, s>>>(xs, ws, ys, rows, cols, eps);
+    } else {
+      rmsnorm_long<T, N><<<grid, block, 0, s>>>(xs, ws, ys, cols, eps);
+    }
+  });
   return kreg::last_launch_error();
 }
 
@@ -243,17 +235,10 @@ void backward_rows(const T* g, const T* x, const T* w, T* gx, T* gw, double* scr
   // rstd per row (in acc_t<T>, at most a double's size) in the first `rows` doubles, then the partials.
   auto* rstds = reinterpret_cast<kreg::acc_t<T>*>(scratch);
   double* partial = scratch + rows;
-  kreg::RowPlan plan = kreg::plan_rows(cols / N);
-  if (plan.packs_per_thread == 0) plan = {0, kreg::row_threads(cols / N), 1};
-  const dim3 block(plan.threads, plan.rows_per_block);
-  const auto grid = static_cast<unsigned>((rows + plan.rows_per_block - 1) / plan.rows_per_block);
-  switch (plan.packs_per_thread) {
-    case 1: rmsnorm_backward_rows<T, N, 1><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps); break;
-    case 2: rmsnorm_backward_rows<T, N, 2><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps); break;
-    case 4: rmsnorm_backward_rows<T, N, 4><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps); break;
-    case 8: rmsnorm_backward_rows<T, N, 8><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps); break;
-    default: rmsnorm_backward_rows<T, N, 0><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps);
-  }
+  // P == 0 (rows too long for registers) is the same kernel looping through L2.
+  kreg::launch_row_plan(rows, cols / N, [&](auto p, dim3 grid, dim3 block) {
+    rmsnorm_backward_rows<T, N, decltype(p)::value><<<grid, block, 0, s>>>(g, x, w, gx, rstds, rows, cols, eps);
+  });
   const int64_t column_blocks = (cols / N + 31) / 32;
   const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
   rmsnorm_grad_weight_partial<T, N><<<dim3(static_cast<unsigned>(column_blocks), static_cast<unsigned>(chunks)),
@@ -267,7 +252,7 @@ const char* backward(kreg_tensor gx, kreg_tensor gw, kreg_tensor g, kreg_tensor 
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (w.numel != cols) return "rmsnorm_backward: weight must have as many elements as x's last dim";
   if (cols == 0) return nullptr;
-  if (rows > 0x7fffffff) return "rmsnorm_backward: more than 2^31 - 1 rows";
+  if (const char* refused = kreg::refuse_rows<kBackwardOp>(rows)) return refused;
   auto s = static_cast<cudaStream_t>(stream);
   if (rows == 0) return cudaMemsetAsync(gw.data, 0, cols * sizeof(T), s) == cudaSuccess ? nullptr : "rmsnorm_backward: memset failed";
   constexpr int kWidth = kreg::pack_width<T>();

@@ -21,6 +21,8 @@
 
 namespace {
 
+constexpr char kOp[] = "rowmax";
+
 template <typename I>
 struct Best {
   float value;
@@ -113,10 +115,9 @@ __global__ void __launch_bounds__(1024) rowmax_cached(const T* __restrict__ x, T
   using V = kreg::Pack<T, N>;
   __shared__ float max_scratch[32];
   __shared__ int min_scratch[32];
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const bool live = row < rows;  // a dead row still takes part in the block's barriers (row_reduce)
+  const auto [row, live, offset] = kreg::cached_row(rows, cols);
   const int packs = static_cast<int>(cols / N);
-  const V* xr = reinterpret_cast<const V*>(x + (live ? row : 0) * cols);
+  const V* xr = reinterpret_cast<const V*>(x + offset);
   V v[P];
 #pragma unroll
   for (int i = 0; i < P; ++i) {
@@ -181,36 +182,25 @@ __global__ void rowmax_long(const T* __restrict__ x, T* __restrict__ values, int
   }
 }
 
-template <typename T, int N>
-void launch_rows(const T* x, T* values, int64_t* indices, int64_t rows, int64_t cols, cudaStream_t s) {
-  const kreg::RowPlan plan = kreg::plan_rows(cols / N);
-  const dim3 block(plan.threads, plan.rows_per_block);
-  const auto grid = static_cast<unsigned>(plan.rows_per_block ? (rows + plan.rows_per_block - 1) / plan.rows_per_block : 0);
-  switch (plan.packs_per_thread) {
-    case 1: rowmax_cached<T, N, 1><<<grid, block, 0, s>>>(x, values, indices, rows, cols); break;
-    case 2: rowmax_cached<T, N, 2><<<grid, block, 0, s>>>(x, values, indices, rows, cols); break;
-    case 4: rowmax_cached<T, N, 4><<<grid, block, 0, s>>>(x, values, indices, rows, cols); break;
-    case 8: rowmax_cached<T, N, 8><<<grid, block, 0, s>>>(x, values, indices, rows, cols); break;
-    default: rowmax_long<T, N><<<static_cast<unsigned>(rows), kreg::row_threads(cols / N), 0, s>>>(x, values, indices, cols);
-  }
-}
-
 template <typename T>
 const char* launch(kreg_tensor values, kreg_tensor indices, kreg_tensor x, void* stream) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (cols == 0 && values.numel > 0) return "rowmax: rows of length 0 have no maximum";
   if (rows == 0) return nullptr;
-  if (rows > 0x7fffffff) return "rowmax: more than 2^31 - 1 rows";
+  if (const char* refused = kreg::refuse_rows<kOp>(rows)) return refused;
   constexpr int kWidth = kreg::pack_width<T>();
   auto s = static_cast<cudaStream_t>(stream);
   const T* xs = static_cast<const T*>(x.data);
   T* vs = static_cast<T*>(values.data);
   auto* is = static_cast<int64_t*>(indices.data);
-  if (kreg::packs_fit(xs, cols, kWidth)) {
-    launch_rows<T, kWidth>(xs, vs, is, rows, cols, s);
-  } else {
-    launch_rows<T, 1>(xs, vs, is, rows, cols, s);
-  }
+  kreg::launch_rows<T>(kreg::packs_fit(xs, cols, kWidth), rows, cols, [&](auto n, auto p, dim3 grid, dim3 block) {
+    constexpr int N = decltype(n)::value, P = decltype(p)::value;
+    if constexpr (P > 0) {
+      rowmax_cached<T, N, P><<<grid, block, 0, s>>>(xs, vs, is, rows, cols);
+    } else {
+      rowmax_long<T, N><<<grid, block, 0, s>>>(xs, vs, is, cols);
+    }
+  });
   return kreg::last_launch_error();
 }
 

@@ -19,6 +19,8 @@
 
 namespace {
 
+constexpr char kOp[] = "softmax";
+
 // exp(a * scale - b) as exp2: scale and b come pre-multiplied by log2(e).
 __device__ __forceinline__ float exp2_fma(float a, float scale, float b) { return exp2f(fmaf(a, scale, -b)); }
 __device__ __forceinline__ double exp2_fma(double a, double scale, double b) { return exp2(fma(a, scale, -b)); }
@@ -35,11 +37,10 @@ __global__ void __launch_bounds__(1024, sizeof(T) < 8 && N > 1 && P <= 4 ? 2 : 1
   using A = kreg::acc_t<T>;
   using V = kreg::Pack<T, N>;
   __shared__ A scratch[32];
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
-  const bool live = row < rows;  // a dead row still takes part in the block's barriers
+  const auto [row, live, offset] = kreg::cached_row(rows, cols);
   const int64_t packs = cols / N;
-  const V* xr = reinterpret_cast<const V*>(x + (live ? row : 0) * cols);
-  V* yr = reinterpret_cast<V*>(y + (live ? row : 0) * cols);
+  const V* xr = reinterpret_cast<const V*>(x + offset);
+  V* yr = reinterpret_cast<V*>(y + offset);
   const A scale = A(1.4426950408889634) / A(temperature);  // log2(e) / temperature
 
   V v[P];
@@ -109,36 +110,25 @@ __global__ void softmax_long(const T* __restrict__ x, T* __restrict__ y, int64_t
   }
 }
 
-template <typename T, int N>
-void launch_rows(const T* x, T* y, int64_t rows, int64_t cols, double temperature, cudaStream_t s) {
-  const kreg::RowPlan plan = kreg::plan_rows(cols / N);
-  const dim3 block(plan.threads, plan.rows_per_block);
-  const auto grid = static_cast<unsigned>((rows + plan.rows_per_block - 1) / (plan.rows_per_block ? plan.rows_per_block : 1));
-  switch (plan.packs_per_thread) {
-    case 1: softmax_cached<T, N, 1><<<grid, block, 0, s>>>(x, y, rows, cols, temperature); break;
-    case 2: softmax_cached<T, N, 2><<<grid, block, 0, s>>>(x, y, rows, cols, temperature); break;
-    case 4: softmax_cached<T, N, 4><<<grid, block, 0, s>>>(x, y, rows, cols, temperature); break;
-    case 8: softmax_cached<T, N, 8><<<grid, block, 0, s>>>(x, y, rows, cols, temperature); break;
-    default:
-      softmax_long<T, N><<<static_cast<unsigned>(rows), kreg::row_threads(cols / N), 0, s>>>(x, y, cols, temperature);
-  }
-}
-
 template <typename T>
 const char* launch(kreg_tensor y, kreg_tensor x, double temperature, void* stream) {
   if (!(temperature > 0.0f)) return "softmax: temperature must be > 0";
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (rows == 0 || cols == 0) return nullptr;
-  if (rows > 0x7fffffff) return "softmax: more than 2^31 - 1 rows";
+  if (const char* refused = kreg::refuse_rows<kOp>(rows)) return refused;
   constexpr int kWidth = kreg::pack_width<T>();
   auto s = static_cast<cudaStream_t>(stream);
   const T* xs = static_cast<const T*>(x.data);
   T* ys = static_cast<T*>(y.data);
-  if (kreg::packs_fit(xs, cols, kWidth) && kreg::packs_fit(ys, cols, kWidth)) {
-    launch_rows<T, kWidth>(xs, ys, rows, cols, temperature, s);
-  } else {
-    launch_rows<T, 1>(xs, ys, rows, cols, temperature, s);
-  }
+  const bool packs = kreg::packs_fit(xs, cols, kWidth) && kreg::packs_fit(ys, cols, kWidth);
+  kreg::launch_rows<T>(packs, rows, cols, [&](auto n, auto p, dim3 grid, dim3 block) {
+    constexpr int N = decltype(n)::value, P = decltype(p)::value;
+    if constexpr (P > 0) {
+      softmax_cached<T, N, P><<<grid, block, 0, s>>>(xs, ys, rows, cols, temperature);
+    } else {
+      softmax_long<T, N><<<grid, block, 0, s>>>(xs, ys, cols, temperature);
+    }
+  });
   return kreg::last_launch_error();
 }
 

@@ -51,30 +51,38 @@ inline bool packs_fit(const void* p, int64_t cols, int width) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0 && cols % width == 0;
 }
 
-// Warp and block reductions (blockDim.x a multiple of 32, at most 1024).
-template <typename A>
-__device__ __forceinline__ A warp_sum(A v) {
+// Combinations for the reductions below.
+struct SumOp {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
+};
+struct MaxOp {
+  template <typename A>
+  __device__ __forceinline__ A operator()(A a, A b) const { return max(a, b); }
+};
+
+// Every lane of the warp gets op over the warp's values.
+template <typename A, typename Op>
+__device__ __forceinline__ A warp_reduce(A v, Op op) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-template <typename A>
-__device__ __forceinline__ A warp_max(A v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
 }
 
-// Every thread of the block gets the sum; `scratch` holds 32 values.
-template <typename A>
-__device__ __forceinline__ A block_sum(A v, A* scratch) {
-  v = warp_sum(v);
+// Reduction across a whole block of one row (blockDim.x a multiple of 32, at
+// most 1024; blockDim.y 1), for the looping row kernels: every thread gets
+// the result, warp 0 combining the warps' values as a warp (`identity` pads
+// the lanes past the last warp); `scratch` holds 32 values. The cached
+// kernels use row_reduce (below), which also takes several rows a block.
+template <typename A, typename Op>
+__device__ __forceinline__ A block_reduce(A v, A* scratch, Op op, A identity) {
+  v = warp_reduce(v, op);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   const int warps = blockDim.x >> 5;
-  v = threadIdx.x < warps ? scratch[threadIdx.x] : A(0);
-  if (warp == 0) v = warp_sum(v);
+  v = threadIdx.x < warps ? scratch[threadIdx.x] : identity;
+  if (warp == 0) v = warp_reduce(v, op);
   if (threadIdx.x == 0) scratch[0] = v;
   __syncthreads();
   const A result = scratch[0];
@@ -82,20 +90,9 @@ __device__ __forceinline__ A block_sum(A v, A* scratch) {
   return result;
 }
 template <typename A>
-__device__ __forceinline__ A block_max(A v, A* scratch) {
-  v = warp_max(v);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x >> 5;
-  v = threadIdx.x < warps ? scratch[threadIdx.x] : -INFINITY;
-  if (warp == 0) v = warp_max(v);
-  if (threadIdx.x == 0) scratch[0] = v;
-  __syncthreads();
-  const A result = scratch[0];
-  __syncthreads();
-  return result;
-}
+__device__ __forceinline__ A block_sum(A v, A* scratch) { return block_reduce(v, scratch, SumOp{}, A(0)); }
+template <typename A>
+__device__ __forceinline__ A block_max(A v, A* scratch) { return block_reduce(v, scratch, MaxOp{}, A(-INFINITY)); }
 
 // Threads per row-block: enough to keep a row's loads in flight, a multiple of 32.
 inline int row_threads(int64_t packs) {
@@ -159,18 +156,9 @@ inline RowPlan plan_rows(int64_t packs) {
 // all); every thread of the row gets the result, combined in one fixed order.
 // A one-warp row needs no shared memory and no barrier; otherwise every
 // thread of the block must call it (rows past the end too).
-struct SumOp {
-  template <typename A>
-  __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
-};
-struct MaxOp {
-  template <typename A>
-  __device__ __forceinline__ A operator()(A a, A b) const { return max(a, b); }
-};
 template <typename A, typename Op>
 __device__ __forceinline__ A row_reduce(A v, A* scratch, Op op) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  v = warp_reduce(v, op);
   const int warps = blockDim.x >> 5;
   if (warps == 1) return v;
   A* row = scratch + threadIdx.y * warps;
@@ -237,3 +225,7 @@ inline const char* last_launch_error() {
 }
 
 }  // namespace kreg
+
+// The launch side of row kernels: planned grids, pack-count dispatch, the
+// row-count refusal (after everything above, which it uses).
+#include "kreg/row_launch.cuh"
