@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from registry.build import ccache, elf
+from registry.build import ccache, elf, launch_runtime
 from registry.build.failure import build_error, check_launchers_at
 from registry.build.progress import build_progress, wait_for_build
 from registry.build.step import BuildResult, builds_run, sanitized, torch_libstdcxx_flags
@@ -55,10 +55,16 @@ def build(plan, staging: Path):
     flags = [*_COMPILE, *plan.cflags, *(f"-I{p}" for p in plan.include_paths)]
     out = staging / plan.artifact
     start = time.perf_counter()
+    sources, linked = plan.compiled_sources(), []
+    if plan.links_launch_runtime():
+        runtime, log = launch_runtime.ensure_object(real_cxx)
+        if runtime is None:
+            raise build_error(plan, log, staging)
+        linked.append(str(runtime))
     if plan.one_step():
         # The progress timer starts only if the build outlasts SHOW_AFTER_S (progress.wait_for_build).
         def step(link_flags: list[str], check: bool = True):
-            return _run([real_cxx, *flags, "-pipe", "-MMD", "-MF", "0.d", plan.sources[0], *link_flags,
+            return _run([real_cxx, *flags, "-pipe", "-MMD", "-MF", "0.d", sources[0], *linked, *link_flags,
                          "-o", str(out)], plan, staging, progress=True, check=check)
 
         if _needs_only_c_runtime(plan.previous_library):
@@ -71,11 +77,11 @@ def build(plan, staging: Path):
             step(_link_flags(plan, real_cxx))
     else:
         with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
-            objects = [f"{i}.o" for i in range(len(plan.sources))]
-            with ThreadPoolExecutor(max_workers=min(len(plan.sources), os.cpu_count() or 1)) as pool:
-                list(pool.map(lambda i: _run([cxx, *flags, "-MMD", "-MF", f"{i}.d", "-c", plan.sources[i],
+            objects = [f"{i}.o" for i in range(len(sources))]
+            with ThreadPoolExecutor(max_workers=min(len(sources), os.cpu_count() or 1)) as pool:
+                list(pool.map(lambda i: _run([cxx, *flags, "-MMD", "-MF", f"{i}.d", "-c", sources[i],
                                               "-o", objects[i]], plan, staging), range(len(objects))))
-            _run([real_cxx, *objects, *_link_flags(plan, real_cxx), "-o", str(out)], plan, staging)
+            _run([real_cxx, *objects, *linked, *_link_flags(plan, real_cxx), "-o", str(out)], plan, staging)
     seconds = time.perf_counter() - start
     deps = _depfile_deps(staging, plan.project_dirs)
     for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:

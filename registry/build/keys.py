@@ -12,7 +12,7 @@ from pathlib import Path
 from registry import _core, environment
 from registry.knobs import REGISTRY_INCLUDE
 
-LAUNCH_RUNTIME = REGISTRY_INCLUDE / "kreg" / "launch_runtime.cc"
+from registry.build.step import LAUNCH_RUNTIME  # noqa: F401  (tests and tools name it here)
 
 
 def include_dirs(manifest) -> list[str]:

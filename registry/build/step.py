@@ -12,6 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from registry import environment
+from registry.knobs import REGISTRY_INCLUDE
+
+# The launch API's implementation, compiled into launcher libraries of cubins
+# (core/build_keys.cc lists it among their sources; build/keys.py names it too).
+LAUNCH_RUNTIME = REGISTRY_INCLUDE / "kreg" / "launch_runtime.cc"
 
 
 @dataclass
@@ -61,12 +66,29 @@ class BuildPlan:
 
     def one_step(self, team=None) -> bool:
         """A direct build in one compile-and-link step (the fastest edit): one
-        source, and no remote storage that a compile through ccache could be
-        served from or shared with. `team`: the remote cache, asked before
-        compiler_environment has set CCACHE_REMOTE_STORAGE from it."""
+        source to compile, and no remote storage that a compile through ccache
+        could be served from or shared with. `team`: the remote cache, asked
+        before compiler_environment has set CCACHE_REMOTE_STORAGE from it."""
         from registry.build import ccache
 
-        return len(self.sources) == 1 and not ccache.remote_storage_configured(team)
+        return len(self.compiled_sources()) == 1 and not ccache.remote_storage_configured(team)
+
+    def links_launch_runtime(self) -> bool:
+        """Whether the launch runtime (kreg/launch_runtime.cc), a source of
+        every launcher library of a cubin, is linked as the object compiled
+        once per compiler (launch_runtime.py) instead of compiled with the
+        kernel's flags. It reads nothing of the kernel's, yet the launcher
+        prototypes force-included into every source change with the op's
+        signature: compiled with them, a signature edit compiled it again
+        beside the launcher, and linked in a step of its own."""
+        return self.direct and not sanitized(self) and any(Path(s) == LAUNCH_RUNTIME for s in self.sources)
+
+    def compiled_sources(self) -> list[str]:
+        """The sources this build compiles (the launch runtime aside when it
+        is linked as its object)."""
+        if not self.links_launch_runtime():
+            return list(self.sources)
+        return [s for s in self.sources if Path(s) != LAUNCH_RUNTIME]
 
     def describe(self) -> str:
         return {"kernel-lib": "the kernel library", "binding": "the shared binding", "module": "the module"}[self.kind]
