@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 
 #include "table_limits.h"
-#include "closest_name.h"
 #include "output_spec.h"
 #include "file_read.h"
 #include "toml_util.h"
@@ -73,25 +72,6 @@ const std::map<std::string, std::string>& dtype_aliases() {
 }
 
 
-std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
-
-std::string join(const char* const* begin, const char* const* end) {
-  std::string out;
-  for (const char* const* it = begin; it != end; ++it) {
-    if (!out.empty()) out += ", ";
-    out += *it;
-  }
-  return out;
-}
-
-std::string dotted(const std::string& prefix, const std::string& key) {
-  return prefix.empty() ? key : prefix + "." + key;
-}
-
-std::string indexed(const std::string& field, size_t i) {
-  return field + "[" + std::to_string(i) + "]";
-}
-
 // The folder's own name, ignoring trailing slashes ("kernels/axpy/" -> "axpy").
 std::string basename_of(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -112,17 +92,23 @@ class ManifestParser {
     Manifest m;
     m.file = file_;
     m.dir = dir_;
-    // The version comes first: a future format may have keys this one rejects.
-    check_format(root);
-    check_keys(root, "", std::begin(kTopKeys), std::end(kTopKeys));
-    parse_top_level(root, &m);
-    parse_backend(root, "cpu", &m.cpu);
-    parse_backend(root, "cuda", &m.cuda);
-    if (!m.cpu.present && !m.cuda.present) {
-      fail("", "no backend; add a [cpu] or [cuda] table with sources = [...]");
+    // The shared readers (toml_util.h) and the [tune] reader know no file:
+    // their errors are named here as the file's others are.
+    try {
+      // The version comes first: a future format may have keys this one rejects.
+      check_format(root);
+      check_keys(root, "", std::begin(kTopKeys), std::end(kTopKeys));
+      parse_top_level(root, &m);
+      parse_backend(root, "cpu", &m.cpu);
+      parse_backend(root, "cuda", &m.cuda);
+      if (!m.cpu.present && !m.cuda.present) {
+        fail("", "no backend; add a [cpu] or [cuda] table with sources = [...]");
+      }
+      parse_ops(root, &m);
+      parse_tunes(root, &m);
+    } catch (const TomlFieldError& e) {
+      fail(e.field(), e.what());
     }
-    parse_ops(root, &m);
-    parse_tunes(root, &m);
     apply_config(&m, m.tune.default_config());
     return m;
   }
@@ -142,76 +128,23 @@ class ManifestParser {
     return table;
   }
 
-  // ---- typed readers; each names the field when the type is wrong ----------
-
-  [[noreturn]] void wrong_type(const std::string& field, const char* expected,
-                               const toml::node& node) const {
-    fail(field, std::string("expected ") + expected + ", got " + toml_type_name(node.type()));
-  }
-
-  std::string read_string(const toml::node& node, const std::string& field) const {
-    const toml::value<std::string>* value = node.as_string();
-    if (value == nullptr) wrong_type(field, "a string", node);
-    const std::string& s = value->get();
-    // NUL would silently truncate paths and merge flags joined with NUL.
-    if (s.find('\0') != std::string::npos) fail(field, "contains a NUL character");
-    return s;
-  }
-
-  std::vector<std::string> read_string_list(const toml::node& node,
-                                            const std::string& field) const {
-    const toml::array* array = node.as_array();
-    if (array == nullptr) wrong_type(field, "an array of strings", node);
-    std::vector<std::string> out;
-    for (size_t i = 0; i < array->size(); ++i) {
-      out.push_back(read_string((*array)[i], indexed(field, i)));
-    }
-    return out;
-  }
-
-  const toml::table& read_table(const toml::node& node, const std::string& field) const {
-    const toml::table* table = node.as_table();
-    if (table == nullptr) wrong_type(field, "a table", node);
-    return *table;
-  }
-
   // ---- structure -----------------------------------------------------------
 
   void check_format(const toml::table& root) const {
     const toml::node* node = root.get("format");
     if (node == nullptr) fail("format", "missing; add format = 1 at the top of the file");
     const toml::value<int64_t>* value = node->as_integer();
-    if (value == nullptr) wrong_type("format", "the integer 1", *node);
+    if (value == nullptr) fail_wrong_type("format", "the integer 1", *node);
     if (value->get() != kManifestFormat) {
       fail("format", "unsupported format " + std::to_string(value->get()) +
                          "; this registry reads format = " + std::to_string(kManifestFormat));
     }
   }
 
-  void check_keys(const toml::table& table, const std::string& prefix,
-                  const char* const* allowed_begin, const char* const* allowed_end) const {
-    const std::vector<std::string> allowed(allowed_begin, allowed_end);
-    for (const auto& [key, node] : table) {
-      const std::string name(key.str());
-      if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) continue;
-      std::string message = "unknown key " + in_quotes(name);
-      const std::string suggestion = suggest_key(name, allowed);
-      if (!suggestion.empty()) {
-        message += " (did you mean " + in_quotes(suggestion) + "?)";
-      } else {
-        message += "; expected one of " + join(allowed_begin, allowed_end);
-      }
-      fail(dotted(prefix, name), message);
-    }
-  }
-
-  static std::string suggest_key(const std::string& key, const std::vector<std::string>& allowed) {
-    auto alias = key_aliases().find(key);
-    if (alias != key_aliases().end() &&
-        std::find(allowed.begin(), allowed.end(), alias->second) != allowed.end()) {
-      return alias->second;
-    }
-    return closest_name(key, allowed);
+  // Unknown keys suggested with the spellings people reach for (key_aliases).
+  static void check_keys(const toml::table& table, const std::string& prefix,
+                         const char* const* allowed_begin, const char* const* allowed_end) {
+    kreg::check_keys(table, prefix, std::vector<std::string>(allowed_begin, allowed_end), key_aliases());
   }
 
   // One rule: a kernel is named by its folder. Discovery and get() know a
@@ -412,7 +345,7 @@ class ManifestParser {
       fail("op", "no op; add an [[op]] table with signature = \"name(Tensor x) -> Tensor\"");
     }
     const toml::array* array = node->as_array();
-    if (array == nullptr) wrong_type("op", "an array of tables (write [[op]], not [op])", *node);
+    if (array == nullptr) fail_wrong_type("op", "an array of tables (write [[op]], not [op])", *node);
     if (array->empty()) fail("op", "no op; add an [[op]] table");
     std::map<std::string, size_t> seen;
     for (size_t i = 0; i < array->size(); ++i) {
@@ -696,16 +629,12 @@ class ManifestParser {
     return names;
   }
 
-  // [tune] and each [[op]]'s tune key (tune_manifest.h), their errors named as the file's others are.
+  // [tune] and each [[op]]'s tune key (tune_manifest.h).
   void parse_tunes(const toml::table& root, Manifest* m) const {
-    try {
-      m->tune = parse_tune_table(root);
-      const toml::array& array = *root.get("op")->as_array();  // parse_ops checked it
-      for (size_t i = 0; i < m->ops.size(); ++i) {
-        m->ops[i].tune_params = parse_op_tune(*array[i].as_table(), indexed("op", i), m->tune);
-      }
-    } catch (const TuneTableError& e) {
-      fail(e.field(), e.what());
+    m->tune = parse_tune_table(root);
+    const toml::array& array = *root.get("op")->as_array();  // parse_ops checked it
+    for (size_t i = 0; i < m->ops.size(); ++i) {
+      m->ops[i].tune_params = parse_op_tune(*array[i].as_table(), indexed("op", i), m->tune);
     }
   }
 
@@ -767,17 +696,6 @@ Manifest with_config(const Manifest& manifest, const Config& config) {
   Manifest out = manifest;
   apply_config(&out, sorted);
   return out;
-}
-
-bool is_c_identifier(const std::string& s) {
-  if (s.empty()) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    const bool digit = c >= '0' && c <= '9';
-    if (!alpha && !(digit && i > 0)) return false;
-  }
-  return true;
 }
 
 bool is_valid_kernel_name(const std::string& name) {

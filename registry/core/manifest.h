@@ -94,6 +94,7 @@
 
 #include "config_space.h"
 #include "dtype.h"  // dtype_suffix, the dtype table
+#include "identifier.h"  // is_c_identifier, which the manifest's names must pass
 #include "output_spec.h"
 #include "signature.h"
 
@@ -182,8 +183,5 @@ Manifest with_config(const Manifest& manifest, const Config& config);
 
 // Kernel names reach paths and command lines: [a-z_][a-z0-9_]{0,63}.
 bool is_valid_kernel_name(const std::string& name);
-
-// [A-Za-z_][A-Za-z0-9_]*: launcher, reference and module names reach C code.
-bool is_c_identifier(const std::string& name);
 
 }  // namespace kreg

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <utility>
 
+#include "closest_name.h"
+
 namespace kreg {
 
 namespace {
@@ -300,6 +302,70 @@ std::vector<KeyInput> get_inputs(const toml::table& t, const char* field) {
   std::sort(out.begin(), out.end(),
             [](const KeyInput& a, const KeyInput& b) { return a.name < b.name; });
   return out;
+}
+
+TomlFieldError::TomlFieldError(std::string field, const std::string& message)
+    : std::runtime_error(message), field_(std::move(field)) {}
+
+void fail_field(const std::string& field, const std::string& message) { throw TomlFieldError(field, message); }
+
+void fail_wrong_type(const std::string& field, const char* expected, const toml::node& node) {
+  fail_field(field, std::string("expected ") + expected + ", got " + toml_type_name(node.type()));
+}
+
+std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
+
+std::string dotted(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+std::string indexed(const std::string& field, size_t i) { return field + "[" + std::to_string(i) + "]"; }
+
+std::string read_string(const toml::node& node, const std::string& field) {
+  const toml::value<std::string>* value = node.as_string();
+  if (value == nullptr) fail_wrong_type(field, "a string", node);
+  const std::string& s = value->get();
+  // NUL would silently truncate paths and merge flags joined with NUL.
+  if (s.find('\0') != std::string::npos) fail_field(field, "contains a NUL character");
+  return s;
+}
+
+std::vector<std::string> read_string_list(const toml::node& node, const std::string& field) {
+  const toml::array* array = node.as_array();
+  if (array == nullptr) fail_wrong_type(field, "an array of strings", node);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < array->size(); ++i) out.push_back(read_string((*array)[i], indexed(field, i)));
+  return out;
+}
+
+const toml::table& read_table(const toml::node& node, const std::string& field) {
+  const toml::table* table = node.as_table();
+  if (table == nullptr) fail_wrong_type(field, "a table", node);
+  return *table;
+}
+
+void check_keys(const toml::table& table, const std::string& prefix, const std::vector<std::string>& allowed,
+                const std::map<std::string, std::string>& aliases) {
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) continue;
+    std::string suggestion;
+    auto alias = aliases.find(name);
+    if (alias != aliases.end() && std::find(allowed.begin(), allowed.end(), alias->second) != allowed.end()) {
+      suggestion = alias->second;
+    } else {
+      suggestion = closest_name(name, allowed);
+    }
+    std::string message = "unknown key " + in_quotes(name);
+    if (!suggestion.empty()) {
+      message += " (did you mean " + in_quotes(suggestion) + "?)";
+    } else {
+      std::string expected;
+      for (const std::string& k : allowed) expected += (expected.empty() ? "" : ", ") + k;
+      message += "; expected one of " + expected;
+    }
+    fail_field(dotted(prefix, name), message);
+  }
 }
 
 namespace {

@@ -1,7 +1,7 @@
 // The one place that includes toml++: the guarded parse every TOML read uses
 // (manifests and the cache's own files), small typed readers that throw
-// std::runtime_error naming the field, and the helpers the hand-written TOML
-// writers share.
+// std::runtime_error naming the field, the manifest's typed readers that throw
+// TomlFieldError, and the helpers the hand-written TOML writers share.
 //
 // toml++ is included here directly (not forward-declared) because it nests its
 // classes in inline ABI namespaces that a forward declaration cannot track.
@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,48 @@ std::vector<std::string> get_string_array(const toml::table& t, const char* fiel
 // A table of string values (name = value), sorted by name. An absent table
 // reads as empty, since a writer may leave out an empty [inputs].
 std::vector<KeyInput> get_inputs(const toml::table& t, const char* field);
+
+// ---- the manifest's readers ------------------------------------------------
+//
+// kernel.toml is read by two units (manifest.cc, and tune_manifest.cc for its
+// [tune] table); both name a problem by its field and word it alike, so the
+// readers and their messages live here once. They know no file: the manifest
+// parser turns a TomlFieldError into the ManifestError that names its file.
+
+// What is wrong, at which field: the dotted path a ManifestError names
+// ("cuda.sources[1]", "tune.params.ROWS"); what() is the message alone.
+class TomlFieldError : public std::runtime_error {
+ public:
+  TomlFieldError(std::string field, const std::string& message);
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+[[noreturn]] void fail_field(const std::string& field, const std::string& message);
+
+// "expected <expected>, got <the node's type>" at `field`.
+[[noreturn]] void fail_wrong_type(const std::string& field, const char* expected, const toml::node& node);
+
+// How messages write names and field paths: a name in double quotes,
+// "op[0].dtypes" (just "dtypes" under an empty prefix), "cuda.sources[1]".
+std::string in_quotes(const std::string& s);
+std::string dotted(const std::string& prefix, const std::string& key);
+std::string indexed(const std::string& field, size_t i);
+
+// A string without NUL; an array of them (an item's errors name it
+// "field[i]"); a table. Each throws TomlFieldError naming `field`.
+std::string read_string(const toml::node& node, const std::string& field);
+std::vector<std::string> read_string_list(const toml::node& node, const std::string& field);
+const toml::table& read_table(const toml::node& node, const std::string& field);
+
+// Unknown keys are errors (a typo must not silently drop a setting): throws
+// TomlFieldError at "<prefix>.<key>" for the first key of `table` not in
+// `allowed`, suggesting the key `aliases` maps it to (when that one is
+// allowed), else the closest allowed name, else listing them all in order.
+void check_keys(const toml::table& table, const std::string& prefix, const std::vector<std::string>& allowed,
+                const std::map<std::string, std::string>& aliases = {});
 
 // TOML basic-string quoting of arbitrary bytes (NUL and controls escaped).
 // Also a valid quoted key.

@@ -24,7 +24,7 @@ ConfigSpace space_of(const std::string& tune) { return parse_tune_table(root_of(
 std::pair<std::string, std::string> error_of(const std::string& tune) {
   try {
     space_of(tune);
-  } catch (const TuneTableError& e) {
+  } catch (const TomlFieldError& e) {
     return {e.field(), e.what()};
   }
   return {"(no error)", ""};
@@ -101,7 +101,7 @@ TEST(TuneTableTest, ParamErrors) {
   try {
     parse_tune_table(root_of("tune = 3\n"));
     ADD_FAILURE() << "tune = 3 is not a table";
-  } catch (const TuneTableError& e) {
+  } catch (const TomlFieldError& e) {
     EXPECT_EQ(e.field(), "tune");
     EXPECT_STREQ(e.what(), "expected a table, got an integer");
   }
@@ -130,7 +130,7 @@ TEST(TuneTableTest, AnOpsTuneErrors) {
   auto error = [](const std::string& op, const ConfigSpace& s) {
     try {
       parse_op_tune(root_of(op), "op[3]", s);
-    } catch (const TuneTableError& e) {
+    } catch (const TomlFieldError& e) {
       return std::make_pair(e.field(), std::string(e.what()));
     }
     return std::make_pair(std::string("(no error)"), std::string());
