@@ -62,7 +62,7 @@
 //                                         #   in named sizes (registry/notebook/dtype_sweep.py maps
 //                                         #   element counts onto them); default: every Tensor (n,)
 //
-//   [tune]                                # optional: the kernel's config space (core/config_space.h)
+//   [tune]                                # optional: the kernel's config space (core/config_space.h; read by core/tune_manifest.h)
 //   params  = { THREADS = [256, 128, 512], ROWS = [1, 2, 4] }   # required: upper-case names, each
 //                                         #   with its candidate integers (distinct, non-empty)
 //   default = { THREADS = 256 }           # what a plain get builds; a parameter left out
