@@ -27,7 +27,7 @@ assert shutil.which("nvcc") is None, shutil.which("nvcc")
 import registry
 from registry.device import driver_module
 bound = []
-driver_module.bind = lambda library, key, path: bound.append(key)  # no GPU: no driver to load the cubin
+driver_module.bind = lambda library, key, path: bound.append(key)  # a stand-in for the driver
 registry.get(sys.argv[1], device="cuda")
 status = registry.status(sys.argv[1], device="cuda")
 print(json.dumps({"compiled": status.compiled, "device": status.device, "key": status.key,
@@ -57,9 +57,12 @@ def test_nvrtc_kernel_builds_with_no_cuda_toolkit(tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
 
-    # Device code, host launchers and the binding: all compiled here, and the cubin was bound.
+    # Device code, host launchers and the binding: all compiled here; the cubin
+    # is bound where a GPU is visible (here the stand-in records it), and only there.
     assert sorted(result["compiled"]) == ["binding", "device", "lib"], result
-    assert len(result["bound"]) == 1, result
+    import torch
+
+    assert len(result["bound"]) == (1 if torch.cuda.is_available() else 0), result
     assert not [argv for argv in result["popen"] if any("nvcc" in a for a in argv)], result["popen"]
     store = _core.CacheStore(str(tmp_path / "cache"))
     for folder in (tmp_path / "cache").rglob("build.ninja"):
