@@ -20,7 +20,7 @@
 //                         flags.device (the compiler's options), include_dirs,
 //                         and the compiler's own inputs (its identity)
 //                         + the files its dependency record adds
-//   binding (shared)      kind, backend, template, source (the generated text),
+//   binding (shared)      kind, backend, template, source (the generated text's digest),
 //                         file:registry/include/kreg/abi.h, the environment
 //                         less env.cuda_arch, toolchain.kernel_lib and nvcc's
 //                         inputs (kNotBindingInputs: a binding is host C++)

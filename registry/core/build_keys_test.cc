@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codegen.h"
+#include "hash.h"
 #include "launcher_header.h"
 #include "temp_dir_for_tests.h"
 
@@ -20,14 +21,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The binding key as it was made before it was memoized: every input, the
-// text generated afresh. binding_key must keep giving exactly this.
+// The binding key made without the memo: every input, the text generated and
+// digested afresh. binding_key must keep giving exactly this.
 Key fresh_binding_key(const std::string& backend, const std::map<std::string, std::string>& env,
                       const std::string& registry_include) {
   KeyBuilder kb;
   kb.add("kind", "binding").add("backend", backend);
   kb.add("template", std::to_string(kBindingTemplateVersion));
-  kb.add("source", generate_shared_binding(backend));
+  const std::string text = generate_shared_binding(backend);
+  kb.add("source", "xxh3-128:" + hash_bytes(text).hex() + " (" + std::to_string(text.size()) + " bytes generated)");
   kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
   const std::set<std::string> not_inputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
                                             "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc"};
