@@ -51,9 +51,14 @@ class CaseCheck:
         if self.isolate:
             from registry.isolation.handle import isolated
 
-            op = isolated(op, artifacts=artifacts)
+            # Blocking: a device fault is this config's, raised by this call, not
+            # (asynchronously) by the next config's.
+            call = isolated(op, artifacts=artifacts).call
+            run = lambda: call(*self.trial, blocking=True)  # noqa: E731
+        else:
+            run = lambda: op(*self.trial)  # noqa: E731
         try:
-            return self._compare(op(*self.trial))
+            return self._compare(run())
         except KernelFault as fault:
             return f"fault in the isolated worker: {fault.what}"
         except Exception as error:  # a launcher's error string, a bad launch
