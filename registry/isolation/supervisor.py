@@ -359,10 +359,10 @@ class Worker:
 
         passed = self.gate.passed()
         culprit = next((call for call in self.in_flight if not reached(passed, call.number)), None)
-        self.gate.release()
-        self.in_flight.clear()
-        if culprit is None:
-            return  # every call had finished: the worker died afterwards (its exit is seen at the next call)
+        if culprit is None:  # every call had finished: the worker died afterwards (its exit is seen at the next call)
+            self.in_flight.clear()
+            self.gate.release()
+            return
         log = self.read_log()
         marked = next((line.split(wire.ASYNC_FAULT_LOG, 1)[1].strip() for line in reversed(log.splitlines())
                        if wire.ASYNC_FAULT_LOG in line), "")
@@ -374,7 +374,11 @@ class Worker:
             what = f"the kernel faulted on the device: {marked}"
         else:
             what = self._died().what
+        # Kept before the gate opens: a thread the open gate wakes (a torch synchronize,
+        # then registry.synchronize()) must find the fault, not an empty list of calls.
         self.deferred = Fault(what, log, culprit.dtype, hang=hang, cuda=True, kernel=culprit.kernel, op=culprit.op)
+        self.in_flight.clear()
+        self.gate.release()
 
 
 class Supervisor:
