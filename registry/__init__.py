@@ -31,7 +31,7 @@ from registry.state import STATE  # the loaded kernels, by (name, backend), and 
 __all__ = [
     "get", "list", "status", "Op", "OpGroup", "KernelInfo",
     "RegistryError", "BuildError", "KernelNotFoundError", "LockTimeoutError", "ManifestError",
-    "sweep", "tune", "watch", "KernelFault", "synchronize",
+    "sweep", "tune", "watch", "KernelFault",
 ]
 
 
@@ -129,20 +129,6 @@ def list() -> list[KernelInfo]:  # noqa: A001  (the name the notebook API promis
     loaded = {name for name, _ in STATE.kernels}
     roots = [str(r) for r in knobs.kernel_roots()]
     return [KernelInfo(k.name, k.manifest, k.name in loaded) for k in _core.discover_kernels(roots)]
-
-
-def synchronize() -> None:
-    """Wait for the device's work, isolated calls in flight included, and raise
-    KernelFault for an isolated CUDA call that faulted after it returned
-    (isolated CUDA calls are asynchronous, as CUDA launches are)."""
-    import sys
-
-    supervisor = sys.modules.get("registry.isolation.supervisor")
-    if supervisor is not None:
-        supervisor.SUPERVISOR.synchronize()
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
 
 
 # The rest loads on first use, so `import registry` stays a few milliseconds

@@ -34,10 +34,6 @@ REGISTRY_ISOLATE       "1": every `get` returns isolated ops, whose launchers ru
                        in a worker process (registry/isolation/; default: 0)
 REGISTRY_ISOLATE_TIMEOUT  seconds an isolated call may run before its worker is
                        killed and the call raises KernelFault (default: 30)
-REGISTRY_ISOLATE_BLOCKING  "1": an isolated CUDA call returns only when its kernel
-                       finished, so a device fault is raised by the call itself
-                       (default: 0, asynchronous as CUDA launches are: a fault is
-                       raised by the next isolated call or registry.synchronize())
 """
 from __future__ import annotations
 
@@ -234,14 +230,6 @@ _isolate_timeout = ("", 30.0)  # (the setting's text, its value): read on every 
 def set_isolate(on: bool) -> None:
     """What `%registry isolate on|off` does: the setting every later get reads."""
     os.environ["REGISTRY_ISOLATE"] = "1" if on else "0"
-
-
-def isolate_blocking() -> bool:
-    """REGISTRY_ISOLATE_BLOCKING."""
-    value = os.environ.get("REGISTRY_ISOLATE_BLOCKING", "").strip().lower()
-    if value not in ("0", "1", "", "on", "off", "true", "false"):
-        raise _setting_error(f"REGISTRY_ISOLATE_BLOCKING must be 1 or 0, not {value!r}")
-    return value in ("1", "on", "true")
 
 
 def isolate_timeout() -> float:

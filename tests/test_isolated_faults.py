@@ -106,24 +106,3 @@ def test_knob_isolates_every_get(kernels_root, cache_root, monkeypatch):
         op(torch.ones(2), 1.0)
     monkeypatch.setenv("REGISTRY_ISOLATE", "0")
     assert "isolated" not in repr(registry.get(name, device="cpu"))
-
-
-def test_call_numbers_compare_as_the_device_does_across_the_wrap():
-    """Asynchronous CUDA calls are numbered u32 (the gate word): "finished"
-    compares as cuStreamWaitValue32's GEQ does, wrapping at 2^32."""
-    from registry.isolation.supervisor import reached
-
-    assert reached(5, 5) and reached(6, 5) and not reached(4, 5)
-    assert reached(2, 0xFFFFFFFF) and not reached(0xFFFFFFFF, 2)
-
-
-def test_the_blocking_setting_is_read_and_checked(monkeypatch):
-    from registry import knobs
-
-    monkeypatch.delenv("REGISTRY_ISOLATE_BLOCKING", raising=False)
-    assert knobs.isolate_blocking() is False
-    monkeypatch.setenv("REGISTRY_ISOLATE_BLOCKING", "1")
-    assert knobs.isolate_blocking() is True
-    monkeypatch.setenv("REGISTRY_ISOLATE_BLOCKING", "sometimes")
-    with pytest.raises(registry.RegistryError, match="REGISTRY_ISOLATE_BLOCKING must be 1 or 0"):
-        knobs.isolate_blocking()

@@ -34,19 +34,8 @@ outputs, a contiguous copy the binding made) is staged through a shared
 buffer: read-only inputs copied in, outputs and Tensor(a!) copied back.
 `registry.status(name)` says how many calls staged how many bytes. CUDA
 tensors go by IPC (cuIpcGetMemHandle of the allocation's base, once per
-allocation).
-
-A CUDA call is asynchronous, as a CUDA launch is (cuda_gate.py): the
-worker's stream waits for an event of the user's stream, the user's stream
-for a gate word the worker's stream writes after the kernel, and no host
-waits, so back-to-back calls keep the device busy. A fault the device raises
-after the call returned is kept and raised as KernelFault by the next
-isolated call, by registry.synchronize(), or in a notebook under the cell;
-the watchdog thread (supervisor.py) kills a worker whose call outlives its
-timeout and opens the gate, so the user's stream never waits on a dead
-worker. REGISTRY_ISOLATE_BLOCKING=1 (or op.call(..., blocking=True)) waits
-for each kernel instead, so its fault is raised by its own call; checked and
-staged calls always wait.
+allocation); the parent synchronizes its stream before the call and the
+worker its own before replying, so stream order holds.
 """
 from __future__ import annotations
 
@@ -67,11 +56,8 @@ def status_lines(kernel: str, backend: str) -> list[str]:
         if worker_backend != backend:
             continue
         refused = getattr(worker, "ipc_refused", "")
-        order = ("; calls ordered on the host (waiting for each kernel): " + worker.gate_refused
-                 if worker.gate_refused else "; calls asynchronous, ordered on the device" if worker.gate else "")
         memory = ((f"CUDA IPC; {worker.staged_calls} of {worker.calls} calls staged {worker.staged_bytes} bytes "
-                   f"through device copies ({refused})" if refused else "CUDA IPC, no copies") + order
-                  if backend == "cuda" else
+                   f"through device copies ({refused})" if refused else "CUDA IPC, no copies") if backend == "cuda" else
                   f"CPU tensors in shared memory; {worker.staged_calls} of {worker.calls} calls staged "
                   f"{worker.staged_bytes} bytes through a copy (outputs under 64 KiB, contiguous copies)")
         lines.append(f"  isolated worker ({flavor}): pid {worker.process.pid}, {worker.calls} calls; {memory}")

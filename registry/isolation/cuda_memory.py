@@ -100,22 +100,3 @@ def copy(to: int, source: int, nbytes: int) -> None:
     driver = _cuda()
     copy_fn = getattr(driver["lib"], "cuMemcpy")
     _check(copy_fn(ctypes.c_uint64(to), ctypes.c_uint64(source), ctypes.c_size_t(nbytes)), "cuMemcpy (staging)")
-
-
-def gate_of(worker):
-    """The gate of `worker`'s device, shared with it on its first asynchronous
-    call (cuda_gate.py); None where the driver refuses one (the call is then
-    ordered on the host, and registry.status() says why)."""
-    if worker.gate is not None:
-        return worker.gate
-    if worker.gate_refused:
-        return None
-    from registry.isolation import cuda_gate
-
-    try:
-        gate = cuda_gate.gate(worker.ordinal)
-    except cuda_gate.GateUnavailable as refused:
-        worker.gate_refused = str(refused)
-        return None
-    gate.share_with(worker)
-    return gate

@@ -95,27 +95,22 @@ class IsolatedOp(Op):
     def __call__(self, *args, **kwargs):
         return self._run(args, kwargs, None)
 
-    def call(self, *args, timeout: float | None = None, blocking: bool | None = None, **kwargs):
+    def call(self, *args, timeout: float | None = None, **kwargs):
         """Like calling the op; timeout: seconds before the worker is killed
-        (default REGISTRY_ISOLATE_TIMEOUT). blocking (CUDA; default
-        REGISTRY_ISOLATE_BLOCKING): return only when the kernel finished, so a
-        device fault is raised by this call rather than by the next isolated
-        call or registry.synchronize()."""
-        return self._run(args, kwargs, timeout, blocking=blocking)
+        (default REGISTRY_ISOLATE_TIMEOUT)."""
+        return self._run(args, kwargs, timeout)
 
     def _call_raw(self, args: tuple):
         # autograd's forward and backward come here (registry/autograd.py)
         return self._run(args, {}, None, raw=True)
 
-    def _run(self, args: tuple, kwargs: dict, timeout: float | None, raw: bool = False, blocking: bool | None = None):
+    def _run(self, args: tuple, kwargs: dict, timeout: float | None, raw: bool = False):
         self._follow()
         with SUPERVISOR.lock:
-            outer, outer_blocking = proxy.CALL.timeout, proxy.CALL.blocking
+            outer = proxy.CALL.timeout
             # The outermost call sets the timeout; autograd's forward, run inside it, keeps it.
             if timeout is not None or proxy.CALL.depth == 0:
                 proxy.CALL.timeout = timeout if timeout is not None else knobs.isolate_timeout()
-            if blocking is not None or proxy.CALL.depth == 0:
-                proxy.CALL.blocking = blocking if blocking is not None else knobs.isolate_blocking()
             proxy.CALL.depth += 1
             proxy.CALL.outcome = None
             if self.backend == "cpu":
@@ -136,27 +131,15 @@ class IsolatedOp(Op):
                 raise outcome from None  # KeyboardInterrupt, or an error of the isolation itself
             finally:
                 proxy.CALL.depth -= 1
-                proxy.CALL.timeout, proxy.CALL.blocking = outer, outer_blocking
+                proxy.CALL.timeout = outer
 
     def _fault(self, fault: "proxy.Fault") -> KernelFault:
         if self._flavor != "plain":
             from registry.isolation import sanitizer_report
 
             return sanitizer_report.fault(self, fault)
-        return kernel_fault(fault, self.backend, self.kernel, self.name)
-
-
-def kernel_fault(fault: "proxy.Fault", backend: str, kernel: str = "", op: str = "") -> KernelFault:
-    """The KernelFault of a fault; one an earlier asynchronous call left names that call's op."""
-    what = fault.what
-    if fault.op:
-        kernel, op = fault.kernel, fault.op
-        what += (". The call had returned (isolated CUDA calls are asynchronous, as CUDA launches are): the "
-                 "fault is reported at the next isolated call or registry.synchronize(), and its outputs are not "
-                 "valid. REGISTRY_ISOLATE_BLOCKING=1, or op.call(..., blocking=True), raises each fault at its "
-                 "own call")
-    return KernelFault(kernel=kernel, op=op, dtype=fault.dtype, backend=backend, what=what, hang=fault.hang,
-                       log=fault.log)
+        return KernelFault(kernel=self.kernel, op=self.name, dtype=fault.dtype, backend=self.backend,
+                           what=fault.what, hang=fault.hang, log=fault.log)
 
     def snapshot(self) -> "IsolatedOp":
         self._follow()

@@ -24,7 +24,7 @@ import os
 import struct
 
 from registry.isolation import wire
-from registry.isolation.supervisor import SUPERVISOR, InFlight, WorkerDied, WorkerTimeout
+from registry.isolation.supervisor import SUPERVISOR, WorkerDied, WorkerTimeout
 
 MAX_ARGS, MAX_OUTPUTS, MAX_OUTPUT_DIMS, DTYPE_SLOTS = 32, 8, 8, 12  # core/codegen.h, core/launcher_table.h
 TABLE_MAGIC = 0x6B72656754424C35  # kTableMagic, "kregTBL5"
@@ -64,7 +64,6 @@ class CallState:
     """The isolated call in flight (calls are serialized by SUPERVISOR.lock)."""
 
     timeout = 30.0
-    blocking = False  # CUDA: wait for the kernel, so its fault is raised by this call
     outcome = None  # a Fault or a BaseException the callback caught
     depth = 0  # isolated calls in progress on this thread (autograd's forward runs inside one)
 
@@ -73,14 +72,11 @@ CALL = CallState()
 
 
 class Fault(Exception):
-    """What ended a call in the worker: how (readable), the worker's log, and whether it was a hang.
-    kernel, op: set when it was an earlier asynchronous call's, not the call that raises it."""
+    """What ended a call in the worker: how (readable), the worker's log, and whether it was a hang."""
 
-    def __init__(self, what: str, log: str = "", dtype: str = "", hang: bool = False, cuda: bool = False,
-                 kernel: str = "", op: str = ""):
+    def __init__(self, what: str, log: str = "", dtype: str = "", hang: bool = False, cuda: bool = False):
         super().__init__(what)
         self.what, self.log, self.dtype, self.hang, self.cuda = what, log, dtype, hang, cuda
-        self.kernel, self.op = kernel, op
 
 
 class Dl_info(ctypes.Structure):
@@ -206,19 +202,15 @@ class Link:
 
     def _forward(self, params):
         worker = SUPERVISOR.worker(self.flavor, self.backend, self.ordinal)
-        deferred = SUPERVISOR.take_deferred(worker)
-        if deferred is not None:
-            raise deferred  # an earlier asynchronous call faulted; this one did not run
         timeout = CALL.timeout
         cuda = self.backend == "cuda"
         cuda_memory = None
-        gate = number = None
-        flags = 0
         try:
             if cuda:
                 cuda_memory = _cuda_memory()
+                cuda_memory.synchronize(params[-1])  # the parent's stream: what it queued before this call
             launcher = worker.launcher_id(self.library, self.symbol, self.cubin, self.kinds, self.item_sizes, timeout)
-            parts = [None]  # the head, packed once the call's number and flags are known
+            parts = [wire.CALL_HEAD.pack(b"C", launcher)]
             staged = []  # (address, offset in staging, bytes, ...): copied in before, written ones back after
             staged_bytes = 0
             for kind, value, item_size, role in zip(self.kinds, params, self.item_sizes, self.roles):
@@ -257,20 +249,6 @@ class Link:
                     parts.append(_I.pack(value))
                 else:  # "l"
                     parts.append(struct.pack(f"<q{value.size}q", value.size, *value.data[:value.size]))
-            if cuda:
-                stream = params[-1]
-                gate = None if staged or worker.flavor != "plain" else cuda_memory.gate_of(worker)
-                if gate is None:
-                    # Ordered on the host: the user's stream finished what it queued
-                    # before this call (and waits on no worker: drained first), the
-                    # worker replies once its launch finished.
-                    SUPERVISOR.drain()
-                    cuda_memory.synchronize(stream)
-                    flags = wire.CALL_WAIT
-                else:
-                    number = gate.before(stream)
-                    flags = wire.CALL_GATED | (wire.CALL_WAIT if CALL.blocking else 0)
-            parts[0] = wire.CALL_HEAD.pack(b"C", launcher, number or 0, flags)
             if staged:
                 region, base = (cuda_memory.staging_buffer(worker, staged_bytes) if cuda
                                 else worker.staging_buffer(staged_bytes))
@@ -290,7 +268,7 @@ class Link:
         except WorkerDied as died:
             SUPERVISOR.retire(worker)
             SUPERVISOR.faults += 1
-            raise (worker.deferred or Fault(died.what, died.log, self.dtype)) from None
+            raise Fault(died.what, died.log, self.dtype) from None
         except WorkerTimeout:
             SUPERVISOR.retire(worker)
             SUPERVISOR.faults += 1
@@ -310,15 +288,11 @@ class Link:
                 raise Fault("compute-sanitizer's memcheck found an invalid access", worker.read_log(), self.dtype,
                             cuda=True)
         if reply[:1] == b"K":
-            if flags == wire.CALL_GATED:  # launched, not finished: the user's stream waits for it on the device
-                gate.after(params[-1], number)
-                worker.in_flight.append(InFlight(number, timeout, self.kernel, self.op_name, self.dtype))
-                SUPERVISOR.watch()
             return None
         if reply[:1] == b"F":
-            SUPERVISOR.retire(worker, finishing=True)  # settles: was it an earlier call in flight?
+            SUPERVISOR.retire(worker, finishing=True)
             SUPERVISOR.faults += 1
-            raise (worker.deferred or Fault(f"the kernel faulted on the device: {reply[1:].decode(errors='replace')}",
-                                            worker.read_log(), self.dtype, cuda=True)) from None
+            raise Fault(f"the kernel faulted on the device: {reply[1:].decode(errors='replace')}", worker.read_log(),
+                        self.dtype, cuda=True)
         self.error_text = ctypes.create_string_buffer(reply[1:])
         return ctypes.addressof(self.error_text)

@@ -9,7 +9,6 @@ it again on its next call.
 """
 from __future__ import annotations
 
-import collections
 import ctypes
 import mmap
 import os
@@ -30,9 +29,6 @@ SPIN_READS = 100  # non-blocking reads before a blocking wait (~50 us)
 # Python) to every call, a bubble on the GPU between back-to-back calls. Spin
 # this long first, as the CUDA runtime's own default synchronization does.
 CUDA_SPIN_SECONDS = 0.02
-
-WATCH_SECONDS = 0.01  # how often the watchdog looks at calls in flight
-DRAIN_POLL_SECONDS = 0.0002  # how often a host wait for calls in flight looks
 
 SIGNAL_MEANING = {
     signal.SIGSEGV: "a segmentation fault: the kernel read or wrote memory the process does not own "
@@ -57,21 +53,6 @@ class WorkerTimeout(Exception):
     pass
 
 
-class InFlight:
-    """An asynchronous CUDA call the worker launched and the device has not finished."""
-
-    __slots__ = ("number", "launched", "timeout", "kernel", "op", "dtype")
-
-    def __init__(self, number: int, timeout: float, kernel: str, op: str, dtype: str):
-        self.number, self.launched, self.timeout = number, time.monotonic(), timeout
-        self.kernel, self.op, self.dtype = kernel, op, dtype
-
-
-def reached(value: int, number: int) -> bool:
-    """Whether call number `value` is at or past `number` (u32, wrapping as the device compares)."""
-    return ((value - number) & 0xFFFFFFFF) < 0x80000000
-
-
 class CpuRegion:
     __slots__ = ("id", "base", "end", "storage")
 
@@ -83,7 +64,7 @@ class Worker:
     """One running worker and what it holds."""
 
     def __init__(self, flavor: str, backend: str, ordinal: int, command: list[str], env: dict, log_path: Path):
-        self.flavor, self.backend, self.ordinal, self.log_path = flavor, backend, ordinal, log_path
+        self.flavor, self.backend, self.log_path = flavor, backend, log_path
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = parent
         log = open(log_path, "wb")
@@ -101,16 +82,6 @@ class Worker:
         self.staged_calls = self.staged_bytes = 0
         self.pool_regions = {}  # shared output pool segment id -> region id in this worker
         self.calls = 0
-        # Asynchronous CUDA calls (cuda_gate.py): the gate, the calls in flight, and
-        # a fault the device raised after a call returned (reported at the next call).
-        self.gate = None
-        self.gate_refused = ""  # why calls wait on the host instead, if they do
-        self.finished = None  # the shared page's u64: the last call the worker saw finish
-        self.in_flight: collections.deque[InFlight] = collections.deque()
-        self.head_since = 0.0  # when the oldest call in flight became the oldest
-        self.deferred = None  # a proxy.Fault, once the worker is gone
-        self.retired = False
-        self.async_lock = threading.Lock()  # the watchdog's and the caller's handling of the end of a worker
         self._log_read = 0
         self._poller = select.poll()
         # Replies are read into one buffer made here: a bytes object allocated
@@ -320,66 +291,6 @@ class Worker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    # -- asynchronous CUDA calls -----------------------------------------------
-    def check_in_flight(self) -> None:
-        """Forget the calls the device finished; settle a worker that died or
-        whose oldest call outlived its timeout. Any thread; never blocks on the
-        user's stream (the watchdog runs it while that stream may wait)."""
-        with self.async_lock:
-            if self.retired or self.deferred is not None or not self.in_flight:
-                return
-            now = time.monotonic()
-            finished, in_flight = self.finished.value, self.in_flight
-            while in_flight and reached(finished, in_flight[0].number):
-                in_flight.popleft()
-                self.head_since = now
-            if not in_flight:
-                return
-            head = in_flight[0]
-            if self.process.poll() is not None:
-                self._settle(hang=False)
-            elif now - max(head.launched, self.head_since) > head.timeout:
-                self.stop()
-                self._settle(hang=True)
-
-    def stop(self) -> None:
-        """Kill the process and reap it, leaving the socket to the thread that owns it."""
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except OSError:
-                self.process.kill()
-        self.process.wait()
-
-    def _settle(self, hang: bool) -> None:
-        """The worker is gone with calls in flight (the caller holds async_lock):
-        find the first call the device did not finish, open the gate, and keep
-        the fault for the next call to raise."""
-        from registry.isolation.proxy import Fault
-
-        passed = self.gate.passed()
-        culprit = next((call for call in self.in_flight if not reached(passed, call.number)), None)
-        if culprit is None:  # every call had finished: the worker died afterwards (its exit is seen at the next call)
-            self.in_flight.clear()
-            self.gate.release()
-            return
-        log = self.read_log()
-        marked = next((line.split(wire.ASYNC_FAULT_LOG, 1)[1].strip() for line in reversed(log.splitlines())
-                       if wire.ASYNC_FAULT_LOG in line), "")
-        if hang:
-            what = (f"the call did not finish on the device within {culprit.timeout:g} s: the worker was killed "
-                    f"(an endless loop, a deadlock, or a kernel slower than the timeout; raise "
-                    f"REGISTRY_ISOLATE_TIMEOUT or pass timeout= to op.call() if it is only slow)")
-        elif marked:
-            what = f"the kernel faulted on the device: {marked}"
-        else:
-            what = self._died().what
-        # Kept before the gate opens: a thread the open gate wakes (a torch synchronize,
-        # then registry.synchronize()) must find the fault, not an empty list of calls.
-        self.deferred = Fault(what, log, culprit.dtype, hang=hang, cuda=True, kernel=culprit.kernel, op=culprit.op)
-        self.in_flight.clear()
-        self.gate.release()
-
 
 class Supervisor:
     """The workers of this process, by (flavor, backend); a lock serializes calls."""
@@ -390,8 +301,6 @@ class Supervisor:
         self.started = 0  # how many workers this process has started
         self.faults = 0
         self.last_start_seconds = 0.0
-        self._watching = threading.Event()  # set while asynchronous calls are in flight
-        self._watchdog = None
 
     def worker(self, flavor: str, backend: str, ordinal: int = 0) -> Worker:
         worker = self.workers.get((flavor, backend))
@@ -411,92 +320,15 @@ class Supervisor:
     def retire(self, worker: Worker, finishing: bool = False) -> None:
         """After a fault, a timeout or an interrupt: the next call starts a new one.
         finishing: the worker is exiting by itself (a device fault); a sanitizer
-        around it writes its report as it ends, so it gets a few seconds.
-        Calls of its still in flight are settled first (worker.deferred: the
-        first the device did not finish), and its gate opened, before any new
-        worker can write the gate."""
+        around it writes its report as it ends, so it gets a few seconds."""
         if finishing and worker.alive():
             try:
                 worker.process.wait(timeout=20 if worker.flavor == "memcheck" else 2)
             except subprocess.TimeoutExpired:
                 pass
-        with worker.async_lock:
-            worker.stop()
-            if worker.in_flight and worker.deferred is None:
-                worker._settle(hang=False)
-            elif worker.gate is not None:
-                worker.gate.release()
-            worker.retired = True
-            worker.sock.close()
+        worker.kill() if worker.alive() else worker.sock.close()
         if self.workers.get((worker.flavor, worker.backend)) is worker:
             del self.workers[(worker.flavor, worker.backend)]
-
-    # -- asynchronous CUDA calls -----------------------------------------------
-    def watch(self) -> None:
-        """A call went in flight: the watchdog checks it until the device finishes it."""
-        if not self._watching.is_set():
-            self._watching.set()
-            if self._watchdog is None:
-                self._watchdog = threading.Thread(target=self._watch, name="registry-isolation-watchdog", daemon=True)
-                self._watchdog.start()
-
-    def _watch(self) -> None:
-        # Why a thread: after an asynchronous call returns, the user's thread may
-        # block in torch (a synchronize, a copy to the host) on a stream that
-        # waits for the worker. If the worker hangs or dies there, only this
-        # thread can kill it and open the gate.
-        while True:
-            self._watching.wait()
-            time.sleep(WATCH_SECONDS)
-            for worker in list(self.workers.values()):
-                if worker.in_flight:
-                    worker.check_in_flight()
-            if not self._busy():
-                self._watching.clear()
-                if self._busy():  # a call went in flight between the check and the clear
-                    self._watching.set()
-
-    def _busy(self) -> bool:
-        return any(w.in_flight and w.deferred is None and not w.retired for w in list(self.workers.values()))
-
-    def drain(self, worker: Worker | None = None) -> None:
-        """Wait (on the host, interruptibly) until the device finished every
-        asynchronous call of `worker` (default: all workers), or their worker
-        is settled. Then the user's stream waits on no worker."""
-        for each in ([worker] if worker is not None else list(self.workers.values())):
-            try:
-                while each.in_flight and each.deferred is None and not each.retired:
-                    each.check_in_flight()
-                    if each.in_flight and each.deferred is None:
-                        time.sleep(DRAIN_POLL_SECONDS)
-            except BaseException:  # Ctrl-C: the calls in flight are abandoned with their worker
-                self.retire(each)
-                raise
-
-    def pending(self) -> bool:
-        """Asynchronous calls in flight, or a fault one left, in any worker."""
-        return any(w.in_flight or w.deferred is not None for w in list(self.workers.values()))
-
-    def take_deferred(self, worker: Worker):
-        """The fault of an earlier asynchronous call of `worker`, if one is kept;
-        the worker is retired."""
-        fault = worker.deferred
-        if fault is not None:
-            self.retire(worker)
-            self.faults += 1
-        return fault
-
-    def synchronize(self) -> None:
-        """registry.synchronize(): every asynchronous call finished; a fault one
-        of them raised after it returned is raised here, as KernelFault."""
-        with self.lock:
-            self.drain()
-            for worker in list(self.workers.values()):
-                fault = self.take_deferred(worker)
-                if fault is not None:
-                    from registry.isolation.handle import kernel_fault
-
-                    raise kernel_fault(fault, worker.backend)
 
     def shutdown(self) -> None:
         for worker in list(self.workers.values()):

@@ -1,4 +1,4 @@
-"""The messages between a process and its isolated-launch worker, version 2.
+"""The messages between a process and its isolated-launch worker, version 1.
 
 Imported by the worker as a plain module (worker.py runs as a script, with
 this folder on sys.path) and by the parent as registry.isolation.wire: it
@@ -20,31 +20,12 @@ with one byte saying what it is:
     b"M" CPU region  u32 region id, u64 size; the region's fd rides with the packet
     b"G" CUDA region u32 region id, 64-byte cudaIpcMemHandle of an allocation's base
     b"X" drop region u32 region id (its memory was freed in the parent)
-    b"A" CUDA gate   64-byte cudaIpcMemHandle of the parent's gate word (a u32 in device
-                     memory), 64-byte cudaIpcEventHandle of the parent's call event; the
-                     fd of a shared page rides with it, whose first u64 the worker sets
-                     to the last call its stream finished (see "Asynchronous CUDA calls")
-    b"C" call        u32 launcher id, u32 call number, u8 flags (CALL_GATED, CALL_WAIT),
-                     then each parameter of the launcher as PARAM below, in the
-                     launcher's order (returns, arguments; no stream). Reply K, E or F.
+    b"C" call        u32 launcher id, then each parameter of the launcher as PARAM below,
+                     in the launcher's order (returns, arguments; no stream). Reply K, E or F.
   worker -> parent
-    b"K" launched (CALL_WAIT: finished), the launcher returned NULL
+    b"K" done, the launcher returned NULL
     b"E" + UTF-8 text: the launcher (or a load) returned this error
     b"F" + UTF-8 text: the worker's CUDA context faulted (illegal address, ...); it exits
-
-Asynchronous CUDA calls. A CALL_GATED call is ordered by the device, not by
-the host: the parent records its event on its stream and sends the call; the
-worker makes its stream wait for that event, launches, writes the call number
-into the gate word from its stream (cuStreamWriteValue32) and replies K at
-once; the parent makes its stream wait until the gate word reaches the call
-number (cuStreamWaitValue32, GEQ) and returns. Neither side waits for the
-kernel, so back-to-back calls keep the device busy. The worker polls its calls'
-completion events between messages and publishes the last finished call in the
-shared page; when one fails (a sticky CUDA error) it writes ASYNC_FAULT_LOG and
-the error to its log and exits. The gate word is the parent's memory: after a
-worker's death or a timeout the parent writes the last call number itself, so
-its stream never waits on a dead worker. CALL_WAIT: the worker also waits for
-its stream before replying, and replies F if it faulted.
 
   PARAM by kind:
     T  tensor    i64 ndim (-1: None, nothing follows), u32 region (NO_REGION: a NULL data
@@ -61,7 +42,7 @@ import struct
 
 MAX_MESSAGE = 1 << 20  # the largest packet either side reads (a call with many tensors is a few KiB)
 
-VERSION = 2
+VERSION = 1
 NO_REGION = 0xFFFFFFFF
 STAGING_REGION = 0  # the parent's staging buffer, for memory that is not shared
 
@@ -89,11 +70,7 @@ LOAD_HEAD = struct.Struct("<cI")
 CPU_REGION = struct.Struct("<cIQ")
 CUDA_REGION_HEAD = struct.Struct("<cI")
 DROP = struct.Struct("<cI")
-CALL_HEAD = struct.Struct("<cIIB")  # launcher id, call number, flags
-CALL_GATED = 1  # CUDA: ordered by the parent's event and the gate word (see above), not by the host
-CALL_WAIT = 2  # CUDA: reply only when the launch finished on the device
-GATE_HEAD = struct.Struct("<c")
-ASYNC_FAULT_LOG = "kreg-async-fault:"  # the worker's last log line when a call faulted after its reply
+CALL_HEAD = struct.Struct("<cI")
 TENSOR_HEAD = struct.Struct("<qIQq")  # ndim, region, offset, numel (ndim < 0: only the q)
 NONE_TENSOR = struct.pack("<q", -1)
 

@@ -12,20 +12,13 @@ kinds, and replies with the launcher's error string or nothing.
 
 A kernel that faults on the CPU kills this process (SIGSEGV, SIGBUS, ...):
 that is the point, the parent sees the socket close and reports the signal.
-On CUDA a call is asynchronous (wire.py, "Asynchronous CUDA calls"): the
-worker's stream waits for the parent's event, the launch is followed by a
-write of the gate word and a completion event, and the reply goes at once.
-Between messages the worker polls those events; a sticky error (illegal or
-misaligned address, device assert, trap) is written to its log and the worker
-exits, since its context can no longer be used; the parent reports it. A
-CALL_WAIT call (blocking mode, a checked call, a staged one) is synchronized
-before the reply, and its fault is replied as F.
+On CUDA, the worker synchronizes its own stream after each launch; a sticky
+error (illegal address, misaligned address, device assert, trap) is replied
+as a fault and the worker exits, since its context can no longer be used.
 """
-import collections
 import ctypes
 import mmap
 import os
-import select
 import signal
 import socket
 import struct
@@ -65,64 +58,6 @@ class Cuda:
         self.open_ipc.argtypes = [ctypes.POINTER(ctypes.c_uint64), IpcHandle, ctypes.c_uint]
         self.synchronize = self.entry("cuStreamSynchronize")
         self.synchronize.argtypes = [ctypes.c_void_p]
-        # Asynchronous calls (wire.py): the parent's event, the gate word, completion events.
-        self.wait_event = self.entry("cuStreamWaitEvent")
-        self.wait_event.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
-        self.write_value = self.entry("cuStreamWriteValue32")
-        self.write_value.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
-        self.record = self.entry("cuEventRecord")
-        self.record.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        self.query = self.entry("cuEventQuery")
-        self.query.argtypes = [ctypes.c_void_p]
-        self.parent_event = None
-        self.gate = 0  # the gate word's address in this process
-        self.finished = None  # the shared page's u64: the last call finished on the device
-        self.pending = collections.deque()  # (call number, completion event), oldest first
-        self.spare_events = []
-
-    def open_gate(self, message: bytes, fd: int) -> None:
-        head = wire.GATE_HEAD.size
-        self.gate = self.map_ipc(message[head:head + 64])
-        event = ctypes.c_void_p()
-        open_event = self.entry("cuIpcOpenEventHandle")
-        open_event.argtypes = [ctypes.POINTER(ctypes.c_void_p), IpcHandle]  # the handle by value
-        self._check(open_event(ctypes.byref(event), IpcHandle.from_buffer_copy(message[head + 64:head + 128])),
-                    "cuIpcOpenEventHandle")
-        self.parent_event = event
-        self._page = mmap.mmap(fd, mmap.PAGESIZE)
-        os.close(fd)
-        self.finished = ctypes.c_uint64.from_buffer(self._page)
-
-    def launched(self, number: int) -> None:
-        """After a gated launch: the gate write and a completion event behind it."""
-        self._check(self.write_value(self.stream, self.gate, number, 0), "cuStreamWriteValue32")
-        event = self.spare_events.pop() if self.spare_events else self._new_event()
-        self._check(self.record(event, self.stream), "cuEventRecord")
-        self.pending.append((number, event))
-
-    def _new_event(self):
-        event = ctypes.c_void_p()
-        self._check(self.entry("cuEventCreate")(ctypes.byref(event), 2), "cuEventCreate")  # DISABLE_TIMING
-        return event
-
-    def poll(self) -> None:
-        """Publish the calls the device finished; exit on a fault (the parent reports it)."""
-        pending = self.pending
-        while pending:
-            number, event = pending[0]
-            result = self.query(event)
-            if result == CUDA_ERROR_NOT_READY:
-                return
-            if result != 0:
-                self.fault_exit(result)
-            pending.popleft()
-            self.spare_events.append(event)
-            self.finished.value = number
-
-    def fault_exit(self, result: int) -> None:
-        sys.stderr.write(f"{wire.ASYNC_FAULT_LOG} {self.error_text(result)}\n")
-        sys.stderr.flush()
-        os._exit(3)  # a faulted context is useless: the parent starts a new worker
 
     def entry(self, name: str):
         # cuda.h maps several names to a versioned symbol (cuIpcOpenMemHandle_v2, ...).
@@ -200,25 +135,16 @@ class Worker:
                     break
                 except BlockingIOError:
                     continue
-            cuda = self.cuda
-            if message is None and cuda is not None:
+            if message is None and self.cuda is not None:
                 # Back-to-back CUDA calls: the next launch should not wait for a
                 # wake-up of this process while the device idles.
                 until = clock() + CUDA_SPIN_SECONDS
                 while clock() < until:
-                    if cuda.pending:
-                        cuda.poll()
                     try:
                         message, fds = receive(socket.MSG_DONTWAIT)
                         break
                     except BlockingIOError:
                         continue
-                # Calls still running: wait for a message in slices, polling them
-                # (a fault is seen within a millisecond, not at the next call).
-                while message is None and cuda.pending:
-                    cuda.poll()
-                    if select.select([self.sock], [], [], PENDING_POLL_SECONDS)[0]:
-                        message, fds = receive()
             if message is None:
                 message, fds = receive()
             if not message:
@@ -246,8 +172,6 @@ class Worker:
                         pass
             elif what == b"L":
                 self.sock.send(self.load(message))
-            elif what == b"A":
-                self.cuda.open_gate(message, fds[0])
             elif what == b"H":
                 _, version, backend, ordinal, checked = wire.HELLO.unpack(message)
                 self.checked = bool(checked)
@@ -276,24 +200,15 @@ class Worker:
         return b"K"
 
     def call(self, message: bytes) -> bytes:
-        _, launcher_id, number, flags = wire.CALL_HEAD.unpack_from(message)
+        _, launcher_id = wire.CALL_HEAD.unpack_from(message)
         launcher = self.launchers[launcher_id]
+        error = launcher.call(message, self.regions, self.cuda.stream if self.cuda is not None else None)
         cuda = self.cuda
-        if cuda is None:
-            error = launcher.call(message, self.regions, None)
-            return b"K" if not error else b"E" + ctypes.string_at(error)
-        if flags & wire.CALL_GATED:
-            cuda._check(cuda.wait_event(cuda.stream, cuda.parent_event, 0), "cuStreamWaitEvent")
-        error = launcher.call(message, self.regions, cuda.stream)
-        if flags & wire.CALL_GATED:
-            cuda.launched(number)
-        if error or flags & wire.CALL_WAIT:
-            # A launcher error may be an earlier call's sticky fault: the context says which.
+        if cuda is not None:
             result = cuda.synchronize(cuda.stream)
             if result != 0:
                 self.sock.send(b"F" + cuda.error_text(result).encode())
                 os._exit(3)  # a faulted context is useless: the parent starts a new worker
-            cuda.poll()
         return b"K" if not error else b"E" + ctypes.string_at(error)
 
 
@@ -309,10 +224,9 @@ class Launcher:
     last = b""  # the previous call's message: the same bytes give the same parameters
 
     def call(self, message: bytes, regions: dict, stream):
-        params = message[wire.CALL_HEAD.size:]  # the head holds the call number, new each call
-        if params != self.last:  # region ids are never reused, so equal parameters mean equal memory
+        if message != self.last:  # region ids are never reused, so equal messages mean equal memory
             self.parse(message, regions)
-            self.last = params
+            self.last = message
         return self.function(*self.values, stream)
 
     def parse(self, message: bytes, regions: dict) -> None:
@@ -421,8 +335,6 @@ _INT64_POINTER = ctypes.POINTER(ctypes.c_int64)
 _EMPTY_DIMS = (ctypes.c_int64 * 1)()
 SPIN_READS = 200  # non-blocking reads after a reply before a blocking wait: the next call often follows at once
 CUDA_SPIN_SECONDS = 0.002  # on CUDA, then this long by the clock
-PENDING_POLL_SECONDS = 0.001  # then, while calls run on the device, a wait this long between polls
-CUDA_ERROR_NOT_READY = 600
 _FD_SPACE = socket.CMSG_SPACE(4 * struct.calcsize("i"))  # a message carries at most 4 fds
 
 

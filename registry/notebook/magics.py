@@ -271,27 +271,6 @@ def load_ipython_extension(ipython) -> None:
     if "custom" not in _saved:
         _saved["custom"] = (ipython.custom_exceptions, ipython.CustomTB)
     ipython.set_custom_exc((RegistryError,), show_registry_error)
-    if report_asynchronous_faults not in ipython.events.callbacks["post_run_cell"]:
-        ipython.events.register("post_run_cell", report_asynchronous_faults)
-
-
-def report_asynchronous_faults(result=None) -> None:
-    """After each cell: its isolated CUDA calls finished, and one that faulted
-    after it returned (they are asynchronous) is shown under the cell that
-    made it, as tidily as a compile error, not at some later cell's call."""
-    import sys
-
-    supervisor = sys.modules.get("registry.isolation.supervisor")
-    if supervisor is None or not supervisor.SUPERVISOR.pending():
-        return
-    from IPython import get_ipython
-
-    from registry.isolation.faults import KernelFault
-
-    try:
-        supervisor.SUPERVISOR.synchronize()
-    except KernelFault as fault:
-        show_registry_error(get_ipython(), KernelFault, fault, None)
 
 
 def unload_ipython_extension(ipython) -> None:
@@ -301,5 +280,3 @@ def unload_ipython_extension(ipython) -> None:
     if "custom" in _saved:
         exceptions, handler = _saved.pop("custom")
         ipython.custom_exceptions, ipython.CustomTB = exceptions, handler
-    if report_asynchronous_faults in ipython.events.callbacks["post_run_cell"]:
-        ipython.events.unregister("post_run_cell", report_asynchronous_faults)

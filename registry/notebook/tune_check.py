@@ -51,14 +51,9 @@ class CaseCheck:
         if self.isolate:
             from registry.isolation.handle import isolated
 
-            # Blocking: a device fault is this config's, raised by this call, not
-            # (asynchronously) by the next config's.
-            call = isolated(op, artifacts=artifacts).call
-            run = lambda: call(*self.trial, blocking=True)  # noqa: E731
-        else:
-            run = lambda: op(*self.trial)  # noqa: E731
+            op = isolated(op, artifacts=artifacts)
         try:
-            return self._compare(run())
+            return self._compare(op(*self.trial))
         except KernelFault as fault:
             return f"fault in the isolated worker: {fault.what}"
         except Exception as error:  # a launcher's error string, a bad launch
