@@ -20,8 +20,8 @@ keep the winner per (op, dtype, shape bucket, device arch).
   choose   per (op, dtype, shape): the configs within 10 % of the fastest
            (at most 4) and the default are timed again, 4 rounds in turn, each
            config's time the median of its round medians; the fastest wins
-           unless it is within MIN_GAIN of the default's time (then the
-           default: a winner must be measurably better).
+           only if it beats the default by MIN_GAIN and in every round (else
+           the default: a winner must be measurably better, see beats()).
   keep     the winners go into the tuned table of this kernel version in the
            cache (format: registry/core/tuned_table.h) and the team cache when
            one is set; this process's op dispatches to them at once.
@@ -140,8 +140,8 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
         if default_label not in timed:
             continue
         best = min(timed.values(), key=lambda r: r["median_us"])
-        default_us = timed[default_label]["median_us"]
-        choice = best if best["median_us"] < default_us * (1 - MIN_GAIN) else timed[default_label]
+        default = timed[default_label]
+        choice = best if beats(best, default) else default
         choice["chosen"] = True
         winners[(op_name, dtype, shape)] = choice["config"]
     for label in sorted(failed):
@@ -158,6 +158,18 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     device_label = torch.cuda.get_device_name() if backend == "cuda" else "cpu"
     return TuneResult(name, device_label, rows, winners, dropped, build_seconds, time.perf_counter() - start, path,
                       configs_built.compiled)
+
+
+def beats(candidate: dict, default: dict) -> bool:
+    """Whether `candidate` is measurably faster than the default config: by
+    MIN_GAIN in the median, and in every round both were timed in (the final
+    round's samples, in the same order). At a few microseconds a kernel's
+    round-to-round noise is a few percent: a median gain one round's noise
+    made would crown a config that is no faster when measured again."""
+    if candidate is default or candidate["median_us"] >= default["median_us"] * (1 - MIN_GAIN):
+        return False
+    mine, theirs = candidate.get("round_us"), default.get("round_us")
+    return not mine or not theirs or all(a < b for a, b in zip(mine, theirs))
 
 
 def _configs_per_op(manifest, specs) -> tuple[list, dict[str, list[str]]]:

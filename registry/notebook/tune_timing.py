@@ -91,6 +91,7 @@ def final_round(rows, built, spec, torch_dtype, backend, shape_of, args, repeats
             samples[r["config"]].append(seconds * 1e6)
     for r in finalists:
         moved = r["gbps"] * r["median_us"] / 1e6 * 1e9
+        r["round_us"] = samples[r["config"]]  # the first measurement, then each round's, in order
         r["median_us"] = statistics.median(samples[r["config"]])
         r["gbps"] = moved / (r["median_us"] / 1e6) / 1e9
         r["note"] = f"final round: median of {len(samples[r['config']])} medians"
