@@ -77,6 +77,7 @@ class Worker:
         self.launchers: dict[tuple, int] = {}  # (library, symbol, cubin, kinds) -> id
         self.cpu_regions: dict[int, CpuRegion] = {}  # storage base -> region
         self.cuda_regions: dict[int, tuple[int, int]] = {}  # allocation base -> (buffer id, region id)
+        self.cuda_pointers: dict[int, tuple[int, int, int]] = {}  # data pointer -> (buffer id, region id, offset)
         self._next_region = 1  # 0 is reserved for the staging buffer's first region
         self.staging = None  # (region id, mmap, address, size)
         self.staged_calls = self.staged_bytes = 0
