@@ -71,7 +71,8 @@ def measure(name: str, shapes, dtype: str, device: str, out: Path) -> dict:
     per_shape = []
     for shape in shapes:
         label = shape_text(shape)
-        times = remeasured[label]
+        rounds = remeasured[label]
+        times = {config: statistics.median(v) for config, v in rounds.items()}
         chosen = first.winners.get((first.table["op"].iloc[0], dtype, label))
         best = min(times, key=times.get)
         default = next(iter(times))  # the default config comes first
@@ -79,6 +80,7 @@ def measure(name: str, shapes, dtype: str, device: str, out: Path) -> dict:
         per_shape.append(dict(
             shape=label, chosen=chosen, chosen_us=chosen_us, best=best, best_us=times[best],
             default=default, default_us=times[default], within_best=chosen_us / times[best],
+            default_rounds_us=rounds[default], best_rounds_us=rounds[best],
             tuned_over_default=times[default] / chosen_us))
     return dict(kernel=name, dtype=dtype, device=device, configs=int(first.table["config"].nunique()),
                 dropped=first.dropped, compiled=first.compiled, binding_s=binding_s, empty_s=empty_s,
@@ -89,7 +91,7 @@ def measure(name: str, shapes, dtype: str, device: str, out: Path) -> dict:
 def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repeats: int = 20) -> dict:
     """Every config that passed, timed again at every shape the way tune times
     (fresh inputs, L2 flushed on CUDA), `rounds` rounds in turn (the order
-    flipped every round): {shape: {config: median of the round medians, us}}."""
+    flipped every round): {shape: {config: [each round's median, us]}}."""
     import torch
 
     from registry import _core, dtypes as dtype_table
@@ -118,7 +120,7 @@ def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repe
                     continue
                 if label in samples:
                     samples[label].append(seconds * 1e6)
-        out[shape_text(shape)] = {label: statistics.median(v) for label, v in samples.items() if v}
+        out[shape_text(shape)] = {label: v for label, v in samples.items() if v}
         if backend == "cuda":
             torch.cuda.synchronize()
     return out

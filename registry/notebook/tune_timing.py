@@ -1,12 +1,24 @@
 """How registry.tune times a config: fresh inputs per config (a new random
-draw), on CUDA CUDA events around each call with L2 flushed before it (a
-buffer twice L2's size is written, so no config runs on data the previous one
-left warm), on the CPU perf_counter with two input sets rotating; the median
-of `repeats` calls after warm-up (on the CPU at most about MEASURE_BUDGET_S
-of calls, and at least MIN_REPEATS). Then a final round among the closest
-configs decides (final_round)."""
+draw); the median of `repeats` samples after warm-up. Then a final round among
+the closest configs decides (final_round).
+
+On CUDA a sample is device time between two events, with L2 flushed before it
+(a buffer twice L2's size is written, so no config runs on data the previous
+one left warm). A call much shorter than BATCH_TARGET_US is timed BATCH calls
+at a time on BATCH input sets, each cold since the flush: an event pair is
+good to about half a microsecond, a few percent of a 6 us kernel, more than
+the configs of a row kernel differ there. The stream is held by a spin
+kernel while the host queues the batch (nvbench's blocking kernel), so that
+the device runs the calls back to back and not at the host's pace; a sample
+the device began before the host had queued it all is dropped and the hold
+doubled.
+
+On the CPU a sample is perf_counter around one call, two input sets
+rotating, and a measurement is cut to about MEASURE_BUDGET_S of calls (at
+least MIN_REPEATS)."""
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
@@ -15,6 +27,12 @@ FINAL_ROUND_SIZE = 4
 FINAL_ROUNDS = 4
 MEASURE_BUDGET_S = 0.05  # CPU: the repeats of one measurement are cut to about this long ...
 MIN_REPEATS = 5          # ... but never below this many
+BATCH_TARGET_US = 200.0  # CUDA: calls shorter than this are timed several per event pair ...
+MAX_BATCH = 32           # ... at most this many ...
+BATCH_BYTES = 2 << 30    # ... on input sets of at most this many bytes in all
+HOLD_US_PER_CALL = 10.0  # the first hold of the stream per queued call (doubled when short, ...
+MAX_HOLD_DOUBLINGS = 4   # ... at most this often: then samples are kept as they come)
+SPIN_HZ = 2.0e9          # clock the hold's cycles are counted at (a slower clock holds longer)
 
 
 def median_time(op, spec, torch_dtype, backend, shape_of, args, repeats, flush, seed: int) -> tuple[float, int]:
@@ -24,35 +42,64 @@ def median_time(op, spec, torch_dtype, backend, shape_of, args, repeats, flush, 
     from registry.notebook import checks
 
     generator = torch.Generator(device=backend).manual_seed(seed)
-    sets = [checks.make_args(spec, 0, torch_dtype, backend, generator, args, shape_of=shape_of)
-            for _ in range(1 if backend == "cuda" else 2)]
+
+    def new_set():
+        return checks.make_args(spec, 0, torch_dtype, backend, generator, args, shape_of=shape_of)
+
+    sets = [new_set() for _ in range(1 if backend == "cuda" else 2)]
     outs = checks.results(spec, sets[0], op(*sets[0]))
     moved = sum(a.numel() * a.element_size() for a in sets[0] if isinstance(a, torch.Tensor))
     moved += sum(o.numel() * o.element_size() for o in outs)
     del outs
     for i in range(3):
         op(*sets[i % len(sets)])
-    if backend != "cuda":  # long calls: fewer repeats, so one measurement stays near MEASURE_BUDGET_S
-        t0 = time.perf_counter()
-        op(*sets[0])
-        repeats = max(MIN_REPEATS, min(repeats, int(MEASURE_BUDGET_S / max(time.perf_counter() - t0, 1e-9))))
-    times = []
     if backend == "cuda":
-        torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
-        for begin, end in events:
-            flush()
-            begin.record()
-            op(*sets[0])
-            end.record()
-        torch.cuda.synchronize()
-        times = [begin.elapsed_time(end) / 1e3 for begin, end in events]
-    else:
-        for i in range(repeats):
-            t0 = time.perf_counter()
-            op(*sets[i % 2])
-            times.append(time.perf_counter() - t0)
+        return statistics.median(_cuda_samples(op, sets[0], new_set, moved, repeats, flush)), moved
+    # long calls: fewer repeats, so one measurement stays near MEASURE_BUDGET_S
+    t0 = time.perf_counter()
+    op(*sets[0])
+    repeats = max(MIN_REPEATS, min(repeats, int(MEASURE_BUDGET_S / max(time.perf_counter() - t0, 1e-9))))
+    times = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        op(*sets[i % 2])
+        times.append(time.perf_counter() - t0)
     return statistics.median(times), moved
+
+
+def _cuda_samples(op, first_set, new_set, moved: int, repeats: int, flush) -> list[float]:
+    """`repeats` samples of seconds per call on CUDA, each the mean of a batch
+    of cold calls (module docstring)."""
+    import torch
+
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    flush()
+    begin.record()
+    op(*first_set)
+    end.record()
+    end.synchronize()
+    one_call_us = begin.elapsed_time(end) * 1e3
+    batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_US / max(one_call_us, 0.1)), BATCH_BYTES // max(moved, 1)))
+    sets = [first_set] + [new_set() for _ in range(batch - 1)]
+    hold_us = HOLD_US_PER_CALL * batch if batch > 1 else 0.0
+    samples, doublings = [], 0
+    while len(samples) < repeats:
+        flush()
+        if hold_us:
+            torch.cuda._sleep(int(hold_us * 1e-6 * SPIN_HZ))
+        begin.record()
+        outs = [op(*s) for s in sets]  # kept until the batch ends: no call writes where the one before did
+        end.record()
+        late = hold_us and begin.query()  # the device got to the batch before the host had queued it all
+        end.synchronize()
+        del outs
+        if late and doublings < MAX_HOLD_DOUBLINGS:
+            doublings += 1
+            hold_us *= 2
+            continue
+        samples.append(begin.elapsed_time(end) / 1e3 / batch)
+    return samples
 
 
 
@@ -73,8 +120,10 @@ class L2Flush:
 def final_round(rows, built, spec, torch_dtype, backend, shape_of, args, repeats, flush, labels) -> None:
     """The configs within FINAL_ROUND_MARGIN of the fastest (at most
     FINAL_ROUND_SIZE, and the default) timed again, FINAL_ROUNDS times in
-    turn: what decides is the median of their medians, so that one noisy
-    first measurement neither crowns nor drops a config."""
+    turn: what decides is the median of the rounds' medians. The first
+    measurement is left out: it is what made these the finalists, so among 24
+    configs the luckiest draws are in it (a config whose first time was noise
+    low would carry that luck into the choice)."""
     timed = sorted((r for r in rows if r["passed"] and r.get("median_us")), key=lambda r: r["median_us"])
     if len(timed) < 2:
         return
@@ -82,7 +131,7 @@ def final_round(rows, built, spec, torch_dtype, backend, shape_of, args, repeats
     finalists = close[:FINAL_ROUND_SIZE] + [r for r in timed if r["config"] == labels[0] and r not in close[:FINAL_ROUND_SIZE]]
     if len(finalists) < 2:
         return
-    samples = {r["config"]: [r["median_us"]] for r in finalists}
+    samples = {r["config"]: [] for r in finalists}
     for round_ in range(FINAL_ROUNDS):
         for r in finalists[::1 if round_ % 2 else -1]:
             op = built[r["config"]][spec.name]
@@ -91,7 +140,7 @@ def final_round(rows, built, spec, torch_dtype, backend, shape_of, args, repeats
             samples[r["config"]].append(seconds * 1e6)
     for r in finalists:
         moved = r["gbps"] * r["median_us"] / 1e6 * 1e9
-        r["round_us"] = samples[r["config"]]  # the first measurement, then each round's, in order
+        r["round_us"] = samples[r["config"]]  # each round's, in order
         r["median_us"] = statistics.median(samples[r["config"]])
         r["gbps"] = moved / (r["median_us"] / 1e6) / 1e9
         r["note"] = f"final round: median of {len(samples[r['config']])} medians"
