@@ -397,17 +397,21 @@ def test_each_op_is_tried_only_with_the_parameters_it_reads(kernels_root):
         registry.tune(name, shapes=[FEW], device="cpu", ops=["nope"])
 
 
-def test_a_config_must_beat_the_default_in_every_round_to_be_chosen():
+def test_a_config_must_beat_the_default_beyond_the_rounds_noise_to_be_chosen():
     """At a few microseconds one round's noise can make a median gain: a
-    winner must also be faster in each round both were timed in."""
+    winner's slowest round must also beat the default's fastest."""
     from registry.notebook.tune import beats
 
-    default = {"median_us": 10.0, "round_us": [10.0, 10.1, 9.9, 10.0, 10.2]}
-    steady = {"median_us": 9.5, "round_us": [9.5, 9.6, 9.4, 9.5, 9.7]}
-    lucky = {"median_us": 9.5, "round_us": [9.5, 9.4, 10.3, 9.5, 9.6]}  # slower than the default in round 3
-    close = {"median_us": 9.95, "round_us": [9.95] * 5}  # faster every round, by less than MIN_GAIN
+    default = {"median_us": 10.0, "round_us": [10.0, 10.1, 9.9, 10.2]}
+    steady = {"median_us": 9.5, "round_us": [9.5, 9.6, 9.4, 9.7]}
+    lucky = {"median_us": 9.5, "round_us": [9.5, 9.4, 10.3, 9.6]}  # slower than the default in round 3
+    close = {"median_us": 9.95, "round_us": [9.95] * 4}  # faster every round, by less than MIN_GAIN
     assert beats(steady, default)
     assert not beats(lucky, default)
     assert not beats(close, default)
     assert not beats(default, default)
+    # Faster than the default in each round, 3 % in the median, but the
+    # default's own fastest round (9.6) is faster than this one's slowest.
+    noisy_default = {"median_us": 10.0, "round_us": [10.0, 9.6, 10.0, 10.1]}
+    assert not beats({"median_us": 9.7, "round_us": [9.7, 9.5, 9.7, 9.8]}, noisy_default)
     assert beats({"median_us": 9.0}, {"median_us": 10.0})  # not in the final round: the medians decide

@@ -15,13 +15,15 @@ keep the winner per (op, dtype, shape bucket, device arch).
            reference (tune_check.py). A config that computes wrong, returns
            an error or crashes is dropped and reported, never timed or chosen;
            the notebook survives a config that segfaults or faults on the GPU.
-  time     fresh inputs per config, L2 flushed on CUDA, the median of
-           `repeats` calls (tune_timing.py), in this process.
+  time     fresh inputs per config, L2 flushed on CUDA (short calls timed
+           in batches of cold calls), the median of `repeats` samples
+           (tune_timing.py), in this process.
   choose   per (op, dtype, shape): the configs within 10 % of the fastest
            (at most 4) and the default are timed again, 4 rounds in turn, each
            config's time the median of its round medians; the fastest wins
-           only if it beats the default by MIN_GAIN and in every round (else
-           the default: a winner must be measurably better, see beats()).
+           only if it beats the default by MIN_GAIN and its slowest round
+           beats the default's fastest (else the default: a winner must be
+           measurably better, see beats()).
   keep     the winners go into the tuned table of this kernel version in the
            cache (format: registry/core/tuned_table.h) and the team cache when
            one is set; this process's op dispatches to them at once.
@@ -162,14 +164,14 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
 
 def beats(candidate: dict, default: dict) -> bool:
     """Whether `candidate` is measurably faster than the default config: by
-    MIN_GAIN in the median, and in every round both were timed in (the final
-    round's samples, in the same order). At a few microseconds a kernel's
-    round-to-round noise is a few percent: a median gain one round's noise
-    made would crown a config that is no faster when measured again."""
+    MIN_GAIN in the median, and its slowest final round faster than the
+    default's fastest (the rounds' ranges apart). At a few microseconds a
+    kernel's round-to-round noise is a percent or more: a gain inside it would
+    crown a config that is no faster when measured again."""
     if candidate is default or candidate["median_us"] >= default["median_us"] * (1 - MIN_GAIN):
         return False
     mine, theirs = candidate.get("round_us"), default.get("round_us")
-    return not mine or not theirs or all(a < b for a, b in zip(mine, theirs))
+    return not mine or not theirs or max(mine) < min(theirs)
 
 
 def _configs_per_op(manifest, specs) -> tuple[list, dict[str, list[str]]]:
