@@ -4,14 +4,15 @@ the closest configs decides (final_round).
 
 On CUDA a sample is device time between two events, with L2 flushed before it
 (a buffer twice L2's size is written, so no config runs on data the previous
-one left warm). A call much shorter than BATCH_TARGET_US is timed BATCH calls
-at a time on BATCH input sets, each cold since the flush: an event pair is
-good to about half a microsecond, a few percent of a 6 us kernel, more than
-the configs of a row kernel differ there. The stream is held by a spin
-kernel while the host queues the batch (nvbench's blocking kernel), so that
-the device runs the calls back to back and not at the host's pace; a sample
-the device began before the host had queued it all is dropped and the hold
-doubled.
+one left warm). A call much shorter than BATCH_TARGET_US is timed up to
+MAX_BATCH calls per event pair, each on its own input set, all cold since the
+flush: an event pair resolves about half a microsecond and adds its own device
+time (on an H200 the row kernels at 4096 x 256 read 6.1-6.9 us one call a
+pair, 4.1-5.4 us in batches), more than their configs differ there. The stream
+is held by a spin kernel (torch.cuda._sleep) while the host queues the batch
+(nvbench's blocking kernel), so that the device runs the calls back to back
+and not at the host's pace; a sample the device began before the host had
+queued it all is dropped and the hold doubled.
 
 On the CPU a sample is perf_counter around one call, two input sets
 rotating, and a measurement is cut to about MEASURE_BUDGET_S of calls (at
@@ -100,7 +101,6 @@ def _cuda_samples(op, first_set, new_set, moved: int, repeats: int, flush) -> li
             continue
         samples.append(begin.elapsed_time(end) / 1e3 / batch)
     return samples
-
 
 
 class L2Flush:
