@@ -24,7 +24,8 @@ the hand-tuned one (default 4096 x 256, 1024 x 32768, 65536 x 1024):
   per call the tuned handle (its launcher table routed: the binding picks the
            winner per call) against a snapshot of it with the default
            config's unrouted table, at n = 1 (1 x 1), 100 interleaved rounds
-           of 1000 calls.
+           of 1000 calls; and a second untuned snapshot against the first
+           (A/A), what two equal handles differ by in the same run.
 
 Writes DIR/tune_rows.md and DIR/tune_rows.json, and DIR/tune_<kernel>.png (the result's plot).
 """
@@ -161,13 +162,15 @@ def percall(name: str, dtype: str, device: str, rounds: int = 100, calls: int = 
     spec = op._spec
     args = make_args(spec, 1, getattr(torch, dtype), device, torch.Generator(device=device).manual_seed(0), {})
     tuned = op._table.route_count > 0
-    times = {"tuned": [], "untuned": []}
-    for contender in (op, plain):
+    again = plain.snapshot()  # A/A: a second untuned handle, what two equal handles differ by here
+    contenders = [("tuned", op), ("untuned", plain), ("untuned again", again)]
+    times = {label: [] for label, _ in contenders}
+    for _, contender in contenders:
         for _ in range(200):
             contender(*args)
     for r in range(rounds):
-        order = [("tuned", op), ("untuned", plain)][:: 1 if r % 2 == 0 else -1]
-        for label, contender in order:
+        order = contenders[r % 3:] + contenders[:r % 3]  # each one first, second and last in turn
+        for label, contender in order[:: 1 if r % 2 == 0 else -1]:
             if device == "cuda":
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -176,9 +179,9 @@ def percall(name: str, dtype: str, device: str, rounds: int = 100, calls: int = 
             if device == "cuda":
                 torch.cuda.synchronize()
             times[label].append((time.perf_counter() - t0) / calls * 1e6)
-    tuned_us, untuned_us = statistics.median(times["tuned"]), statistics.median(times["untuned"])
+    tuned_us, untuned_us, again_us = (statistics.median(times[label]) for label, _ in contenders)
     return dict(dispatching=tuned, tuned_us=tuned_us, untuned_us=untuned_us, ratio=tuned_us / untuned_us,
-                bucket=_core.shape_bucket([1, 1]))
+                again_us=again_us, aa_ratio=again_us / untuned_us, bucket=_core.shape_bucket([1, 1]))
 
 
 def report(results: list[dict], machine: str, command: str) -> str:
@@ -201,12 +204,13 @@ def report(results: list[dict], machine: str, command: str) -> str:
             lines.append(f"| {r['kernel']} | {s['shape']} | {s['chosen']} | {s['chosen_us']:.2f} | {s['best']} "
                          f"| {s['best_us']:.2f} | {s['within_best']:.3f} | {s['default_us']:.2f} "
                          f"| {s['tuned_over_default']:.3f} |")
-    lines += ["", "Per call at n = 1 (1 x 1): the tuned handle against its untuned snapshot, median of rounds.", "",
-              "| kernel | dispatching | tuned us | untuned us | tuned / untuned |", "|---|---|---|---|---|"]
+    lines += ["", "Per call at n = 1 (1 x 1): the tuned handle against its untuned snapshot, median of rounds; "
+              "A/A: a second untuned snapshot against the first, the noise between two equal handles.", "",
+              "| kernel | dispatching | tuned us | untuned us | tuned / untuned | A/A |", "|---|---|---|---|---|---|"]
     for r in results:
         p = r["percall"]
         lines.append(f"| {r['kernel']} | {p['dispatching']} | {p['tuned_us']:.3f} | {p['untuned_us']:.3f} "
-                     f"| {p['ratio']:.3f} |")
+                     f"| {p['ratio']:.3f} | {p['aa_ratio']:.3f} |")
     for r in results:
         for d in r["dropped"]:
             lines.append(f"\ndropped ({r['kernel']}): {d}")
