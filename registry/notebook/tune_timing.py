@@ -82,13 +82,16 @@ def _cuda_samples(op, first_set, new_set, moved: int, repeats: int, flush) -> li
     end.synchronize()
     one_call_us = begin.elapsed_time(end) * 1e3
     batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_US / max(one_call_us, 0.1)), BATCH_BYTES // max(moved, 1)))
+    hold = getattr(torch.cuda, "_sleep", None)  # private to torch: without it, one call per event pair
+    if hold is None:
+        batch = 1
     sets = [first_set] + [new_set() for _ in range(batch - 1)]
     hold_us = HOLD_US_PER_CALL * batch if batch > 1 else 0.0
     samples, doublings = [], 0
     while len(samples) < repeats:
         flush()
         if hold_us:
-            torch.cuda._sleep(int(hold_us * 1e-6 * SPIN_HZ))
+            hold(int(hold_us * 1e-6 * SPIN_HZ))
         begin.record()
         outs = [op(*s) for s in sets]  # kept until the batch ends: no call writes where the one before did
         end.record()
