@@ -293,18 +293,28 @@ def _tune_case(spec, dtype, torch_dtype, shape, backend, built: BuiltConfigs, la
 
 
 def shape_for(spec, shape: tuple) -> dict[str, tuple]:
-    """Each Tensor argument's shape for the first Tensor's `shape`, through
-    the op's sweep sizes (x = "[rows, cols]", w = "[cols]")."""
+    """Each Tensor argument's shape for `shape`, through the op's sweep sizes
+    (x = "[rows, cols]", w = "[cols]"): either the first Tensor's shape, or
+    every named size in the order the sweep first names them, where the first
+    Tensor's do not name them all (a = "[m, k]", b = "[k, n]": (m, k, n))."""
     if not spec.sweep:
         return {a.name: tuple(shape) for a in spec.signature.args if a.type_name == "Tensor" and not a.optional}
     first = spec.sweep[0][1]
-    if len(first) != len(shape):
+    names = []
+    for _, dims in spec.sweep:
+        names += [d for d in dims if not d.isdigit() and d not in names]
+    if len(shape) == len(first):
+        sizes = {dim: int(size) for dim, size in zip(first, shape) if not dim.isdigit()}
+    elif len(shape) == len(names):
+        sizes = dict(zip(names, map(int, shape)))
+    else:
         raise UsageError(f"{spec.name}: a shape has {len(first)} sizes here ({spec.sweep[0][0]} = "
-                         f"[{', '.join(first)}] in kernel.toml), not {len(shape)}: {shape}")
-    sizes = {}
-    for dim, size in zip(first, shape):
-        if not dim.isdigit():
-            sizes[dim] = int(size)
+                         f"[{', '.join(first)}] in kernel.toml), or {len(names)} ({', '.join(names)}), "
+                         f"not {len(shape)}: {shape}")
+    missing = [d for d in names if d not in sizes]
+    if missing:
+        raise UsageError(f"{spec.name}: a shape of {len(shape)} sizes leaves {', '.join(missing)} unset; "
+                         f"give all {len(names)} ({', '.join(names)})")
     return {name: tuple(int(d) if d.isdigit() else sizes[d] for d in dims) for name, dims in spec.sweep}
 
 
