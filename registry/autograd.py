@@ -58,11 +58,7 @@ class _OpFunction(torch.autograd.Function):
         op = ctx.op
         backward = op._backward
         if backward is None:
-            raise OpCallError(
-                f"{op.kernel}.{op.name} has no backward, but an input requires grad. Add "
-                f"backward = \"{op.name}_backward\" to its [[op]] in kernel.toml (an op of the kernel taking "
-                f"grad_<output> and the tensors it needs, returning grad_<argument>), or call it under "
-                f"torch.no_grad() / on inputs that do not require grad.")
+            raise no_backward_error(op)
         saved = dict(zip(ctx.saved_names, ctx.saved_tensors))
         values = []
         for arg in backward._spec.signature.args:
@@ -78,6 +74,14 @@ class _OpFunction(torch.autograd.Function):
         by_name = {r.name[5:]: t for r, t in zip(backward._spec.signature.returns, results)}
         names = [a.name for a in op._spec.signature.args]
         return (None, *(by_name.get(n) for n in names))
+
+
+def no_backward_error(op) -> OpCallError:
+    return OpCallError(
+        f"{op.kernel}.{op.name} has no backward, but an input requires grad. Add "
+        f"backward = \"{op.name}_backward\" to its [[op]] in kernel.toml (an op of the kernel taking "
+        f"grad_<output> and the tensors it needs, returning grad_<argument>), or call it under "
+        f"torch.no_grad() / on inputs that do not require grad.")
 
 
 def call_with_autograd(op, args: tuple):

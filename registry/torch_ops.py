@@ -13,8 +13,11 @@ aborts the process, which is exactly what torch's own JIT reload does):
   CUDA implementations call the kernel's Op handle, so a hot reload changes
   what runs without registering anything again, and a graph compiled before
   the reload calls the new code (old code is never unloaded, so nothing can
-  call freed memory). An op with a backward gets it through
-  torch.library.register_autograd.
+  call freed memory). An op with a backward gets it at the dispatcher's
+  Autograd key (dispatch_autograd.py), registered on the first load that
+  names one; each forward reads the backward of the handle loaded then, so a
+  hot reload changes the backward too (and a backward removed from the
+  manifest raises when backward() reaches it, as the handle does).
 
 Fakes allocate each output from its manifest declaration: the Python text
 comes from the core (`_core.fake_function`, core/output_spec.h), the same
@@ -35,6 +38,7 @@ from registry.state import STATE
 
 _libraries = STATE.torch_libraries   # namespace -> torch.library.Library (kept alive)
 _handles = STATE.torch_handles   # (namespace, op) -> backend -> Op
+_with_autograd = STATE.torch_autograd  # (namespace, op) whose Autograd kernel is registered
 _fakes_by_table = STATE.fakes_by_table  # launcher table address -> fake function, or (spec, schema) until made
 _compiled: dict[tuple[str, str], object] = {}  # (signature, declarations) -> fake function
 
@@ -87,17 +91,54 @@ def expose(namespace: str, op_spec, backend: str, handle) -> None:
     handles = _handles.get((namespace, name))
     if handles is not None:
         handles[backend] = handle
-        return
-    import torch
+    else:
+        import torch
 
-    handles = _handles[(namespace, name)] = {backend: handle}
-    library = _libraries.get(namespace)
-    if library is None:
-        library = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
-    library.define(handle.signature)  # the canonical text (Signature.canonical), derived once per Op
-    for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
-        library.impl(name, _kernel(namespace, name, wanted, handles), key)
-    torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec))
+        handles = _handles[(namespace, name)] = {backend: handle}
+        library = _libraries.get(namespace)
+        if library is None:
+            library = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
+        library.define(handle.signature)  # the canonical text (Signature.canonical), derived once per Op
+        for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
+            library.impl(name, _kernel(namespace, name, wanted, handles), key)
+        torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec))
+    if op_spec.backward and (namespace, name) not in _with_autograd:
+        _register_autograd(namespace, op_spec, handles)
+
+
+def _register_autograd(namespace: str, op_spec, handles: dict) -> None:
+    from registry import dispatch_autograd
+
+    signature = op_spec.signature
+    if any(a.mutated for a in signature.args):
+        return  # writes in place: the handle refuses a gradient, torch.ops does not track one
+    keyword_tensors = [a.name for a in signature.args if a.keyword_only and a.type_name.startswith("Tensor")]
+    if keyword_tensors:
+        from registry.errors import ManifestError
+
+        raise ManifestError(
+            f"{namespace}.{signature.name} has a backward but takes the Tensor {keyword_tensors[0]!r} after '*': "
+            f"torch.ops cannot give a keyword-only Tensor a gradient. Move it before '*' in the signature")
+    name = signature.name
+
+    def backward_of(device: str):
+        handle = handles.get(device) or next(iter(handles.values()))
+        backward = handle._backward
+        if backward is None:
+            return None
+        spec = backward._spec.signature
+        return dispatch_autograd.Backward(spec.name, tuple(a.name for a in spec.args),
+                                          tuple(r.name for r in spec.returns))
+
+    def missing():
+        from registry.autograd import no_backward_error
+
+        return no_backward_error(next(iter(handles.values())))
+
+    dispatch_autograd.register(_libraries[namespace], namespace, name, tuple(a.name for a in signature.args),
+                               sum(1 for a in signature.args if not a.keyword_only),
+                               tuple(r.name for r in signature.returns), backward_of, missing)
+    _with_autograd.add((namespace, name))
 
 
 def _kernel(namespace: str, name: str, backend: str, handles: dict):
