@@ -106,19 +106,30 @@ def expose(namespace: str, op_spec, backend: str, handle) -> None:
         _register_autograd(namespace, op_spec, handles)
 
 
-def _register_autograd(namespace: str, op_spec, handles: dict) -> None:
-    from registry import dispatch_autograd
-
-    signature = op_spec.signature
+def takes_autograd(namespace: str, signature) -> bool:
+    """Whether torch.ops.<namespace>.<op> gets an Autograd kernel for its
+    manifest backward (the JIT op here, the AOT package in tools/aot.py).
+    An op writing in place has no gradient (the handle refuses one). Raises
+    for a keyword-only Tensor, which torch's register_autograd cannot give a
+    gradient."""
     if any(a.mutated for a in signature.args):
-        return  # writes in place: the handle refuses a gradient, torch.ops does not track one
-    keyword_tensors = [a.name for a in signature.args if a.keyword_only and a.type_name.startswith("Tensor")]
+        return False
+    keyword_tensors = [a.name for a in signature.args if a.keyword_only and a.type_name == "Tensor"]
     if keyword_tensors:
         from registry.errors import ManifestError
 
         raise ManifestError(
             f"{namespace}.{signature.name} has a backward but takes the Tensor {keyword_tensors[0]!r} after '*': "
             f"torch.ops cannot give a keyword-only Tensor a gradient. Move it before '*' in the signature")
+    return True
+
+
+def _register_autograd(namespace: str, op_spec, handles: dict) -> None:
+    from registry import dispatch_autograd
+
+    signature = op_spec.signature
+    if not takes_autograd(namespace, signature):
+        return
     name = signature.name
 
     def backward_of(device: str):
