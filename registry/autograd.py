@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from registry.errors import OpCallError
+from registry.state import STATE
 
 
 class _OpFunction(torch.autograd.Function):
@@ -88,4 +89,7 @@ def call_with_autograd(op, args: tuple):
     if any(a.mutated for a in op._spec.signature.args):
         raise OpCallError(f"{op.kernel}.{op.name} writes its Tensor(a!) argument in place and has no "
                            f"gradient; call it under torch.no_grad() or on tensors that do not require grad")
+    if STATE.torch_autograd.get((op.kernel, op.name)) == "python":
+        # registry.register_autograd gave it a backward at the dispatcher: the handle takes the same one.
+        return getattr(getattr(torch.ops, op.kernel), op.name)(*args)
     return _OpFunction.apply(op, *args)

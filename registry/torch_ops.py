@@ -38,7 +38,7 @@ from registry.state import STATE
 
 _libraries = STATE.torch_libraries   # namespace -> torch.library.Library (kept alive)
 _handles = STATE.torch_handles   # (namespace, op) -> backend -> Op
-_with_autograd = STATE.torch_autograd  # (namespace, op) whose Autograd kernel is registered
+_with_autograd = STATE.torch_autograd  # (namespace, op) -> "manifest" or "python": whose Autograd kernel is registered
 _fakes_by_table = STATE.fakes_by_table  # launcher table address -> fake function, or (spec, schema) until made
 _compiled: dict[tuple[str, str], object] = {}  # (signature, declarations) -> fake function
 
@@ -102,7 +102,7 @@ def expose(namespace: str, op_spec, backend: str, handle) -> None:
         for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
             library.impl(name, _kernel(namespace, name, wanted, handles), key)
         torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec))
-    if op_spec.backward and (namespace, name) not in _with_autograd:
+    if op_spec.backward and (namespace, name) not in _with_autograd:  # a Python backward stays
         _register_autograd(namespace, op_spec, handles)
 
 
@@ -149,7 +149,53 @@ def _register_autograd(namespace: str, op_spec, handles: dict) -> None:
     dispatch_autograd.register(_libraries[namespace], namespace, name, tuple(a.name for a in signature.args),
                                sum(1 for a in signature.args if not a.keyword_only),
                                tuple(r.name for r in signature.returns), backward_of, missing)
-    _with_autograd.add((namespace, name))
+    _with_autograd[(namespace, name)] = "manifest"
+
+
+def register_autograd(op, backward, *, setup_context=None) -> None:
+    """A backward written in Python for a registry op, for an op whose
+    manifest names none: torch.library.register_autograd's arguments, with
+    two differences. The gradients reach `backward` contiguous (autograd
+    hands e.g. expanded ones from .sum().backward(), which every registry op
+    refuses; only those are copied), so it can call other registry ops on
+    them; and the op's handle takes the same backward as torch.ops.
+
+    op: the handle (registry.get) or torch.ops.<kernel>.<op> of a kernel with
+    binding = "torch-library", loaded in this process."""
+    from registry import dispatch_autograd
+    from registry.errors import OpCallError
+
+    namespace, name = _qualified(op)
+    if (namespace, name) not in _handles:
+        raise OpCallError(f"{namespace}.{name} is not a torch.ops op of a loaded kernel: set binding = "
+                          f"\"torch-library\" in its kernel.toml and registry.get({namespace!r}) first")
+    if (namespace, name) in _with_autograd:
+        where = "its kernel.toml names a backward" if _with_autograd[(namespace, name)] == "manifest" \
+            else "register_autograd gave it one already"
+        raise OpCallError(f"torch.ops.{namespace}.{name} has a backward ({where}); torch takes one per op and "
+                          f"process: restart the kernel to register another")
+
+    def contiguous_backward(ctx, *grads):
+        return backward(ctx, *dispatch_autograd.contiguous_grads(grads))
+
+    import torch
+
+    torch.library.register_autograd(f"{namespace}::{name}", contiguous_backward, setup_context=setup_context,
+                                    lib=_libraries[namespace])
+    _with_autograd[(namespace, name)] = "python"
+
+
+def _qualified(op) -> tuple[str, str]:
+    if isinstance(getattr(op, "kernel", None), str):  # an Op handle
+        return op.kernel, op.name
+    schema = getattr(op, "_schema", None)  # OpOverload
+    text = schema.name if schema is not None else getattr(op, "_qualified_op_name", op)  # OpOverloadPacket
+    if not isinstance(text, str) or "::" not in text:
+        from registry.errors import UsageError
+
+        raise UsageError(f"register_autograd: {op!r} is not a registry op; pass its handle or torch.ops.<kernel>.<op>")
+    namespace, _, name = text.partition("::")
+    return namespace, name
 
 
 def _kernel(namespace: str, name: str, backend: str, handles: dict):

@@ -99,3 +99,30 @@ def test_a_hot_reload_changes_the_backward_torch_ops_runs(lib_rmsnorm):
     after = _grads(lambda a, b: lib_rmsnorm.op(a, b), x, w, g)
     torch.testing.assert_close(after[0], before[0])
     torch.testing.assert_close(after[1], 3 * before[1])
+
+
+def test_a_python_backward_calling_a_registry_op_takes_a_sum_backward(axpy_copy):
+    # As pytorch/extension-cpp registers mymuladd's backward: in Python, calling the kernel's own ops.
+    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nbinding = "torch-library"')
+    handle = registry.get(axpy_copy.name, device="cpu")
+    axpy = getattr(torch.ops, axpy_copy.name).axpy
+
+    def setup_context(ctx, inputs, output):
+        ctx.alpha = inputs[2]
+
+    def backward(ctx, grad):
+        # grad from .sum().backward() is expanded; axpy refuses non-contiguous inputs.
+        return axpy(grad, torch.zeros_like(grad), ctx.alpha), grad, None
+
+    registry.register_autograd(axpy, backward, setup_context=setup_context)
+    for fn in (axpy, handle):
+        x, y = torch.randn(33, requires_grad=True), torch.randn(33, requires_grad=True)
+        fn(x, y, 1.5).sum().backward()
+        assert torch.equal(x.grad, torch.full((33,), 1.5)) and torch.equal(y.grad, torch.ones(33))
+    with pytest.raises(registry.RegistryError, match="has a backward.*register_autograd gave it one"):
+        registry.register_autograd(handle, backward, setup_context=setup_context)
+
+
+def test_register_autograd_refuses_an_op_whose_manifest_names_a_backward(lib_rmsnorm):
+    with pytest.raises(registry.RegistryError, match="its kernel.toml names a backward"):
+        registry.register_autograd(lib_rmsnorm.op, lambda ctx, g: None)
