@@ -31,7 +31,7 @@ from registry.state import STATE  # the loaded kernels, by (name, backend), and 
 __all__ = [
     "get", "list", "status", "Op", "OpGroup", "KernelInfo",
     "RegistryError", "BuildError", "KernelNotFoundError", "LockTimeoutError", "ManifestError",
-    "sweep", "tune", "watch", "KernelFault",
+    "sweep", "tune", "watch", "KernelFault", "register_autograd",
 ]
 
 
@@ -138,7 +138,7 @@ _LAZY = {
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
     "sweep": "registry.notebook.dtype_sweep", "tune": "registry.notebook.tune", "watch": "registry.notebook.watcher",
-    "KernelFault": "registry.isolation.faults",
+    "KernelFault": "registry.isolation.faults", "register_autograd": "registry.torch_ops",
 }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from registry.errors import OpCallError
+from registry.state import STATE
 
 
 class _OpFunction(torch.autograd.Function):
@@ -58,11 +59,7 @@ class _OpFunction(torch.autograd.Function):
         op = ctx.op
         backward = op._backward
         if backward is None:
-            raise OpCallError(
-                f"{op.kernel}.{op.name} has no backward, but an input requires grad. Add "
-                f"backward = \"{op.name}_backward\" to its [[op]] in kernel.toml (an op of the kernel taking "
-                f"grad_<output> and the tensors it needs, returning grad_<argument>), or call it under "
-                f"torch.no_grad() / on inputs that do not require grad.")
+            raise no_backward_error(op)
         saved = dict(zip(ctx.saved_names, ctx.saved_tensors))
         values = []
         for arg in backward._spec.signature.args:
@@ -80,8 +77,19 @@ class _OpFunction(torch.autograd.Function):
         return (None, *(by_name.get(n) for n in names))
 
 
+def no_backward_error(op) -> OpCallError:
+    return OpCallError(
+        f"{op.kernel}.{op.name} has no backward, but an input requires grad. Add "
+        f"backward = \"{op.name}_backward\" to its [[op]] in kernel.toml (an op of the kernel taking "
+        f"grad_<output> and the tensors it needs, returning grad_<argument>), or call it under "
+        f"torch.no_grad() / on inputs that do not require grad.")
+
+
 def call_with_autograd(op, args: tuple):
     if any(a.mutated for a in op._spec.signature.args):
         raise OpCallError(f"{op.kernel}.{op.name} writes its Tensor(a!) argument in place and has no "
                            f"gradient; call it under torch.no_grad() or on tensors that do not require grad")
+    if STATE.torch_autograd.get((op.kernel, op.name)) == "python":
+        # registry.register_autograd gave it a backward at the dispatcher: the handle takes the same one.
+        return getattr(getattr(torch.ops, op.kernel), op.name)(*args)
     return _OpFunction.apply(op, *args)

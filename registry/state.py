@@ -25,6 +25,7 @@ that rule visible and gives tests one thing to look at.
                      compiled earlier may still pass their address
     torch_libraries  namespace -> torch.library.Library (torch_ops.py), kept alive
     torch_handles    (kernel, op) -> backend -> Op behind torch.ops.<kernel>.<op>
+    torch_autograd   (kernel, op) -> "manifest" | "python": the torch.ops ops with an Autograd kernel (torch_ops.py)
     faked_namespaces, fakes_by_table   the Meta kernels of bindings (load.py, torch_ops.py)
     device_modules   (cubin key, device) -> CUmodule (driver_module.py)
     device_images    cubin key -> its bytes, kept for the launcher libraries
@@ -148,6 +149,7 @@ class ProcessState:
         self.retired_tables: list = []
         self.torch_libraries: dict[str, object] = {}
         self.torch_handles: dict = {}
+        self.torch_autograd: dict = {}
         self.faked_namespaces: set[str] = set()
         self.fakes_by_table: dict[int, object] = {}
         self.device_modules: dict[tuple[str, int], int] = {}

@@ -13,8 +13,11 @@ aborts the process, which is exactly what torch's own JIT reload does):
   CUDA implementations call the kernel's Op handle, so a hot reload changes
   what runs without registering anything again, and a graph compiled before
   the reload calls the new code (old code is never unloaded, so nothing can
-  call freed memory). An op with a backward gets it through
-  torch.library.register_autograd.
+  call freed memory). An op with a backward gets it at the dispatcher's
+  Autograd key (dispatch_autograd.py), registered on the first load that
+  names one; each forward reads the backward of the handle loaded then, so a
+  hot reload changes the backward too (and a backward removed from the
+  manifest raises when backward() reaches it, as the handle does).
 
 Fakes allocate each output from its manifest declaration: the Python text
 comes from the core (`_core.fake_function`, core/output_spec.h), the same
@@ -35,6 +38,7 @@ from registry.state import STATE
 
 _libraries = STATE.torch_libraries   # namespace -> torch.library.Library (kept alive)
 _handles = STATE.torch_handles   # (namespace, op) -> backend -> Op
+_with_autograd = STATE.torch_autograd  # (namespace, op) -> "manifest" or "python": whose Autograd kernel is registered
 _fakes_by_table = STATE.fakes_by_table  # launcher table address -> fake function, or (spec, schema) until made
 _compiled: dict[tuple[str, str], object] = {}  # (signature, declarations) -> fake function
 
@@ -87,17 +91,111 @@ def expose(namespace: str, op_spec, backend: str, handle) -> None:
     handles = _handles.get((namespace, name))
     if handles is not None:
         handles[backend] = handle
+    else:
+        import torch
+
+        handles = _handles[(namespace, name)] = {backend: handle}
+        library = _libraries.get(namespace)
+        if library is None:
+            library = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
+        library.define(handle.signature)  # the canonical text (Signature.canonical), derived once per Op
+        for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
+            library.impl(name, _kernel(namespace, name, wanted, handles), key)
+        torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec))
+    if op_spec.backward and (namespace, name) not in _with_autograd:  # a Python backward stays
+        _register_autograd(namespace, op_spec, handles)
+
+
+def takes_autograd(namespace: str, signature) -> bool:
+    """Whether torch.ops.<namespace>.<op> gets an Autograd kernel for its
+    manifest backward (the JIT op here, the AOT package in tools/aot.py).
+    An op writing in place has no gradient (the handle refuses one). Raises
+    for a keyword-only Tensor, which torch's register_autograd cannot give a
+    gradient."""
+    if any(a.mutated for a in signature.args):
+        return False
+    keyword_tensors = [a.name for a in signature.args if a.keyword_only and a.type_name == "Tensor"]
+    if keyword_tensors:
+        from registry.errors import ManifestError
+
+        raise ManifestError(
+            f"{namespace}.{signature.name} has a backward but takes the Tensor {keyword_tensors[0]!r} after '*': "
+            f"torch.ops cannot give a keyword-only Tensor a gradient. Move it before '*' in the signature")
+    return True
+
+
+def _register_autograd(namespace: str, op_spec, handles: dict) -> None:
+    from registry import dispatch_autograd
+
+    signature = op_spec.signature
+    if not takes_autograd(namespace, signature):
         return
+    name = signature.name
+
+    def backward_of(device: str):
+        handle = handles.get(device) or next(iter(handles.values()))
+        backward = handle._backward
+        if backward is None:
+            return None
+        spec = backward._spec.signature
+        return dispatch_autograd.Backward(spec.name, tuple(a.name for a in spec.args),
+                                          tuple(r.name for r in spec.returns))
+
+    def missing():
+        from registry.autograd import no_backward_error
+
+        return no_backward_error(next(iter(handles.values())))
+
+    dispatch_autograd.register(_libraries[namespace], namespace, name, tuple(a.name for a in signature.args),
+                               sum(1 for a in signature.args if not a.keyword_only),
+                               tuple(r.name for r in signature.returns), backward_of, missing)
+    _with_autograd[(namespace, name)] = "manifest"
+
+
+def register_autograd(op, backward, *, setup_context=None) -> None:
+    """A backward written in Python for a registry op, for an op whose
+    manifest names none: torch.library.register_autograd's arguments, with
+    two differences. The gradients reach `backward` contiguous (autograd
+    hands e.g. expanded ones from .sum().backward(), which every registry op
+    refuses; only those are copied), so it can call other registry ops on
+    them; and the op's handle takes the same backward as torch.ops.
+
+    op: the handle (registry.get) or torch.ops.<kernel>.<op> of a kernel with
+    binding = "torch-library", loaded in this process."""
+    from registry import dispatch_autograd
+    from registry.errors import OpCallError
+
+    namespace, name = _qualified(op)
+    if (namespace, name) not in _handles:
+        raise OpCallError(f"{namespace}.{name} is not a torch.ops op of a loaded kernel: set binding = "
+                          f"\"torch-library\" in its kernel.toml and registry.get({namespace!r}) first")
+    if (namespace, name) in _with_autograd:
+        where = "its kernel.toml names a backward" if _with_autograd[(namespace, name)] == "manifest" \
+            else "register_autograd gave it one already"
+        raise OpCallError(f"torch.ops.{namespace}.{name} has a backward ({where}); torch takes one per op and "
+                          f"process: restart the kernel to register another")
+
+    def contiguous_backward(ctx, *grads):
+        return backward(ctx, *dispatch_autograd.contiguous_grads(grads))
+
     import torch
 
-    handles = _handles[(namespace, name)] = {backend: handle}
-    library = _libraries.get(namespace)
-    if library is None:
-        library = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
-    library.define(handle.signature)  # the canonical text (Signature.canonical), derived once per Op
-    for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
-        library.impl(name, _kernel(namespace, name, wanted, handles), key)
-    torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec))
+    torch.library.register_autograd(f"{namespace}::{name}", contiguous_backward, setup_context=setup_context,
+                                    lib=_libraries[namespace])
+    _with_autograd[(namespace, name)] = "python"
+
+
+def _qualified(op) -> tuple[str, str]:
+    if isinstance(getattr(op, "kernel", None), str):  # an Op handle
+        return op.kernel, op.name
+    schema = getattr(op, "_schema", None)  # OpOverload
+    text = schema.name if schema is not None else getattr(op, "_qualified_op_name", op)  # OpOverloadPacket
+    if not isinstance(text, str) or "::" not in text:
+        from registry.errors import UsageError
+
+        raise UsageError(f"register_autograd: {op!r} is not a registry op; pass its handle or torch.ops.<kernel>.<op>")
+    namespace, _, name = text.partition("::")
+    return namespace, name
 
 
 def _kernel(namespace: str, name: str, backend: str, handles: dict):

@@ -230,3 +230,69 @@ def test_the_module_check_names_the_missing_op_and_what_the_module_defines(axpy_
     with pytest.raises(RegistryError, match=r"op 'axpy_twice'.*defines axpy, helper"):
         load.check_module_ops(manifest, load.module_functions(module), "the module m")
     load.check_module_ops(manifest, ["axpy", "axpy_twice"], "the module m")  # all there: no error
+
+
+# ---- autograd: the manifest's backward in the package ---------------------------
+
+# Runs in the fresh interpreter: gradients through the package's torch.ops.rmsnorm.
+CHECK_GRAD = """
+import sys
+import torch
+import rmsnorm_ops
+
+def reference(x, w, g):
+    x, w = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    return torch.autograd.grad(y, (x, w), g.double())
+
+gen = torch.Generator().manual_seed(0)
+x = torch.randn(6, 64, generator=gen).requires_grad_()
+w = torch.randn(64, generator=gen).requires_grad_()
+g = torch.randn(6, 64, generator=gen)
+(torch.ops.rmsnorm.rmsnorm(x, w) * g).sum().backward()
+for got, exact in zip((x.grad, w.grad), reference(x, w, g)):
+    torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=2e-5)
+x.grad = w.grad = None
+torch.ops.rmsnorm.rmsnorm(x, w).sum().backward()  # an expanded (stride-0) gradient
+for got, exact in zip((x.grad, w.grad), reference(x, w, torch.ones(6, 64))):
+    torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=2e-5)
+x64, w64 = torch.randn(3, 17, dtype=torch.float64, requires_grad=True), torch.randn(17, dtype=torch.float64, requires_grad=True)
+assert torch.autograd.gradcheck(lambda a, b: torch.ops.rmsnorm.rmsnorm(a, b, 1e-6), (x64, w64))
+assert torch.ops.rmsnorm.rmsnorm(x, w).requires_grad
+torch.library.opcheck(torch.ops.rmsnorm.rmsnorm.default, (x, w, 1e-6))
+compiled = torch.compile(lambda a, b: torch.ops.rmsnorm.rmsnorm(a, b), fullgraph=True)
+a, b = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+(compiled(a, b) * g).sum().backward()
+for got, exact in zip((a.grad, b.grad), reference(x, w, g)):
+    torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=2e-5)
+assert "registry" not in sys.modules, "the package imported the JIT registry"
+print("AOT-OK")
+"""
+
+
+def test_export_registers_the_manifests_backward(tmp_path):
+    out = aot.export_package("rmsnorm", tmp_path / "pkg", backends=["cpu"])
+    init = (out / "rmsnorm_ops" / "__init__.py").read_text()
+    assert "from . import _autograd" in init and "_autograd.register(_autograd_library, 'rmsnorm', 'rmsnorm'," in init
+    assert "'rmsnorm_backward'" in init and "_autograd.register(_autograd_library, 'rmsnorm', 'rmsnorm_backward'" \
+        not in init  # the backward op itself has none
+    autograd = (out / "rmsnorm_ops" / "_autograd.py").read_text()
+    assert "import registry" not in autograd and "from registry" not in autograd
+    compile(init, "__init__.py", "exec")
+    axpy = aot.export_package("axpy", tmp_path / "axpy_pkg", backends=["cpu"])
+    assert not (axpy / "axpy_ops" / "_autograd.py").exists()  # no backward in its manifest
+
+
+@pytest.mark.slow
+def test_cpu_package_gives_the_manifests_gradients(tmp_path):
+    package = aot.export_package("rmsnorm", tmp_path / "rmsnorm_pkg", backends=["cpu"])
+    target = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--no-index",
+         "--target", str(target), str(package)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"pip failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK_GRAD)],
+                            capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert result.returncode == 0 and "AOT-OK" in result.stdout, result.stdout + result.stderr
