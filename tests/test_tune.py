@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -415,3 +417,25 @@ def test_a_config_must_beat_the_default_beyond_the_rounds_noise_to_be_chosen():
     noisy_default = {"median_us": 10.0, "round_us": [10.0, 9.6, 10.0, 10.1]}
     assert not beats({"median_us": 9.7, "round_us": [9.7, 9.5, 9.7, 9.8]}, noisy_default)
     assert beats({"median_us": 9.0}, {"median_us": 10.0})  # not in the final round: the medians decide
+
+
+def test_a_shape_names_every_sweep_size_where_the_first_tensor_does_not(tmp_path):
+    """A GEMM's sweep (a = "[m, k]", b = "[k, n]"): n is not in a's shape, so
+    a shape gives all three, in the order the sweep first names them; a
+    shape of the first Tensor still works where it names every size."""
+    from registry.errors import UsageError
+    from registry.notebook.tune import shape_for
+
+    checkout_matmul = Path(registry.__file__).resolve().parent.parent / "kernels" / "matmul"
+    plain = _core.parse_manifest(str(checkout_matmul / "kernel.toml")).ops[0]  # a = "[rows, cols]", b = "[cols, 64]"
+    assert shape_for(plain, (128, 32)) == {"a": (128, 32), "b": (32, 64)}
+    shutil.copytree(checkout_matmul, tmp_path / "mm3")
+    toml = tmp_path / "mm3" / "kernel.toml"
+    toml.write_text(toml.read_text().replace('sweep = { a = "[rows, cols]", b = "[cols, 64]" }',
+                                             'sweep = { a = "[m, k]", b = "[k, n]" }'))
+    spec = _core.parse_manifest(str(toml)).ops[0]
+    assert shape_for(spec, (16384, 4096, 1024)) == {"a": (16384, 4096), "b": (4096, 1024)}
+    with pytest.raises(UsageError, match="leaves n unset"):
+        shape_for(spec, (16384, 4096))
+    with pytest.raises(UsageError, match="not 4"):
+        shape_for(spec, (1, 2, 3, 4))
