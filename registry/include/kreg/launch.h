@@ -1,6 +1,7 @@
 /* The launch API of host launchers whose device code is a cubin compiled by
  * NVRTC or nvcc -cubin ([cuda] compiler = "nvrtc" / "nvcc-cubin"). The launcher is ordinary C++ built by the host
- * compiler with no CUDA or torch header: it computes grids from sizes,
+ * compiler with no CUDA or torch header (or by nvcc, with CUDA headers, where
+ * [cuda] launcher_compiler = "nvcc"): it computes grids from sizes,
  * launches any number of kernels of the kernel's module by name, and returns
  * what kreg_launch returns (NULL or an error string), e.g.
  *
