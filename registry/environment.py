@@ -154,6 +154,23 @@ def cuda_arch_list(cache_root: Path) -> str:
     return answer
 
 
+def arch_specific_list(arch_list: str) -> str:
+    """TORCH_CUDA_ARCH_LIST's form with each entry that has an arch-specific
+    variant (every capability from 9.0 on: sm_90a, sm_100a, sm_120a) turned
+    into it: "8.0;9.0+PTX" -> "8.0;9.0a+PTX". An entry with a suffix already
+    ("9.0a", "10.0f") is kept; one below 9.0 stays plain (core/manifest.h:
+    the code tests the compiler's feature macros for its fallback)."""
+    entries = []
+    for entry in arch_list.replace(" ", ";").split(";"):
+        entry = entry.strip()
+        match = re.fullmatch(r"(\d+)\.(\d+)(\+PTX)?", entry)
+        if match and int(match.group(1)) >= 9:
+            entry = f"{match.group(1)}.{match.group(2)}a{match.group(3) or ''}"
+        if entry:
+            entries.append(entry)
+    return ";".join(entries)
+
+
 _ANSWER = r"none|\d+\.\d+"  # compiled on first use (re's cache): a CPU get never reads the memo
 
 
@@ -251,10 +268,22 @@ def torch_libstdcxx() -> str | None:
     return None
 
 
-def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = False) -> dict[str, str]:
+def build_environment_for(manifest, backend: str, cache_root: Path) -> dict[str, str]:
+    """build_environment for this kernel's [cuda] choices: nvcc is optional
+    when NVRTC compiles the device code and c++ the launchers; the arch list
+    is the arch-specific one when the manifest asks (arch_specific)."""
+    spec = section(manifest, backend)
+    nvcc_optional = spec.device_compiler == "nvrtc" and spec.launcher_compiler != "nvcc"
+    return build_environment(backend, cache_root, nvcc_optional=nvcc_optional,
+                             arch_specific=backend == "cuda" and spec.arch_specific)
+
+
+def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = False,
+                      arch_specific: bool = False) -> dict[str, str]:
     """Key inputs describing the toolchain and versions for `backend`.
     nvcc_optional: device code goes through NVRTC, so a machine without the
-    CUDA toolkit simply has no toolchain.nvcc."""
+    CUDA toolkit simply has no toolchain.nvcc. arch_specific: env.cuda_arch
+    (what every CUDA path targets) names the arch-specific variants."""
     import torch
 
     memo = str(knobs.cache_path("toolchains", cache_root))
@@ -269,7 +298,8 @@ def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = Fals
     }
     if backend == "cuda":
         env["env.cuda"] = str(torch.version.cuda)
-        env["env.cuda_arch"] = cuda_arch_list(cache_root)
+        arch_list = cuda_arch_list(cache_root)
+        env["env.cuda_arch"] = arch_specific_list(arch_list) if arch_specific else arch_list
         try:
             env["toolchain.nvcc"] = _core.compiler_identity_text(nvcc_command(), memo, _ask_version)
         except RuntimeError:

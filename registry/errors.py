@@ -119,6 +119,22 @@ class BuildError(RegistryError, RuntimeError):
         return self.diagnostics[0] if self.diagnostics else None
 
 
+class ArchTargetError(BuildError):
+    """Device code compiled for an arch it cannot do its work on (CUTLASS's
+    wgmma kernels built for sm_90, not sm_90a: the body is an error printf).
+    Nothing is published; the message says which key or target to change."""
+
+    def __init__(self, kernel: str, what: str, arch: str, found: str, advice: str):
+        self.kernel, self.what, self.diagnostics, self.log = kernel, what, [], found
+        self.arch, self.found = arch, found
+        RegistryError.__init__(
+            self,
+            f"building {what} of kernel {kernel!r} for {arch} gave code that cannot run there: it holds "
+            f"{found!r}, the message a kernel body compiled without its instructions prints instead of "
+            f"computing. To fix: {advice}. The op you had keeps working."
+        )
+
+
 class LockTimeoutError(RegistryError, TimeoutError):
     def __init__(self, lock_path: str, holder: str, waited: float):
         self.lock_path, self.holder = lock_path, holder

@@ -73,7 +73,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     store = _core.CacheStore(str(cache_root))
     device_compiler = environment.section(manifest, backend).device_compiler  # "nvrtc", "nvcc-cubin" or ""
     device_module = device_compiler != ""
-    env = environment.build_environment(backend, cache_root, nvcc_optional=device_compiler == "nvrtc")
+    env = environment.build_environment_for(manifest, backend, cache_root)
     plan = _core.make_plan(manifest, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), rebuild)
     planned = plan.artifacts  # a copy on each access (pybind11): read once
     device, device_job = None, None

@@ -21,6 +21,9 @@ Launch = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, c
 ErrorString = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
 CtxGetDevice = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int))
 ModuleLoadData = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p)
+FuncSetAttribute = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int)
+LaunchEx = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                            ctypes.POINTER(ctypes.c_void_p))
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ class FakeDriver:
         def launch(fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
             module, name = self.names[fn - 1]
             # The values must be read now: they live in the launcher's frame.
-            count = 5 if "vectorized" in name else 6
+            count = 5 if "vectorized" in name else 6 if name.startswith("axpy") else 1  # 1: SIZED_LAUNCHER's
             self.launches.append({"module": module, "kernel": name, "grid": (gx, gy, gz),
                                   "block": (bx, by, bz), "stream": stream,
                                   "params": [ctypes.string_at(params[i], 8) for i in range(count)]})
@@ -69,14 +72,34 @@ class FakeDriver:
             module[0] = 1000 + len(self.loads)  # a module of this device's context
             return 0
 
+        self.attributes, self.launches_ex, self.refuse_shared_above = [], [], None
+
+        def func_set_attribute(fn, attribute, value):
+            self.attributes.append((self.names[fn - 1][1], attribute, value))
+            if self.refuse_shared_above is not None and attribute == 8 and value > self.refuse_shared_above:
+                return 1  # CUDA_ERROR_INVALID_VALUE
+            return 0
+
+        def launch_ex(config, fn, params, extra):
+            # CUlaunchConfig: 7 unsigned, the stream, the attributes, their count.
+            words = struct.unpack_from("<7I4xQQI", ctypes.string_at(config, 56))
+            attrs, count = words[8], words[9]
+            raw = ctypes.string_at(attrs, 72 * count)
+            attributes = [(struct.unpack_from("<i", raw, 72 * i)[0], struct.unpack_from("<3I", raw, 72 * i + 8))
+                          for i in range(count)]
+            self.launches_ex.append({"kernel": self.names[fn - 1][1], "grid": words[0:3], "block": words[3:6],
+                                     "shared": words[6], "stream": words[7], "attributes": attributes})
+            return 0
+
         self._callbacks = (GetFunction(get_function), Launch(launch), ErrorString(error_string),
-                           CtxGetDevice(ctx_get_device), ModuleLoadData(module_load_data))
+                           CtxGetDevice(ctx_get_device), ModuleLoadData(module_load_data),
+                           FuncSetAttribute(func_set_attribute), LaunchEx(launch_ex))
 
     def bind(self, library, module: int, device: int = 0, image: bytes = b"cubin") -> None:
         """What device_module.bind does: the cubin, loaded as `module` on `device`."""
         self._image = image  # alive while bound, as device_module keeps it
         library.kreg_bind_device_module.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + \
-            [ctypes.c_void_p] * 5
+            [ctypes.c_void_p] * 7
         library.kreg_bind_device_module(image, module, device, *[ctypes.cast(c, ctypes.c_void_p) for c in self._callbacks])
 
 
@@ -181,3 +204,83 @@ def test_no_current_context_is_an_error_not_a_launch(launchers):
     error = _call(launchers, "f32", 16)
     assert error is not None and b"no CUDA context is current" in error
     assert driver.launches == []
+
+
+# A launcher that launches one kernel with the dynamic shared memory and the
+# cluster it is given, through the two entry points of kreg/launch.h.
+SIZED_LAUNCHER = r"""
+#include "kreg/launch.h"
+extern "C" __attribute__((visibility("default"))) const char* sized(const char* kernel, unsigned shared,
+                                                                    unsigned cluster_x, unsigned grid_x) {
+  int value = 7;
+  void* args[] = {&value};
+  if (cluster_x == 0) return kreg_launch(kernel, kreg_dim3{grid_x, 1, 1}, kreg_dim3{128, 1, 1}, shared, nullptr, args);
+  return kreg_launch_cluster(kernel, kreg_dim3{grid_x, 1, 1}, kreg_dim3{128, 1, 1}, kreg_dim3{cluster_x, 1, 1},
+                             shared, nullptr, args);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def sized(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sized")
+    (folder / "sized.cpp").write_text(SIZED_LAUNCHER)
+    subprocess.run(["g++", "-std=c++17", "-O1", "-shared", "-fPIC", "-fvisibility=hidden", f"-I{keys.REGISTRY_INCLUDE}",
+                    str(folder / "sized.cpp"), str(keys.LAUNCH_RUNTIME), "-o", str(folder / "libsized.so")], check=True)
+    library = ctypes.CDLL(str(folder / "libsized.so"))
+    library.sized.restype = ctypes.c_char_p
+    library.sized.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint]
+    return library
+
+
+def test_dynamic_shared_memory_beyond_48_kb_raises_the_limit_once(sized):
+    driver = FakeDriver()
+    driver.bind(sized, 1)
+    assert sized.sized(b"small", 48 * 1024, 0, 1) is None
+    assert driver.attributes == []  # within the default: nothing to set
+    for _ in range(3):
+        assert sized.sized(b"gemm", 200 * 1024, 0, 1) is None
+    assert sized.sized(b"gemm", 100 * 1024, 0, 1) is None  # covered by the limit already set
+    assert driver.attributes == [("gemm", 8, 200 * 1024)]  # MAX_DYNAMIC_SHARED_SIZE_BYTES, once
+    assert sized.sized(b"gemm", 220 * 1024, 0, 1) is None
+    assert driver.attributes[-1] == ("gemm", 8, 220 * 1024)
+    assert [l["kernel"] for l in driver.launches] == ["small"] + ["gemm"] * 5
+
+
+def test_a_refused_shared_memory_size_names_the_kernel_and_the_value(sized):
+    driver = FakeDriver()
+    driver.refuse_shared_above = 227 * 1024
+    driver.bind(sized, 1)
+    error = sized.sized(b"gemm", 300 * 1024, 0, 1)
+    assert error is not None and b'"gemm"' in error and str(300 * 1024).encode() in error
+    assert b"named driver error" in error and driver.launches == []
+
+
+def test_a_cluster_launches_through_launch_kernel_ex(sized):
+    driver = FakeDriver()
+    driver.bind(sized, 1)
+    assert sized.sized(b"clustered", 64 * 1024, 2, 4) is None
+    (launch,) = driver.launches_ex
+    assert launch["kernel"] == "clustered" and launch["grid"] == (4, 1, 1) and launch["block"] == (128, 1, 1)
+    assert launch["shared"] == 64 * 1024
+    assert launch["attributes"] == [(4, (2, 1, 1))]  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    assert driver.attributes == [("clustered", 8, 64 * 1024)]
+    assert sized.sized(b"clustered", 0, 1, 4) is None  # a cluster of one: a plain launch
+    assert [l["kernel"] for l in driver.launches] == ["clustered"]
+
+
+def test_a_grid_that_is_not_whole_clusters_is_refused_before_the_driver(sized):
+    driver = FakeDriver()
+    driver.bind(sized, 1)
+    error = sized.sized(b"clustered", 0, 2, 3)
+    assert error is not None and b'"clustered"' in error and b"3x1x1" in error and b"2x1x1" in error
+    assert driver.launches_ex == []
+
+
+def test_a_non_portable_cluster_is_allowed_once(sized):
+    driver = FakeDriver()
+    driver.bind(sized, 1)
+    for _ in range(2):
+        assert sized.sized(b"wide", 0, 16, 32) is None
+    assert driver.attributes == [("wide", 14, 1)]  # NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+    assert len(driver.launches_ex) == 2

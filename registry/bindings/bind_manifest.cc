@@ -37,6 +37,8 @@ void init_manifest(py::module_& m) {
   defer_rest_of(backend)
       .def_readonly("present", &BackendSpec::present)
       .def_readonly("compiler", &BackendSpec::compiler)
+      .def_readonly("launcher_compiler", &BackendSpec::launcher_compiler)
+      .def_readonly("arch_specific", &BackendSpec::arch_specific)
       .def_property_readonly("device_compiler", &BackendSpec::device_compiler);
 
   // Launcher tables and fakes read the rest in C++ (launcher_table.h, output_spec.h).

@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from registry.build import ccache, elf, launch_runtime
+from registry.build import arch_check, ccache, elf, launch_runtime, nvcc_launchers
 from registry.build.failure import build_error, check_launchers_at
 from registry.build.progress import build_progress, wait_for_build
 from registry.build.step import BuildResult, builds_run, sanitized, torch_libstdcxx_flags
@@ -79,16 +79,27 @@ def build(plan, staging: Path):
         with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
             objects = [f"{i}.o" for i in range(len(sources))]
             with ThreadPoolExecutor(max_workers=min(len(sources), os.cpu_count() or 1)) as pool:
-                list(pool.map(lambda i: _run([cxx, *flags, "-MMD", "-MF", f"{i}.d", "-c", sources[i],
-                                              "-o", objects[i]], plan, staging), range(len(objects))))
-            _run([real_cxx, *objects, *linked, *_link_flags(plan, real_cxx), "-o", str(out)], plan, staging)
+                list(pool.map(lambda i: _run(_compile_command(plan, cxx, real_cxx, flags, sources[i], i),
+                                             plan, staging), range(len(objects))))
+            runtime_libs = nvcc_launchers.runtime_link_flags() if plan.launcher_arch else []
+            _run([real_cxx, *objects, *linked, *_link_flags(plan, real_cxx), *runtime_libs, "-o", str(out)],
+                 plan, staging)
     seconds = time.perf_counter() - start
+    if plan.launcher_arch:  # nvcc's device pass over the launchers (arch_check.py)
+        arch_check.check_image(plan.kernel, out.read_bytes(), arch=plan.launcher_arch,
+                               manifest_file=plan.manifest_file, what="the launchers (nvcc)")
     deps = _depfile_deps(staging, plan.project_dirs)
     for leftover in [*staging.glob("*.o"), *staging.glob("*.d")]:
         leftover.unlink()
     if not sanitized(plan):  # a checked build: only a worker with its sanitizer runtime opens it
         check_launchers_at(plan, str(out))  # read, not loaded: registry/load.py opens the published file
     return BuildResult(staging, plan.artifact, deps, seconds, None)
+
+
+def _compile_command(plan, cxx: str, real_cxx: str, flags: list[str], source: str, i: int) -> list[str]:
+    if plan.launcher_arch:
+        return nvcc_launchers.compile_command(plan, source, f"{i}.o", f"{i}.d", flags, real_cxx)
+    return [cxx, *flags, "-MMD", "-MF", f"{i}.d", "-c", source, "-o", f"{i}.o"]
 
 
 def _link_flags(plan, cxx: str) -> list[str]:

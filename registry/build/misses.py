@@ -34,7 +34,8 @@ def build_missing(store, plan, manifest, targets: dict, estimate_s, cache_root: 
                 elif note:
                     rejected[what] = note
     if targets:
-        builds = {what: (target, _build_plan(plan, manifest, target, estimate_s, cache_root, previous_library))
+        builds = {what: (target, _build_plan(plan, manifest, target, estimate_s, cache_root, previous_library,
+                                             cuda_arch))
                   for what, target in targets.items()}
         counting = ccache.ccache_executable() is not None and any(
             plan.through_ccache(team) for _, plan in builds.values())
@@ -51,10 +52,11 @@ def build_missing(store, plan, manifest, targets: dict, estimate_s, cache_root: 
     return artifacts, delta
 
 
-def _build_plan(plan, manifest, target: Target, estimate_s, cache_root: Path, previous_library) -> BuildPlan:
+def _build_plan(plan, manifest, target: Target, estimate_s, cache_root: Path, previous_library,
+                cuda_arch: str | None) -> BuildPlan:
     a = target.artifact
     if a.what == "lib":
-        return lib_plan(manifest, plan.backend, a.lock_key, estimate_s, plan, previous_library)
+        return lib_plan(manifest, plan.backend, a.lock_key, estimate_s, plan, previous_library, cuda_arch)
     return binding_plan(manifest, plan.backend, a)
 
 

@@ -12,10 +12,11 @@ from registry.build.step import BuildPlan
 
 
 def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = None, plan=None,
-             previous_library: str | None = None) -> BuildPlan:
+             previous_library: str | None = None, cuda_arch: str | None = None) -> BuildPlan:
     """The kernel library's (or pybind module's) build. plan: the _core.Plan,
     whose sources, include path, launcher prototypes (written) and launcher
-    symbols it takes; asked of the core when not given (tools, tests)."""
+    symbols it takes; asked of the core when not given (tools, tests).
+    cuda_arch: the arch list of the key (env.cuda_arch)."""
     spec = keys.backend_spec(manifest, backend)
     pybind = manifest.binding == "pybind"
     includes = list(plan.include_dirs) if plan is not None else keys.include_dirs(manifest)
@@ -49,7 +50,18 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
         manifest_file=manifest.file,
         launchers=[] if pybind or plan is None else [s for symbols in plan.launchers.values() for _, s in symbols],
         previous_library=previous_library,
+        cuda_arch=cuda_arch if backend == "cuda" else None,
+        launcher_arch=_launcher_arch(manifest, backend, cuda_arch),
     )
+
+
+def _launcher_arch(manifest, backend: str, cuda_arch: str | None) -> str:
+    """The arch of nvcc's device pass over launchers it compiles: the cubin's."""
+    if not keys.uses_device_module(manifest, backend) or manifest.cuda.launcher_compiler != "nvcc":
+        return ""
+    from registry.device.cubin_build import target_arch
+
+    return target_arch(cuda_arch if cuda_arch is not None else environment.cuda_arch_list(knobs.cache_dir()))
 
 
 def _config_suffix(manifest) -> str:

@@ -46,6 +46,11 @@ class BuildPlan:
     # kernel-lib only: the library of this kernel loaded before, if any (a
     # direct build links lean when it needed no C++ runtime; direct.py).
     previous_library: str | None = None
+    # CUDA builds: the arch list the key was computed for (env.cuda_arch).
+    cuda_arch: str | None = None
+    # kernel-lib of a cubin whose launchers nvcc compiles ([cuda] launcher_compiler
+    # = "nvcc", nvcc_launchers.py): the arch of their device pass, the cubin's; else "".
+    launcher_arch: str = ""
 
     @property
     def is_python_module(self) -> bool:
@@ -71,6 +76,8 @@ class BuildPlan:
         before compiler_environment has set CCACHE_REMOTE_STORAGE from it."""
         from registry.build import ccache
 
+        if self.launcher_arch:
+            return False  # nvcc compiles, the host compiler links (nvcc_launchers.py)
         return len(self.compiled_sources()) == 1 and not ccache.remote_storage_configured(team)
 
     def links_launch_runtime(self) -> bool:

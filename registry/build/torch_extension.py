@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from registry import knobs
+from registry.build import arch_check
 from registry.build.failure import build_error, check_launchers_at
 from registry.build.progress import build_progress
 from registry.build.step import BuildPlan, BuildResult, builds_run, sanitized, torch_libstdcxx_flags
@@ -55,6 +56,9 @@ def build(plan: BuildPlan, staging: Path) -> BuildResult:
     except (RuntimeError, OSError, ImportError) as error:
         raise build_error(plan, _error_text(error), staging) from None
     seconds = time.perf_counter() - start
+    if plan.with_cuda and plan.kind in ("kernel-lib", "module"):
+        arch_check.check_image(plan.kernel, (staging / plan.artifact).read_bytes(), arch=plan.cuda_arch or "",
+                               manifest_file=plan.manifest_file, what=plan.describe())
     deps = _ninja_deps(staging, plan.project_dirs)
     for obj in staging.glob("*.o"):
         obj.unlink()

@@ -21,6 +21,11 @@ const std::set<std::string> kNotDirectInputs = {
     "env.torch", "env.torch_cxx11_abi", "env.python", "env.cuda", "toolchain.nvcc",
     "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.cuda_arch"};
 
+// What a directly built library whose launchers nvcc compiles depends on
+// after all: nvcc itself (with its static CUDA runtime) and the arch of its
+// device pass.
+const std::set<std::string> kNvccLauncherInputs = {"toolchain.nvcc", "env.cuda_arch"};
+
 // What an op binding does not depend on (see binding_key).
 const std::set<std::string> kNotBindingInputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
                                                  "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc"};
@@ -120,6 +125,8 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   kb.add_list("include_dirs", m.include_dirs);
   // Host launchers only; the value names the device compiler ("nvrtc", "nvcc-cubin").
   if (uses_device_module(m, facts.backend)) kb.add("device_compiler", m.cuda.compiler);
+  const bool nvcc_launchers = uses_device_module(m, facts.backend) && spec.launcher_compiler == "nvcc";
+  if (nvcc_launchers) kb.add("launcher_compiler", spec.launcher_compiler);
   // The launcher prototypes are force-included into every source of a
   // kernel-lib: a new generator version is a different compile.
   if (m.binding != "pybind") kb.add("launcher_header", std::to_string(kLauncherHeaderVersion));
@@ -131,7 +138,9 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   const bool direct = built_directly(m, facts.backend);
   if (direct) kb.add("builder", kDirectRecipe);
   for (const auto& [name, value] : facts.env) {
-    if (!(direct && kNotDirectInputs.count(name))) kb.add(name, value);
+    const bool left_out = direct && kNotDirectInputs.count(name) &&
+                          !(nvcc_launchers && kNvccLauncherInputs.count(name));
+    if (!left_out) kb.add(name, value);
   }
   return kb.finish();
 }

@@ -6,7 +6,9 @@
 //                         (manifest, sources, include closure), flags.cflags,
 //                         flags.<backend>, flags.ldflags, include_dirs,
 //                         device_compiler (host launchers of a cubin: "nvrtc"
-//                         or "nvcc-cubin"), builder
+//                         or "nvcc-cubin"), launcher_compiler (only when
+//                         "nvcc": then toolchain.nvcc and env.cuda_arch stay
+//                         in a direct build's key), builder
 //                         (direct builds), launcher_header (kernel-libs: the
 //                         version of the launcher prototypes force-included
 //                         into their sources, launcher_header.h), signature:<op>

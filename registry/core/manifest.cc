@@ -33,7 +33,8 @@ namespace fs = std::filesystem;
 const char* const kTopKeys[] = {"format",  "name",    "description", "binding",   "binding_source",
                                 "include_dirs", "headers", "cflags", "ldflags", "reference",
                                 "cpu",     "cuda",    "op",   "tune"};
-const char* const kBackendKeys[] = {"sources", "cflags", "compiler", "device_sources", "device_cflags"};
+const char* const kBackendKeys[] = {"sources",       "cflags",           "compiler",     "device_sources",
+                                    "device_cflags", "launcher_compiler", "arch_specific"};
 const char* const kOpKeys[] = {"signature", "dtypes",   "launcher", "same_shape", "reference",
                                "outputs",   "arg_dtypes", "backward", "baseline",   "sweep", "tune"};
 
@@ -234,7 +235,7 @@ class ManifestParser {
   // -cubin`) and `sources` are host C++ launchers calling them through kreg/launch.h.
   void parse_device_compiler(const toml::table& table, const char* name, BackendSpec* spec) const {
     const bool cuda = std::string(name) == "cuda";
-    for (const char* key : {"compiler", "device_sources", "device_cflags"}) {
+    for (const char* key : {"compiler", "device_sources", "device_cflags", "launcher_compiler", "arch_specific"}) {
       if (!cuda && table.get(key) != nullptr) {
         fail(dotted(name, key), "only valid in [cuda]; remove it from [" + std::string(name) + "]");
       }
@@ -263,6 +264,34 @@ class ManifestParser {
     }
     if (const toml::node* n = table.get("device_cflags")) {
       spec->device_cflags = read_string_list(*n, dotted(name, "device_cflags"));
+    }
+    parse_launcher_compiler(table, name, spec);
+    if (const toml::node* n = table.get("arch_specific")) {
+      const toml::value<bool>* value = n->as_boolean();
+      if (value == nullptr) fail_wrong_type(dotted(name, "arch_specific"), "true or false", *n);
+      spec->arch_specific = value->get();
+    }
+  }
+
+  // Host launchers of a cubin are plain C++ unless they need nvcc (CUDA
+  // headers, a library's host side): the choice changes the compiler, so it
+  // is explicit rather than guessed from what the launcher includes.
+  void parse_launcher_compiler(const toml::table& table, const char* name, BackendSpec* spec) const {
+    const toml::node* n = table.get("launcher_compiler");
+    if (spec->device_compiler().empty()) {
+      if (n != nullptr) {
+        fail(dotted(name, "launcher_compiler"),
+             "only used with compiler = \"nvrtc\" or \"nvcc-cubin\" (with \"nvcc\" every source is "
+             "compiled by nvcc already); remove it");
+      }
+      return;
+    }
+    spec->launcher_compiler = "c++";
+    if (n == nullptr) return;
+    spec->launcher_compiler = read_string(*n, dotted(name, "launcher_compiler"));
+    if (spec->launcher_compiler != "c++" && spec->launcher_compiler != "nvcc") {
+      fail(dotted(name, "launcher_compiler"), "unknown launcher compiler " + in_quotes(spec->launcher_compiler) +
+                                                  "; use \"c++\" (default) or \"nvcc\"");
     }
   }
 

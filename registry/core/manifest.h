@@ -38,6 +38,31 @@
 //                                         #   templates, CUTLASS); needs the CUDA toolkit
 //   device_sources = ["axpy_device.cu"]   # required with compiler = "nvrtc" / "nvcc-cubin", else an error
 //   device_cflags  = ["-lineinfo"]        # the device compiler's options (with those two only)
+//   launcher_compiler = "c++"             # with "nvrtc" / "nvcc-cubin": what compiles `sources`
+//                                         #   (the host launchers): "c++" (default: plain C++,
+//                                         #   no CUDA header) or "nvcc": `nvcc -x cu -c` for each,
+//                                         #   for launchers that include CUDA headers or a library's
+//                                         #   host side (CUTLASS fills TMA descriptors only when
+//                                         #   nvcc compiles the host code); their device pass
+//                                         #   targets the cubin's arch, and the CUDA runtime is
+//                                         #   linked static, so the library stays torch-free and
+//                                         #   loads in an isolated worker. Kernels still live in
+//                                         #   device_sources and launch through kreg/launch.h.
+//   arch_specific = false                 # [cuda] only: true targets each architecture's
+//                                         #   arch-specific variant where it has one (9.0 ->
+//                                         #   sm_90a, 10.0 -> sm_100a: every capability from 9.0
+//                                         #   on), on every path (TORCH_CUDA_ARCH_LIST "9.0a" for
+//                                         #   nvcc, -arch=sm_90a for the cubins). Needed by wgmma,
+//                                         #   TMA multicast, setmaxnreg, tcgen05 (CUTLASS 3.x
+//                                         #   Hopper/Blackwell GEMMs): built without it, CUTLASS
+//                                         #   compiles the kernel body to an error printf and
+//                                         #   the build fails saying to set this key. On a
+//                                         #   capability below 9.0 (no such variant) the plain
+//                                         #   arch is built: the compiler's feature macros
+//                                         #   (__CUDA_ARCH_FEAT_SM90_ALL, __CUDA_ARCH_SPECIFIC__)
+//                                         #   are then undefined, which the code can test to take
+//                                         #   a fallback path. The targeted list is env.cuda_arch
+//                                         #   of the key (and the cubin's -arch).
 //
 //   [[op]]                                # at least one
 //   signature  = "axpy(Tensor x, Tensor y, float alpha) -> Tensor"   # required
@@ -123,6 +148,8 @@ struct BackendSpec {
   std::string compiler;                     // [cuda]: "nvcc", "nvrtc" or "nvcc-cubin"; empty for [cpu]
   std::vector<std::string> device_sources;  // compiler != "nvcc": the device compiler's inputs
   std::vector<std::string> device_cflags;   // compiler != "nvcc": the device compiler's options
+  std::string launcher_compiler;            // with a device cubin: "c++" or "nvcc"; else empty
+  bool arch_specific = false;               // [cuda]: target sm_XYa where the arch has one
 
   // "nvrtc" or "nvcc-cubin" when the device code is compiled into its own
   // cubin and loaded with the driver API (`sources` are then host launchers

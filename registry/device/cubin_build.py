@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from registry import _core
-from registry.build import keys
+from registry.build import arch_check, keys
 from registry.build.diagnostics import parse_diagnostics
 from registry.errors import BuildError, RegistryError
 
@@ -156,18 +156,20 @@ def nvrtc_options(manifest, arch: str, split: bool = True) -> list[str]:
 
 
 def target_arch(cuda_arch_list: str | None) -> str:
-    """sm_XY for NVRTC: the newest entry of TORCH_CUDA_ARCH_LIST's form ("9.0",
-    "8.0;9.0+PTX") or of the detected device's capability."""
+    """sm_XY for the device compiler: the newest entry of TORCH_CUDA_ARCH_LIST's
+    form ("9.0", "8.0;9.0+PTX") or of the detected device's capability, with
+    its arch-specific suffix kept ("9.0a" -> sm_90a, "10.0f" -> sm_100f):
+    code built for sm_90 cannot use wgmma, and CUTLASS compiles it to a no-op."""
     entries = [e.strip().removesuffix("+PTX") for e in (cuda_arch_list or "").replace(" ", ";").split(";")]
-    entries = [e for e in entries if re.fullmatch(r"\d+\.\d+[af]?", e)]
+    entries = [m for e in entries if (m := re.fullmatch(r"(\d+)\.(\d+)([af]?)", e))]
     if not entries:
         raise RegistryError(
             "no CUDA architecture to compile device code for: set TORCH_CUDA_ARCH_LIST (e.g. 9.0), "
             "or run where torch sees a GPU"
         )
-    newest = max(entries, key=lambda e: tuple(int(x) for x in re.sub(r"[af]$", "", e).split(".")))
-    major, minor = newest.split(".")
-    return f"sm_{major}{minor}"
+    # The newest capability; of one capability the arch-specific entry ("a" before "f" before none).
+    newest = max(entries, key=lambda m: (int(m.group(1)), int(m.group(2)), {"a": 2, "f": 1}.get(m.group(3), 0)))
+    return f"sm_{newest.group(1)}{newest.group(2)}{newest.group(3)}"
 
 
 def device_key(manifest, snapshot: Snapshot, arch: str, compiler):
@@ -274,6 +276,8 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: P
             # Read after the compile, stamped: a save during it shows as a change next time.
             for path in _read_around_mirror(deps, manifest, staging):
                 snapshot.add(path)
+            arch_check.check_image(manifest.name, cubin, arch=arch, manifest_file=manifest.file,
+                                   what=f"the device code ({compiler.name})")
             name = f"{manifest.name}.cubin"
             (staging / name).write_bytes(cubin)
             shutil.rmtree(staging / "src", ignore_errors=True)

@@ -3,7 +3,8 @@
 cuModuleLoadData takes the cubin bytes (0.1-0.3 ms); the launcher library's
 kreg_bind_device_module (registry/include/kreg/launch_runtime.cc) then gets
 the module and the driver's cuModuleGetFunction / cuLaunchKernel /
-cuGetErrorString, so the library links neither libcuda nor the CUDA runtime.
+cuGetErrorString / cuFuncSetAttribute / cuLaunchKernelEx, so the library
+links neither libcuda nor the CUDA runtime.
 Modules are never unloaded: an old op handle or a compiled graph may still
 launch from one.
 
@@ -112,8 +113,10 @@ def bind(library, key: str, cubin_path: str) -> None:
     driver = _cuda()
     entry = [ctypes.cast(getattr(driver, name), ctypes.c_void_p)
              for name in ("cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorString", "cuCtxGetDevice",
-                          "cuModuleLoadData")]
+                          "cuModuleLoadData", "cuFuncSetAttribute")]
+    # cuLaunchKernelEx (clusters) came with CUDA 11.8: null before, and kreg_launch_cluster says so.
+    entry.append(ctypes.cast(getattr(driver, "cuLaunchKernelEx", None), ctypes.c_void_p))
     bind_fn = library.kreg_bind_device_module
-    bind_fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 5
+    bind_fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 7
     bind_fn.restype = None
     bind_fn(image, ctypes.c_void_p(module), device, *entry)

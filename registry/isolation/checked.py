@@ -70,8 +70,7 @@ def _build(kernel: str, backend: str) -> Variant:
     derived = _core.parse_manifest(str(folder / "kernel.toml"))
     cache_root = knobs.cache_dir()
     store = _core.CacheStore(str(cache_root))
-    device_compiler = environment.section(derived, backend).device_compiler
-    env = environment.build_environment(backend, cache_root, nvcc_optional=device_compiler == "nvrtc")
+    env = environment.build_environment_for(derived, backend, cache_root)
     plan = _core.make_plan(derived, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), False)
     planned = {a.what: a for a in plan.artifacts}
     lib = planned["lib"]

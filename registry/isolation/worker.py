@@ -111,9 +111,11 @@ class Cuda:
         # The plain names, as the parent binds them (a _v2 of some has other parameters).
         entries = [ctypes.cast(getattr(self.lib, n), ctypes.c_void_p)
                    for n in ("cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorString", "cuCtxGetDevice",
-                             "cuModuleLoadData")]
+                             "cuModuleLoadData", "cuFuncSetAttribute")]
+        # cuLaunchKernelEx (clusters) came with CUDA 11.8: null before, and kreg_launch_cluster says so.
+        entries.append(ctypes.cast(getattr(self.lib, "cuLaunchKernelEx", None), ctypes.c_void_p))
         bind = library.kreg_bind_device_module
-        bind.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 5
+        bind.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 7
         bind.restype = None
         bind(image, module, self.device, *entries)
 

@@ -5,6 +5,7 @@
 // (registry/device/driver_module.py) through kreg_bind_device_module, so the library
 // needs neither CUDA headers nor libcuda at link time.
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kreg/launch.h"
@@ -20,6 +21,33 @@ using LaunchKernel = int (*)(void* function, unsigned gx, unsigned gy, unsigned 
 using ErrorString = int (*)(int result, const char** text);
 using CtxGetDevice = int (*)(int* device);
 using ModuleLoadData = int (*)(void** module, const void* image);
+using FuncSetAttribute = int (*)(void* function, int attribute, int value);
+
+// cuLaunchKernelEx's configuration, laid out as cuda.h's CUlaunchConfig and
+// CUlaunchAttribute (a 4-byte id, padding to 8, a 64-byte value union).
+struct LaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    struct {
+      unsigned x, y, z;
+    } cluster;
+  } value;
+};
+struct LaunchConfig {
+  unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+  void* stream;
+  LaunchAttribute* attrs;
+  unsigned num_attrs;
+};
+using LaunchKernelEx = int (*)(const LaunchConfig* config, void* function, void** params, void** extra);
+
+constexpr int kMaxDynamicSharedSizeBytes = 8;        // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+constexpr int kNonPortableClusterSizeAllowed = 14;   // CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+constexpr int kLaunchAttributeClusterDimension = 4;  // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+constexpr unsigned kDefaultDynamicShared = 48 * 1024;  // what a kernel may use without raising its limit
+constexpr unsigned kPortableClusterSize = 8;
 
 constexpr int kCachedFunctions = 32;
 constexpr int kMaxDevices = 64;
@@ -31,6 +59,10 @@ struct DeviceModule {
   void* module = nullptr;
   const char* names[kCachedFunctions] = {};
   void* functions[kCachedFunctions] = {};
+  // What was set on each function: its dynamic shared memory limit (bytes),
+  // and whether it may run non-portable cluster sizes. Set once, not per launch.
+  unsigned shared_limit[kCachedFunctions] = {};
+  bool non_portable[kCachedFunctions] = {};
   int cached = 0;
 };
 
@@ -41,6 +73,8 @@ struct Bound {
   ErrorString error_string = nullptr;
   CtxGetDevice ctx_get_device = nullptr;
   ModuleLoadData module_load_data = nullptr;
+  FuncSetAttribute func_set_attribute = nullptr;
+  LaunchKernelEx launch_ex = nullptr;  // null with a driver before CUDA 11.8
   DeviceModule devices[kMaxDevices];
 };
 
@@ -53,6 +87,96 @@ const char* driver_error(int result, const char* fallback) {
   return fallback;
 }
 
+// Messages that name the kernel and the value: one per thread, valid until
+// its next launch (the binding copies it into the exception at once).
+thread_local char message[512];
+
+const char* failed(const char* kernel, const char* what) {
+  snprintf(message, sizeof message, "kreg_launch(\"%s\"): %s", kernel, what);
+  return message;
+}
+
+const char* failed_driver(const char* kernel, const char* call, int result, const char* hint) {
+  snprintf(message, sizeof message, "kreg_launch(\"%s\"): %s failed: %s%s", kernel, call,
+           driver_error(result, "unknown driver error"), hint);
+  return message;
+}
+
+// The function `kernel` of the current device's module, with what was set on
+// it (null when it is beyond the cache). Called under `lock`.
+struct Found {
+  void* function = nullptr;
+  unsigned* shared_limit = nullptr;
+  bool* non_portable = nullptr;
+  const char* error = nullptr;
+};
+
+Found find_function(const char* kernel) {
+  Found found;
+  if (bound.image == nullptr) {
+    found.error = "no device module is bound to this launcher library (the registry binds it on get)";
+    return found;
+  }
+  // The device of the current context: the binding made the inputs' device
+  // current (a device guard), so a call on another GPU launches from that
+  // GPU's module, never from another context's.
+  int device = -1;
+  int result = bound.ctx_get_device(&device);
+  if (result != 0 || device < 0 || device >= kMaxDevices) {
+    found.error = result != 0 ? "kreg_launch: no CUDA context is current on this thread (cuCtxGetDevice failed)"
+                              : "kreg_launch: the current CUDA device is beyond the 64 the launcher library serves";
+    return found;
+  }
+  DeviceModule& here = bound.devices[device];
+  if (here.module == nullptr) {
+    result = bound.module_load_data(&here.module, bound.image);
+    if (result != 0) {
+      here.module = nullptr;
+      found.error = driver_error(result, "kreg_launch: cuModuleLoadData failed for the current device");
+      return found;
+    }
+  }
+  for (int i = 0; i < here.cached; ++i) {
+    if (strcmp(here.names[i], kernel) == 0) {
+      found.function = here.functions[i];
+      found.shared_limit = &here.shared_limit[i];
+      found.non_portable = &here.non_portable[i];
+      return found;
+    }
+  }
+  result = bound.get_function(&found.function, here.module, kernel);
+  if (result != 0) {
+    found.error = failed(kernel, "no such kernel in the device module (declare it extern \"C\" __global__)");
+    return found;
+  }
+  if (here.cached < kCachedFunctions) {
+    here.names[here.cached] = kernel;
+    here.functions[here.cached] = found.function;
+    found.shared_limit = &here.shared_limit[here.cached];
+    found.non_portable = &here.non_portable[here.cached];
+    ++here.cached;
+  }
+  return found;
+}
+
+// Raises the kernel's dynamic shared memory limit to `bytes` where the
+// default does not cover it and no earlier launch set as much. Under `lock`.
+const char* allow_shared(const char* kernel, const Found& found, unsigned bytes) {
+  if (bytes <= kDefaultDynamicShared || (found.shared_limit != nullptr && *found.shared_limit >= bytes)) {
+    return nullptr;
+  }
+  int result = bound.func_set_attribute(found.function, kMaxDynamicSharedSizeBytes, static_cast<int>(bytes));
+  if (result != 0) {
+    char call[128];
+    snprintf(call, sizeof call, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, %u)", bytes);
+    return failed_driver(kernel, call, result,
+                         " (more dynamic shared memory than the device allows a block, less the kernel's static "
+                         "shared memory: 227 KB on an H100/H200)");
+  }
+  if (found.shared_limit != nullptr) *found.shared_limit = bytes;
+  return nullptr;
+}
+
 }  // namespace
 
 // Binds a new cubin (`image`, kept alive by the caller) with the module the
@@ -61,7 +185,7 @@ const char* driver_error(int result, const char* fallback) {
 // launch from them) but are no longer used.
 extern "C" __attribute__((visibility("default"))) void kreg_bind_device_module(
     const void* image, void* module, int device, void* get_function, void* launch, void* error_string,
-    void* ctx_get_device, void* module_load_data) {
+    void* ctx_get_device, void* module_load_data, void* func_set_attribute, void* launch_ex) {
   pthread_mutex_lock(&lock);
   bound.image = image;
   bound.get_function = reinterpret_cast<GetFunction>(get_function);
@@ -69,6 +193,8 @@ extern "C" __attribute__((visibility("default"))) void kreg_bind_device_module(
   bound.error_string = reinterpret_cast<ErrorString>(error_string);
   bound.ctx_get_device = reinterpret_cast<CtxGetDevice>(ctx_get_device);
   bound.module_load_data = reinterpret_cast<ModuleLoadData>(module_load_data);
+  bound.func_set_attribute = reinterpret_cast<FuncSetAttribute>(func_set_attribute);
+  bound.launch_ex = reinterpret_cast<LaunchKernelEx>(launch_ex);
   for (DeviceModule& d : bound.devices) d = DeviceModule{};
   if (device >= 0 && device < kMaxDevices) bound.devices[device].module = module;
   pthread_mutex_unlock(&lock);
@@ -77,47 +203,63 @@ extern "C" __attribute__((visibility("default"))) void kreg_bind_device_module(
 extern "C" const char* kreg_launch(const char* kernel, kreg_dim3 grid, kreg_dim3 block, unsigned shared_bytes,
                                    void* stream, void** args) {
   pthread_mutex_lock(&lock);
-  if (bound.image == nullptr) {
-    pthread_mutex_unlock(&lock);
-    return "no device module is bound to this launcher library (the registry binds it on get)";
-  }
-  // The device of the current context: the binding made the inputs' device
-  // current (a device guard), so a call on another GPU launches from that
-  // GPU's module, never from another context's.
-  int device = -1;
-  int result = bound.ctx_get_device(&device);
-  if (result != 0 || device < 0 || device >= kMaxDevices) {
-    pthread_mutex_unlock(&lock);
-    return result != 0 ? "kreg_launch: no CUDA context is current on this thread (cuCtxGetDevice failed)"
-                       : "kreg_launch: the current CUDA device is beyond the 64 the launcher library serves";
-  }
-  DeviceModule& here = bound.devices[device];
-  if (here.module == nullptr) {
-    result = bound.module_load_data(&here.module, bound.image);
-    if (result != 0) {
-      here.module = nullptr;
-      pthread_mutex_unlock(&lock);
-      return driver_error(result, "kreg_launch: cuModuleLoadData failed for the current device");
-    }
-  }
-  void* function = nullptr;
-  for (int i = 0; i < here.cached; ++i) {
-    if (strcmp(here.names[i], kernel) == 0) function = here.functions[i];
-  }
-  if (function == nullptr) {
-    result = bound.get_function(&function, here.module, kernel);
-    if (result != 0) {
-      pthread_mutex_unlock(&lock);
-      return "kreg_launch: no such kernel in the device module (declare it extern \"C\" __global__)";
-    }
-    if (here.cached < kCachedFunctions) {
-      here.names[here.cached] = kernel;
-      here.functions[here.cached++] = function;
-    }
-  }
+  Found found = find_function(kernel);
+  const char* error = found.error != nullptr ? found.error : allow_shared(kernel, found, shared_bytes);
   LaunchKernel launch = bound.launch;
   pthread_mutex_unlock(&lock);
-  result = launch(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, stream, args,
-                  nullptr);
-  return result == 0 ? nullptr : driver_error(result, "kreg_launch: cuLaunchKernel failed");
+  if (error != nullptr) return error;
+  int result = launch(found.function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, stream,
+                      args, nullptr);
+  if (result == 0) return nullptr;
+  char call[160];
+  snprintf(call, sizeof call, "cuLaunchKernel(grid %ux%ux%u, block %ux%ux%u, %u bytes of shared memory)", grid.x,
+           grid.y, grid.z, block.x, block.y, block.z, shared_bytes);
+  return failed_driver(kernel, call, result, "");
+}
+
+extern "C" const char* kreg_launch_cluster(const char* kernel, kreg_dim3 grid, kreg_dim3 block, kreg_dim3 cluster,
+                                           unsigned shared_bytes, void* stream, void** args) {
+  const unsigned blocks = cluster.x * cluster.y * cluster.z;
+  if (blocks <= 1) return kreg_launch(kernel, grid, block, shared_bytes, stream, args);
+  if (cluster.x == 0 || cluster.y == 0 || cluster.z == 0 || grid.x % cluster.x || grid.y % cluster.y ||
+      grid.z % cluster.z) {
+    snprintf(message, sizeof message,
+             "kreg_launch_cluster(\"%s\"): the grid %ux%ux%u is not a multiple of the cluster %ux%ux%u in "
+             "each dimension; round the grid up to whole clusters",
+             kernel, grid.x, grid.y, grid.z, cluster.x, cluster.y, cluster.z);
+    return message;
+  }
+  pthread_mutex_lock(&lock);
+  Found found = find_function(kernel);
+  const char* error = found.error != nullptr ? found.error : allow_shared(kernel, found, shared_bytes);
+  if (error == nullptr && bound.launch_ex == nullptr) {
+    error = failed(kernel, "clusters need cuLaunchKernelEx, which this CUDA driver lacks (before 11.8); update it");
+  }
+  if (error == nullptr && blocks > kPortableClusterSize &&
+      (found.non_portable == nullptr || !*found.non_portable)) {
+    int result = bound.func_set_attribute(found.function, kNonPortableClusterSizeAllowed, 1);
+    if (result != 0) {
+      error = failed_driver(kernel, "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)", result,
+                            " (a cluster of more than 8 blocks needs sm_90 or later)");
+    } else if (found.non_portable != nullptr) {
+      *found.non_portable = true;
+    }
+  }
+  LaunchKernelEx launch_ex = bound.launch_ex;
+  pthread_mutex_unlock(&lock);
+  if (error != nullptr) return error;
+  LaunchAttribute attribute = {};
+  attribute.id = kLaunchAttributeClusterDimension;
+  attribute.value.cluster.x = cluster.x;
+  attribute.value.cluster.y = cluster.y;
+  attribute.value.cluster.z = cluster.z;
+  LaunchConfig config = {grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, stream, &attribute, 1};
+  int result = launch_ex(&config, found.function, args, nullptr);
+  if (result == 0) return nullptr;
+  char call[192];
+  snprintf(call, sizeof call,
+           "cuLaunchKernelEx(grid %ux%ux%u, block %ux%ux%u, cluster %ux%ux%u, %u bytes of shared memory)", grid.x,
+           grid.y, grid.z, block.x, block.y, block.z, cluster.x, cluster.y, cluster.z, shared_bytes);
+  return failed_driver(kernel, call, result,
+                       " (a cluster needs sm_90 or later, at most 8 blocks portably, 16 on an H100/H200)");
 }
