@@ -27,6 +27,10 @@ def build_error(plan: BuildPlan, log: str, staging: Path) -> BuildError:
     from registry.build import source_mistakes
 
     diagnostics = source_mistakes.diagnostics(plan, log) + diagnostics
+    if "cannot find -l" in log:
+        from registry.build import cuda_home
+
+        diagnostics = cuda_home.diagnostics(log, plan.manifest_file or (plan.sources or ["<link>"])[0]) + diagnostics
     return BuildError(plan.kernel, plan.describe(), diagnostics, log)
 
 
