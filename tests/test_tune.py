@@ -415,3 +415,37 @@ def test_a_config_must_beat_the_default_beyond_the_rounds_noise_to_be_chosen():
     noisy_default = {"median_us": 10.0, "round_us": [10.0, 9.6, 10.0, 10.1]}
     assert not beats({"median_us": 9.7, "round_us": [9.7, 9.5, 9.7, 9.8]}, noisy_default)
     assert beats({"median_us": 9.0}, {"median_us": 10.0})  # not in the final round: the medians decide
+
+
+def test_tune_leaves_no_isolated_worker_of_its_own_running(tuned):
+    # The checks run configs in an isolated worker; after the tune the process
+    # is as it was: no worker of the tune's left (on CUDA: no second context
+    # on the GPU mapping the tune's tensors). A worker the user's own isolated
+    # op started before the tune is not stopped by it (the crashing config
+    # here ends it, as any crash would: the user's next call starts another).
+    from registry.isolation.supervisor import SUPERVISOR
+
+    name, _, _ = tuned
+    mine = registry.get(name, device="cpu", isolate=True)
+    mine(torch.randn(FEW))
+    users = {id(w) for w in SUPERVISOR.workers.values()}
+    started = SUPERVISOR.started
+    processes = []
+    original = SUPERVISOR.worker
+
+    def tracked(*args, **kwargs):
+        count = SUPERVISOR.started
+        worker = original(*args, **kwargs)
+        if SUPERVISOR.started > count:  # started now, by the tune
+            processes.append(worker.process)
+        return worker
+
+    SUPERVISOR.worker = tracked
+    try:
+        registry.tune(name, shapes=[FEW], device="cpu", repeats=3, force=True, keep=False)
+    finally:
+        del SUPERVISOR.worker
+    assert SUPERVISOR.started > started, "the tune's checks ran in no isolated worker"
+    assert {id(w) for w in SUPERVISOR.workers.values()} <= users, "a worker the tune started is still running"
+    assert processes and all(p.poll() is not None for p in processes), "a tune's worker process lives"
+    assert torch.equal(mine(torch.randn(FEW))[1], mine(torch.randn(FEW))[1])  # the user's op still runs
