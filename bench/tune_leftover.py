@@ -18,7 +18,8 @@ one at a time, in interleaved rounds (the order rotates each round):
              named in the report: the default config runs there)
   fresh      a fresh process started after the tune: the table applies on get
   worker?    the isolated workers alive in this process after the tune (0 is
-             what the tune should leave)
+             what the tune should leave; --leave-worker keeps one, as the
+             tune used to, to measure what a live worker alone costs)
 
 Read "after" against "before" and "fresh": a leftover of the tune in this
 process shows as after > fresh ~ before, with "untuned" flat across phases.
@@ -112,6 +113,9 @@ def main() -> None:
     parser.add_argument("--tune-shapes", default="4096x256,65536x1024")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--calls", type=int, default=256)
+    parser.add_argument("--leave-worker", action="store_true",
+                        help="after the tune, one isolated call of the op: a CUDA worker stays alive in this "
+                             "process, as the tune used to leave its checks' worker (what that alone costs)")
     parser.add_argument("--child", action="store_true")
     args = parser.parse_args()
     if args.child:
@@ -133,6 +137,9 @@ def main() -> None:
     start = time.perf_counter()
     result = registry.tune(args.kernel, shapes=shapes, dtypes=[args.dtype], device="cuda", force=True, keep=True)
     tune_s = time.perf_counter() - start
+    if args.leave_worker:
+        registry.get(args.kernel, device="cuda", isolate=True)(*inputs)
+        torch.cuda.synchronize()
     from registry.isolation.supervisor import SUPERVISOR
 
     workers = len(SUPERVISOR.workers)
@@ -142,7 +149,7 @@ def main() -> None:
     untuned.close()
     fresh.close()
     figures = {
-        "kernel": args.kernel, "n": args.n, "dtype": args.dtype, "calls": args.calls, "rounds": args.rounds,
+        "kernel": args.kernel, "n": args.n, "leave_worker": args.leave_worker, "dtype": args.dtype, "calls": args.calls, "rounds": args.rounds,
         "tune_shapes": args.tune_shapes, "tune_s": tune_s, "winners": {str(k): v for k, v in result.winners.items()},
         "routed_after": op._table.route_count > 0, "fresh_routed": fresh.hello["routed"],
         "before_us": before["before"], "untuned_before_us": before["untuned"],
