@@ -237,9 +237,9 @@ class Worker:
         return None
 
     def _wait(self, timeout: float) -> int:
-        WATCH.arm()
         try:
             deadline = time.monotonic() + timeout
+            slices = 0
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -248,6 +248,9 @@ class Worker:
                 if WATCH.seen:  # Ctrl-C whose KeyboardInterrupt was dropped (interrupts.py)
                     self.kill()
                     raise KeyboardInterrupt
+                if slices == 1:  # waiting this long, it may hang: record Ctrl-C (a shorter call pays nothing)
+                    WATCH.arm()
+                slices += 1
                 try:
                     ready = self._poller.poll(min(left, WAIT_SLICE_SECONDS) * 1000)
                 except BaseException:
