@@ -439,3 +439,37 @@ def test_a_shape_names_every_sweep_size_where_the_first_tensor_does_not(tmp_path
         shape_for(spec, (16384, 4096))
     with pytest.raises(UsageError, match="not 4"):
         shape_for(spec, (1, 2, 3, 4))
+
+
+def test_tune_leaves_no_isolated_worker_of_its_own_running(tuned):
+    # The checks run configs in an isolated worker; after the tune the process
+    # is as it was: no worker of the tune's left (on CUDA: no second context
+    # on the GPU mapping the tune's tensors). A worker the user's own isolated
+    # op started before the tune is not stopped by it (the crashing config
+    # here ends it, as any crash would: the user's next call starts another).
+    from registry.isolation.supervisor import SUPERVISOR
+
+    name, _, _ = tuned
+    mine = registry.get(name, device="cpu", isolate=True)
+    mine(torch.randn(FEW))
+    users = {id(w) for w in SUPERVISOR.workers.values()}
+    started = SUPERVISOR.started
+    processes = []
+    original = SUPERVISOR.worker
+
+    def tracked(*args, **kwargs):
+        count = SUPERVISOR.started
+        worker = original(*args, **kwargs)
+        if SUPERVISOR.started > count:  # started now, by the tune
+            processes.append(worker.process)
+        return worker
+
+    SUPERVISOR.worker = tracked
+    try:
+        registry.tune(name, shapes=[FEW], device="cpu", repeats=3, force=True, keep=False)
+    finally:
+        del SUPERVISOR.worker
+    assert SUPERVISOR.started > started, "the tune's checks ran in no isolated worker"
+    assert {id(w) for w in SUPERVISOR.workers.values()} <= users, "a worker the tune started is still running"
+    assert processes and all(p.poll() is not None for p in processes), "a tune's worker process lives"
+    assert torch.equal(mine(torch.randn(FEW))[1], mine(torch.randn(FEW))[1])  # the user's op still runs

@@ -20,13 +20,17 @@ def build_error(plan: BuildPlan, log: str, staging: Path) -> BuildError:
     # relative to the staging folder, which is about to go: resolve now.
     diagnostics = [d if os.path.isabs(d.file) else d._replace(file=os.path.normpath(staging / d.file))
                    for d in parse_diagnostics(log)]
-    if "undefined" in log and plan.kind != "binding":
+    if ("undefined" in log or "Unresolved extern function" in log) and plan.kind != "binding":
         diagnostics = _undefined_symbol_diagnostics(plan, log) + diagnostics
     if plan.ops:
         diagnostics = _launcher_mismatches(plan, diagnostics, log) + diagnostics
     from registry.build import source_mistakes
 
     diagnostics = source_mistakes.diagnostics(plan, log) + diagnostics
+    if "cannot find -l" in log:
+        from registry.build import cuda_home
+
+        diagnostics = cuda_home.diagnostics(log, plan.manifest_file or (plan.sources or ["<link>"])[0]) + diagnostics
     return BuildError(plan.kernel, plan.describe(), diagnostics, log)
 
 

@@ -9,8 +9,10 @@ this finds where the kernel declares it, so the error points at a line:
     but no source of the kernel library defines it ...
 
 GNU ld ("undefined reference to `helper(float, float)'"), lld ("undefined
-symbol: helper(float, float)") and dlopen ("undefined symbol: _Z6helperff")
-are understood; mangled names are demangled with c++filt.
+symbol: helper(float, float)"), dlopen ("undefined symbol: _Z6helperff") and
+ptxas for a __device__ function ("Unresolved extern function '_Z6helperff'",
+from nvcc and NVRTC alike) are understood; mangled names are demangled with
+c++filt.
 
 A declaration and a definition whose parameter types differ are two
 functions to C++: the call links against the declaration it saw, and the
@@ -34,12 +36,18 @@ from registry.errors import Diagnostic
 
 _REFERENCE = re.compile(r"undefined reference to [`'\u2018](?P<symbol>[^'\u2019\n]+)['\u2019]")
 _SYMBOL = re.compile(r"undefined symbol: (?P<symbol>[^\n]+)")  # to the end of the line
+_DEVICE = re.compile(r"Unresolved extern function '(?P<symbol>[^'\n]+)'")  # ptxas
+
+
+def device_symbols(log: str) -> list[str]:
+    """The __device__ functions ptxas could not resolve, demangled."""
+    return list(dict.fromkeys(demangle(m["symbol"].strip()) for m in _DEVICE.finditer(log)))
 
 
 def undefined_symbols(log: str) -> list[str]:
     """The undefined symbols a link or load log names, demangled, in order."""
     found: list[str] = []
-    for pattern in (_REFERENCE, _SYMBOL):
+    for pattern in (_REFERENCE, _SYMBOL, _DEVICE):
         for m in pattern.finditer(log):
             symbol = demangle(m["symbol"].strip())
             if symbol not in found:
@@ -131,6 +139,7 @@ def diagnostics(log: str, sources: list[str], headers: list[str], kernel: str, s
     is one; else at the first declaration of the name, else at the first
     source."""
     out = []
+    device = device_symbols(log)
     for symbol in undefined_symbols(log):
         wanted = parameter_types(symbol)
         functions = find_functions(symbol, headers + sources)
@@ -142,12 +151,25 @@ def diagnostics(log: str, sources: list[str], headers: list[str], kernel: str, s
             continue
         where = (seen.file, seen.line) if seen else find_declaration(symbol, headers + sources)
         file, line = where if where else (sources[0] if sources else "<link>", 1)
+        if symbol in device:
+            out.append(Diagnostic(file, line, None, "error", _device_message(symbol, bool(where), kernel)))
+            continue
         out.append(Diagnostic(
             file, line, None, "error",
             f"undefined symbol `{symbol}`: " + ("declared here, but " if where else "")
             + f"no source of kernel {kernel!r} defines it. Define it in one of the {section} sources, "
             f"or add the file that defines it to {section}.sources in kernel.toml"))
     return out
+
+
+def _device_message(symbol: str, declared: bool, kernel: str) -> str:
+    # Device code is compiled whole-program per translation unit (no -rdc):
+    # a definition in another .cu file is not seen by the caller's.
+    return (f"undefined __device__ function `{symbol}`: " + ("declared here, but " if declared else "")
+            + f"the device code of kernel {kernel!r} that calls it does not define it. Define it in the "
+            f"same translation unit as its callers: in the header, as `__device__ inline`, or in the .cu "
+            f"file that calls it (a definition in another .cu file would need relocatable device code, "
+            f"nvcc -rdc=true, which these builds do not use)")
 
 
 def _mismatch_message(symbol: str, wanted: list[str], other: Function, kernel: str) -> str:

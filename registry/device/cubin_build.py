@@ -287,18 +287,25 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: P
         found = [p for name, includer in missing
                  if (p := _resolve_missing(name, includer, manifest, staging)) and p not in snapshot.files]
         if not found:
-            raise _build_error(manifest, _unmirror(log, manifest, staging), compiler)
+            raise _build_error(manifest, _unmirror(log, manifest, staging), compiler, sorted(snapshot.files))
         for path in found:
             snapshot.add(path)
     raise RegistryError(f"{manifest.name}: device headers kept appearing after {_MAX_DISCOVERY_ROUNDS} compiles")
 
 
-def _build_error(manifest, log: str, compiler=None) -> BuildError:
+def _build_error(manifest, log: str, compiler=None, files: list[str] | None = None) -> BuildError:
     # NVRTC writes "file(line): error: ..." like nvcc, and "catastrophic error"
     # for a missing header: the same diagnostics as the nvcc path.
     readable = log.replace("): catastrophic error:", "): error:")
     name = compiler.name if compiler is not None else "NVRTC"
-    return BuildError(manifest.name, f"the device code ({name})", parse_diagnostics(readable), log)
+    diagnostics = parse_diagnostics(readable)
+    if "Unresolved extern function" in log:  # ptxas names a mangled __device__ function, nowhere
+        from registry.build import link_errors
+
+        sources = device_sources(manifest)
+        headers = [f for f in files or [] if f not in sources]
+        diagnostics = link_errors.diagnostics(log, sources, headers, manifest.name, "[cuda]") + diagnostics
+    return BuildError(manifest.name, f"the device code ({name})", diagnostics, log)
 
 
 class DeviceArtifact:

@@ -20,6 +20,7 @@ import torch
 from registry import knobs
 from registry.isolation import proxy
 from registry.isolation.faults import KernelFault
+from registry.isolation.interrupts import WATCH
 from registry.isolation.supervisor import SUPERVISOR
 from registry.op import Op
 from registry.state import STATE
@@ -113,18 +114,21 @@ class IsolatedOp(Op):
                 proxy.CALL.timeout = timeout if timeout is not None else knobs.isolate_timeout()
             proxy.CALL.depth += 1
             proxy.CALL.outcome = None
-            if self.backend == "cpu":
-                worker = SUPERVISOR.worker(self._flavor, "cpu")
-                for value in (*args, *kwargs.values()):
-                    if type(value) is _Tensor or isinstance(value, _Tensor):
-                        worker.share_cpu_storage(value.untyped_storage())
+            WATCH.held += 1  # a slow phase of this call leaves SIGINT recorded until it ends (interrupts.py)
             try:
-                return Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)
+                if self.backend == "cpu":
+                    worker = SUPERVISOR.worker(self._flavor, "cpu")
+                    for value in (*args, *kwargs.values()):
+                        if type(value) is _Tensor or isinstance(value, _Tensor):
+                            worker.share_cpu_storage(value.untyped_storage())
+                result = Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)
             except KernelFault:
                 raise
             except RuntimeError:
                 outcome, proxy.CALL.outcome = proxy.CALL.outcome, None
                 if outcome is None:
+                    if WATCH.seen:  # SIGINT at the launcher callback's entry: dropped there, not sent
+                        raise KeyboardInterrupt from None
                     raise
                 if isinstance(outcome, proxy.Fault):
                     raise self._fault(outcome) from None
@@ -132,6 +136,11 @@ class IsolatedOp(Op):
             finally:
                 proxy.CALL.depth -= 1
                 proxy.CALL.timeout = outer
+                WATCH.held -= 1
+                interrupted = not WATCH.held and (WATCH.previous is not None or WATCH.seen) and WATCH.disarm()
+            if interrupted:  # a Ctrl-C during the call whose KeyboardInterrupt something dropped
+                raise KeyboardInterrupt
+            return result
 
     def _fault(self, fault: "proxy.Fault") -> KernelFault:
         if self._flavor != "plain":

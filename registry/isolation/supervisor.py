@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from registry.isolation import wire
+from registry.isolation.interrupts import WATCH
 
 SPIN_READS = 100  # non-blocking reads before a blocking wait (~50 us)
 # A CUDA call waits for a device kernel, which may run for milliseconds; a
@@ -29,6 +30,10 @@ SPIN_READS = 100  # non-blocking reads before a blocking wait (~50 us)
 # Python) to every call, a bubble on the GPU between back-to-back calls. Spin
 # this long first, as the CUDA runtime's own default synchronization does.
 CUDA_SPIN_SECONDS = 0.02
+# A blocking wait polls in slices this long: SIGINT that came just before the
+# poll (or to another thread) does not interrupt it, and is seen at the next
+# slice; ten wake-ups a second cost nothing beside a call that blocks.
+WAIT_SLICE_SECONDS = 0.1
 
 SIGNAL_MEANING = {
     signal.SIGSEGV: "a segmentation fault: the kernel read or wrote memory the process does not own "
@@ -203,8 +208,8 @@ class Worker:
             raise self._died() from None
         # A short call answers within microseconds: a few non-blocking reads
         # first (a blocking wait costs a wake-up of this process), then wait
-        # in slices of at most a second, so Ctrl-C is seen at once (Python
-        # runs the handler and poll raises KeyboardInterrupt).
+        # in short slices, so Ctrl-C is seen at once (Python runs the handler
+        # and poll raises KeyboardInterrupt, or the wait finds it recorded).
         recv_into, buffer = sock.recv_into, self._reply
         size = None
         for _ in range(SPIN_READS):
@@ -232,22 +237,32 @@ class Worker:
         return None
 
     def _wait(self, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.kill()
-                raise WorkerTimeout()
-            try:
-                ready = self._poller.poll(min(left, 1.0) * 1000)
-            except BaseException:
-                self.kill()
-                raise
-            if ready:
+        try:
+            deadline = time.monotonic() + timeout
+            slices = 0
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    raise WorkerTimeout()
+                if WATCH.seen:  # Ctrl-C whose KeyboardInterrupt was dropped (interrupts.py)
+                    self.kill()
+                    raise KeyboardInterrupt
+                if slices == 1:  # waiting this long, it may hang: record Ctrl-C (a shorter call pays nothing)
+                    WATCH.arm()
+                slices += 1
                 try:
-                    return self.sock.recv_into(self._reply)
-                except OSError:
-                    return 0
+                    ready = self._poller.poll(min(left, WAIT_SLICE_SECONDS) * 1000)
+                except BaseException:
+                    self.kill()
+                    raise
+                if ready:
+                    try:
+                        return self.sock.recv_into(self._reply)
+                    except OSError:
+                        return 0
+        finally:
+            WATCH.disarm_unless_held()
 
     def _died(self) -> WorkerDied:
         try:
@@ -309,14 +324,22 @@ class Supervisor:
             return worker
         from registry.isolation import launch_env
 
-        command, env = launch_env.command(flavor)
-        log_dir = launch_env.log_dir()
-        self.started += 1
-        worker = Worker(flavor, backend, ordinal, command, env,
-                        log_dir / f"worker-{os.getpid()}-{flavor}-{backend}-{self.started}.log")
-        self.last_start_seconds = worker.start_seconds
-        self.workers[(flavor, backend)] = worker
-        return worker
+        # Starting takes milliseconds (more on a loaded machine): a Ctrl-C now
+        # must not be lost (interrupts.py).
+        WATCH.arm()
+        try:
+            command, env = launch_env.command(flavor)
+            log_dir = launch_env.log_dir()
+            self.started += 1
+            worker = Worker(flavor, backend, ordinal, command, env,
+                            log_dir / f"worker-{os.getpid()}-{flavor}-{backend}-{self.started}.log")
+            self.last_start_seconds = worker.start_seconds
+            self.workers[(flavor, backend)] = worker
+            if WATCH.seen:  # a Ctrl-C whose KeyboardInterrupt was dropped: the started worker stays for the next call
+                raise KeyboardInterrupt
+            return worker
+        finally:
+            WATCH.disarm_unless_held()
 
     def retire(self, worker: Worker, finishing: bool = False) -> None:
         """After a fault, a timeout or an interrupt: the next call starts a new one.

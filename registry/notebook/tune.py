@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from registry import _core
 from registry.errors import UsageError
-from registry.notebook.tune_check import CaseCheck, first_line
+from registry.notebook.tune_check import CaseCheck, first_line, stop_workers_started_since, workers_running
 from registry.notebook.tune_result import TuneResult
 from registry.notebook.tune_timing import L2Flush, final_round, median_time
 
@@ -60,6 +60,18 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     When this kernel version's table already has a winner for every (op,
     dtype, shape bucket) on this device, nothing is measured (the result says
     "cached"); force=True measures again."""
+    # The checks' isolated workers are the tune's own: stopped when it ends, so
+    # the notebook is left as it was (on CUDA each holds a context on the GPU
+    # and maps the tune's tensors). Workers the user's isolated ops started stay.
+    before = workers_running()
+    try:
+        return _tune(name, shapes, dtypes, device=device, ops=ops, repeats=repeats, args=args, jobs=jobs,
+                     keep=keep, force=force, isolate=isolate)
+    finally:
+        stop_workers_started_since(before)
+
+
+def _tune(name: str, shapes, dtypes, *, device, ops, repeats, args, jobs, keep, force, isolate) -> TuneResult:
     import torch
 
     import registry

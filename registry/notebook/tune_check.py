@@ -13,6 +13,25 @@ a shape are timed at it, in this process, on inputs of the same shapes.
 """
 from __future__ import annotations
 
+import sys
+
+
+def workers_running() -> set[int]:
+    """The isolated workers alive now, by identity (none before isolation is first used)."""
+    supervisor = sys.modules.get("registry.isolation.supervisor")
+    return {id(w) for w in supervisor.SUPERVISOR.workers.values()} if supervisor is not None else set()
+
+
+def stop_workers_started_since(before: set[int]) -> None:
+    """Stops the isolated workers that were not running at `before`."""
+    supervisor = sys.modules.get("registry.isolation.supervisor")
+    if supervisor is None:
+        return
+    with supervisor.SUPERVISOR.lock:
+        for worker in list(supervisor.SUPERVISOR.workers.values()):
+            if id(worker) not in before:
+                supervisor.SUPERVISOR.retire(worker)
+
 
 class CaseCheck:
     """One (op, dtype, shape): its inputs, drawn once, the reference's
