@@ -23,6 +23,25 @@ struct Candidate {
   std::string problem;  // why it gives no name
 };
 
+// Whether some line starts with `name =`: most manifests set no name, and
+// parsing each one would make a fresh get's lookup ~10x slower (9 kernels:
+// 70 us -> 620 us).
+bool may_set_name(const std::string& text) {
+  for (size_t at = 0; at < text.size();) {
+    size_t i = at;
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    if (text.compare(i, 4, "name") == 0) {
+      i += 4;
+      while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+      if (i < text.size() && text[i] == '=') return true;
+    }
+    const size_t end = text.find('\n', at);
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return false;
+}
+
 // The name a manifest sets, or the folder's derived one. Only the `name` key
 // is read: a manifest that does not parse still gets its derived name, so the
 // kernel is listed and get() reports the manifest's error with its field.
@@ -30,7 +49,7 @@ Candidate name_of(const fs::path& dir, const fs::path& manifest) {
   Candidate c{dir.filename().string(), manifest.string(), "", ""};
   toml::table table;
   const std::optional<std::string> text = read_file(c.manifest);
-  if (text && !parse_toml_guarded(*text, c.manifest, &table)) {
+  if (text && may_set_name(*text) && !parse_toml_guarded(*text, c.manifest, &table)) {
     if (const toml::node* n = table.get("name")) {
       const std::optional<std::string> value = n->value<std::string>();
       if (value && is_valid_kernel_name(*value)) {
