@@ -69,10 +69,11 @@ def get(name: str, *, rebuild: bool = False, device: str | None = None, isolate:
     from registry.resolve import resolve
 
     with STATE.lock:
-        state = resolve(name, requested, rebuild, lambda backend: STATE.kernels.get((name, backend)))
+        # previous_of is asked with the kernel's name: `name` may be its folder's.
+        state = resolve(name, requested, rebuild, lambda backend, kernel: STATE.kernels.get((kernel, backend)))
         state.status.get_seconds = perf_counter() - start
         state.handle = _handle(state)
-        STATE.keep(state, requested)
+        STATE.keep(state, requested, asked=name)
         return state.handle
 
 
@@ -88,6 +89,7 @@ def status(name: str, *, device: str | None = None):
     """What the last `get` of `name` in this process did: key, hit or build,
     paths, build time, and what changed since the previous build."""
     requested = knobs.requested_device(device)
+    name = STATE.kernel_asked_as(name)
     state = STATE.find(name, requested)
     if state is None and requested is None:
         state = _loaded_for_any_device(name)
@@ -110,25 +112,39 @@ def _loaded_for_any_device(name: str):
 
 
 class KernelInfo:
-    """One entry of registry.list()."""
+    """One entry of registry.list(): a kernel, or a folder holding a
+    kernel.toml that cannot be one (`problem` says why; `name` is then the
+    name it would have had, or its folder's)."""
 
-    __slots__ = ("name", "manifest", "loaded")
+    __slots__ = ("name", "manifest", "loaded", "folder", "problem")
 
-    def __init__(self, name: str, manifest: str, loaded: bool):
+    def __init__(self, name: str, manifest: str, loaded: bool, folder: str = "", problem: str = ""):
         self.name, self.manifest, self.loaded = name, manifest, loaded
+        self.folder, self.problem = folder or name, problem
 
     def __repr__(self) -> str:
+        if self.problem:
+            return f"KernelInfo({self.name!r}, problem={self.problem!r})"
         return f"KernelInfo({self.name!r}, loaded={self.loaded})"
 
     def __str__(self) -> str:
-        return f"{self.name}{' (loaded)' if self.loaded else ''}  {self.manifest}"
+        if self.problem:
+            return f"{self.folder}/ is not a kernel: {self.problem}  {self.manifest}"
+        folder = f" (folder {self.folder})" if self.folder != self.name else ""
+        return f"{self.name}{folder}{' (loaded)' if self.loaded else ''}  {self.manifest}"
 
 
 def list() -> list[KernelInfo]:  # noqa: A001  (the name the notebook API promises)
-    """Every kernel the registry can find, and whether it is loaded here."""
+    """Every kernel the registry can find, and whether it is loaded here;
+    then each folder holding a kernel.toml that cannot be a kernel, with why."""
     loaded = {name for name, _ in STATE.kernels}
     roots = [str(r) for r in knobs.kernel_roots()]
-    return [KernelInfo(k.name, k.manifest, k.name in loaded) for k in _core.discover_kernels(roots)]
+    found = _core.discover(roots)
+    kernels = [KernelInfo(k.name, k.manifest, k.name in loaded, k.folder) for k in found.kernels]
+    import os
+
+    return kernels + [KernelInfo(u.name or os.path.basename(u.dir), os.path.join(u.dir, "kernel.toml"), False,
+                                 os.path.basename(u.dir), u.reason) for u in found.unusable]
 
 
 # The rest loads on first use, so `import registry` stays a few milliseconds

@@ -89,7 +89,8 @@ def call_with_autograd(op, args: tuple):
     if any(a.mutated for a in op._spec.signature.args):
         raise OpCallError(f"{op.kernel}.{op.name} writes its Tensor(a!) argument in place and has no "
                            f"gradient; call it under torch.no_grad() or on tensors that do not require grad")
-    if STATE.torch_autograd.get((op.kernel, op.name)) == "python":
+    namespace = STATE.torch_namespace(op.kernel, op.name)
+    if STATE.torch_autograd.get((namespace, op.name)) == "python":
         # registry.register_autograd gave it a backward at the dispatcher: the handle takes the same one.
-        return getattr(getattr(torch.ops, op.kernel), op.name)(*args)
+        return getattr(getattr(torch.ops, namespace), op.name)(*args)
     return _OpFunction.apply(op, *args)

@@ -21,16 +21,30 @@ from registry._core import CoreError, ManifestError, RegistryError, SignatureErr
 
 
 class KernelNotFoundError(RegistryError, LookupError):
-    def __init__(self, name: str, known: list[str], closest: str, roots: list[str] = ()):
+    def __init__(self, name: str, known: list[str], closest: str, roots: list[str] = (), shown: list[str] = ()):
+        """shown: how the listing names each of `known` ("lab_02_axpy (folder lab-02-axpy)")."""
         self.name, self.known, self.closest, self.roots = name, known, closest, list(roots)
         hint = f" Did you mean {closest!r}?" if closest else ""
-        listing = ", ".join(known) if known else "none"
+        listing = ", ".join(shown or known) if known else "none"
         searched = ", ".join(self.roots) if self.roots else "no folder"
         super().__init__(
             f"no kernel named {name!r}.{hint} Registered kernels: {listing}. "
-            f"A kernel is a folder <name>/ holding a kernel.toml, under one of the folders searched: "
-            f"{searched}. Add a folder to the search with REGISTRY_KERNELS_PATH."
+            f"A kernel is a folder holding a kernel.toml, under one of the folders searched: {searched}; "
+            f"get() takes the folder's name or the kernel's (the manifest's name key, else the folder's name "
+            f"lowercased with other characters than [a-z0-9_] as _). "
+            f"Add a folder to the search with REGISTRY_KERNELS_PATH."
         )
+
+
+class KernelFolderError(KernelNotFoundError):
+    """The folder asked for holds a kernel.toml but cannot be a kernel (no
+    name derivable, an invalid name key, a name another folder also gives);
+    says why and what to change."""
+
+    def __init__(self, name: str, folder: str, reason: str):
+        self.name, self.folder, self.reason = name, folder, reason
+        self.known, self.closest, self.roots = [], "", []
+        RegistryError.__init__(self, f"{folder} holds a kernel.toml but cannot be a kernel: {reason}")
 
 
 class OpArgumentError(RegistryError, TypeError):
@@ -64,6 +78,18 @@ class OpInputError(RegistryError, RuntimeError):
 class BindingModuleError(RegistryError, AttributeError):
     """A hand-written binding's module does not define a function for every
     op of the manifest; names the op and what the module defines."""
+
+
+class TorchOpsNameError(RegistryError, RuntimeError):
+    """torch.ops.<namespace>.<op> is already held, by another kernel or by
+    other code in the process (a TORCH_LIBRARY); names the holder and what to
+    change. Raised before anything of the kernel is registered."""
+
+
+class HandWrittenLibraryError(RegistryError, ValueError):
+    """A kernel's source defines torch ops itself (TORCH_LIBRARY): refused
+    before it is built or loaded, so nothing of it is registered; says to set
+    binding = "torch-library" (and namespace) instead."""
 
 
 class BuildEnvironmentError(RegistryError, RuntimeError):

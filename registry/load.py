@@ -38,7 +38,7 @@ def build_table(library: ctypes.CDLL, op_spec, kernel: str, symbols: list[tuple[
 
 
 def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = True) -> dict[str, Op]:
-    """Exactly the manifest's ops (expose: torch.ops.<kernel>.<op> for a
+    """Exactly the manifest's ops (expose: torch.ops.<namespace>.<op> for a
     torch-library binding; not for a config registry.tune tries). A handle the notebook holds for an op that
     is still defined runs the new code; one whose op left the manifest (or was
     renamed) is removed, so calling it says so instead of running old code."""
@@ -74,6 +74,10 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
         if environment.cuda_available(knobs.cache_dir()):
             driver_module.bind(handle, device.key, device.path)
     namespaces, launchers = plan.namespaces, plan.launchers
+    if expose and manifest.binding == "torch-library":
+        from registry import torch_ops
+
+        torch_ops.check_names_free(manifest)  # before anything of the kernel is registered
     binding = _shared_binding(plan.binding_module, artifacts)
     for spec in manifest.ops:
         namespace = namespaces[spec.name]
@@ -92,7 +96,7 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
         if expose and manifest.binding == "torch-library":
             from registry import torch_ops
 
-            torch_ops.expose(manifest.name, spec, backend, op)
+            torch_ops.expose(manifest.namespace, spec, backend, op, manifest.name)
     link_backwards(ops, manifest)
     _remove_dropped(manifest, before, ops)
     return ops

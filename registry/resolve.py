@@ -24,29 +24,27 @@ __all__ = ["KernelState", "Status", "locate", "resolve"]
 
 
 def locate(name: str) -> str:
+    """The manifest of kernel `name` (its name or its folder's), or the error
+    that says why there is none: the folder cannot be a kernel, or which
+    names there are."""
+    import os
+
     roots = [str(r) for r in knobs.kernel_roots()]
-    found = _core.discover_kernels(roots)
-    for loc in found:
-        if loc.name == name:
+    found = _core.discover(roots)
+    for loc in found.kernels:
+        if name in (loc.name, loc.folder):
             return loc.manifest
-    _refuse_a_second_name(name, found)
-    names = [loc.name for loc in found]
-    from registry.errors import KernelNotFoundError
+    from registry.errors import KernelFolderError, KernelNotFoundError
 
-    raise KernelNotFoundError(name, names, _core.closest_name(name, names), roots)
-
-
-def _refuse_a_second_name(name: str, found) -> None:
-    """A kernel is named by its folder, and the parser refuses a manifest whose
-    `name` key says otherwise. When `name` is such a key, raise that error
-    (which folder to rename, to what) instead of "no kernel named ...".
-    Parses every manifest, so it runs only when no folder is named `name`."""
-    for loc in found:
-        try:
-            _core.parse_manifest(loc.manifest)
-        except _core.ManifestError as error:
-            if error.field == "name" and f'name = "{name}" differs' in str(error):
-                raise
+    for folder in found.unusable:
+        if name and name in (folder.name, os.path.basename(folder.dir)):
+            # A manifest error (an invalid name key) is raised as such, naming its field.
+            _core.parse_manifest(os.path.join(folder.dir, "kernel.toml"))
+            raise KernelFolderError(name, folder.dir, folder.reason)
+    names = [loc.name for loc in found.kernels]
+    shown = [loc.name if loc.folder == loc.name else f"{loc.name} (folder {loc.folder})" for loc in found.kernels]
+    closest = _core.closest_name(name, names + [loc.folder for loc in found.kernels if loc.folder != loc.name])
+    raise KernelNotFoundError(name, names, closest, roots, shown)
 
 
 def find(name: str):
@@ -59,17 +57,18 @@ def find(name: str):
 
 
 def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of, manifest=None) -> KernelState:
-    """previous_of(backend): the kernel's state loaded in this process for that
-    backend, or None. Asked after the backend is chosen, so a request that
+    """name: the kernel's name or its folder's. previous_of(backend, kernel name):
+    the kernel's state loaded in this process for that backend, or None. Asked after the backend is chosen, so a request that
     names the backend and one that leaves it to the default share handles.
     manifest: another config of the kernel (_core.with_config), for registry.tune
     and the tuned table's winners; its ops are new handles, never exposed as torch.ops."""
     start = time.perf_counter()
     variant = manifest is not None
     manifest = manifest if variant else find(name)
+    name = manifest.name
     cache_root = knobs.cache_dir()
     backend = environment.for_manifest(manifest, requested_backend, cache_root)
-    previous = previous_of(backend)
+    previous = previous_of(backend, name)
     store = _core.CacheStore(str(cache_root))
     device_compiler = environment.section(manifest, backend).device_compiler  # "nvrtc", "nvcc-cubin" or ""
     device_module = device_compiler != ""
@@ -107,11 +106,13 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     if len(artifacts) < len(planned):
         from registry.build.artifacts import Target
         from registry.build.misses import build_missing
+        from registry.build.torch_library_code import refuse_hand_written_library
 
         targets = {a.what: Target(a) for a in planned if a.missing}
         estimate = previous.status.last_build_seconds if previous is not None else plan.previous_build_seconds
         previous_library = previous.status.artifacts.get("kernel library") if previous is not None else None
         try:
+            refuse_hand_written_library(manifest, backend)  # before its code can register anything
             built, ccache_delta = build_missing(store, plan, manifest, dict(targets), estimate, cache_root,
                                                 env.get("env.cuda_arch"), previous_library)
         except Exception:
@@ -136,7 +137,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
             from registry.notebook import tuned as tuned_table
 
             tuned = tuned_table.apply(name, backend, manifest, artifacts["lib"].entry.key, ops, lambda config: resolve(
-                name, backend, False, lambda _: None, _core.with_config(manifest, config)).ops)
+                name, backend, False, lambda *_: None, _core.with_config(manifest, config)).ops)
         else:
             tuned = "not tuned; the default config runs (registry.tune searches the manifest's [tune] space)"
 

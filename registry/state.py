@@ -24,8 +24,9 @@ that rule visible and gives tests one thing to look at.
     retired_tables   launcher tables an Op handle used before a swap (op.py): a graph
                      compiled earlier may still pass their address
     torch_libraries  namespace -> torch.library.Library (torch_ops.py), kept alive
-    torch_handles    (kernel, op) -> backend -> Op behind torch.ops.<kernel>.<op>
-    torch_autograd   (kernel, op) -> "manifest" | "python": the torch.ops ops with an Autograd kernel (torch_ops.py)
+    torch_handles    (namespace, op) -> backend -> Op behind torch.ops.<namespace>.<op>
+    torch_owners     (namespace, op) -> the kernel that defined it (torch_ops.py)
+    torch_autograd   (namespace, op) -> "manifest" | "python": the torch.ops ops with an Autograd kernel (torch_ops.py)
     faked_namespaces, fakes_by_table   the Meta kernels of bindings (load.py, torch_ops.py)
     device_modules   (cubin key, device) -> CUmodule (driver_module.py)
     device_images    cubin key -> its bytes, kept for the launcher libraries
@@ -77,8 +78,10 @@ class Status:
         self.get_seconds = 0.0
 
     def __str__(self) -> str:
+        folder = self.manifest.rsplit("/", 2)[-2] if self.manifest.count("/") >= 2 else self.kernel
         lines = [
-            f"kernel {self.kernel} [{self.backend}]  key {self.key}",
+            f"kernel {self.kernel}{f' (folder {folder})' if folder != self.kernel else ''} [{self.backend}]"
+            f"  key {self.key}",
             f"  last get: {self.outcome} in {self.get_seconds * 1e3:.1f} ms"
             + (f", compiled {', '.join(self.compiled)} in {self.build_seconds:.2f} s"
                if self.compiled and self.outcome == "compiled" else ""),
@@ -150,6 +153,7 @@ class ProcessState:
         self.torch_libraries: dict[str, object] = {}
         self.torch_handles: dict = {}
         self.torch_autograd: dict = {}
+        self.torch_owners: dict = {}
         self.faked_namespaces: set[str] = set()
         self.fakes_by_table: dict[int, object] = {}
         self.device_modules: dict[tuple[str, int], int] = {}
@@ -160,13 +164,31 @@ class ProcessState:
         """The kernel's state for the device as asked, or None."""
         return self.requests.get((name, requested))
 
-    def keep(self, state, requested: str | None) -> None:
+    def keep(self, state, requested: str | None, asked: str | None = None) -> None:
+        """asked: the name the get used, when it is the kernel's folder's rather than its own."""
         self.kernels[(state.name, state.backend)] = state
-        # Every way of asking that resolved to this backend now finds the new state.
+        # Every way of asking that resolved to this backend (by either name) now finds the new state.
         for key, before in self.requests.items():
-            if key[0] == state.name and before.backend == state.backend:
+            if before.name == state.name and before.backend == state.backend:
                 self.requests[key] = state
         self.requests[(state.name, requested)] = self.requests[(state.name, state.backend)] = state
+        if asked is not None and asked != state.name:
+            self.requests[(asked, requested)] = self.requests[(asked, state.backend)] = state
+
+    def kernel_asked_as(self, asked: str) -> str:
+        """The kernel's name a get under `asked` (its folder's name) loaded; else `asked`."""
+        for (name, _), state in self.requests.items():
+            if name == asked:
+                return state.name
+        return asked
+
+    def torch_namespace(self, kernel: str, op: str) -> str:
+        """The torch.ops namespace of a kernel's op: the manifest's `namespace`,
+        which defaults to the kernel's name."""
+        for (namespace, name), owner in self.torch_owners.items():
+            if owner == kernel and name == op:
+                return namespace
+        return kernel
 
 
 STATE = ProcessState()

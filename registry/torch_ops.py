@@ -8,7 +8,8 @@ aborts the process, which is exactly what torch's own JIT reload does):
   with the binding (a fresh process's first `get` does not import this
   module); the fake itself is made here, on its first call (fake_of_table);
 * kernels with `binding = "torch-library"` are also defined as
-  `torch.ops.<kernel>.<op>` with their manifest signature (its canonical
+  `torch.ops.<namespace>.<op>` (the manifest's `namespace`, by default the
+  kernel's name) with their manifest signature (its canonical
   text: defaults, keyword-only arguments and Tensor(a!) included). The CPU and
   CUDA implementations call the kernel's Op handle, so a hot reload changes
   what runs without registering anything again, and a graph compiled before
@@ -39,6 +40,7 @@ from registry.state import STATE
 _libraries = STATE.torch_libraries   # namespace -> torch.library.Library (kept alive)
 _handles = STATE.torch_handles   # (namespace, op) -> backend -> Op
 _with_autograd = STATE.torch_autograd  # (namespace, op) -> "manifest" or "python": whose Autograd kernel is registered
+_owners = STATE.torch_owners     # (namespace, op) -> the kernel that defined it
 _fakes_by_table = STATE.fakes_by_table  # launcher table address -> fake function, or (spec, schema) until made
 _compiled: dict[tuple[str, str], object] = {}  # (signature, declarations) -> fake function
 
@@ -84,9 +86,37 @@ def _positional(fake, signature):
     return meta
 
 
-def expose(namespace: str, op_spec, backend: str, handle) -> None:
+def check_names_free(manifest) -> None:
+    """Raises TorchOpsNameError when an op of `manifest` would take a
+    torch.ops name that another kernel, or other code in the process (its own
+    TORCH_LIBRARY, torch.library), already holds. Called before the kernel
+    registers anything, so a refused get leaves nothing behind. Sharing a
+    namespace is fine: only the op's full name must be free."""
+    import torch
+
+    namespace = manifest.namespace
+    for spec in manifest.ops:
+        qualified = f"{namespace}::{spec.name}"
+        owner = _owners.get((namespace, spec.name))
+        if owner == manifest.name:
+            continue  # this kernel's own, from an earlier get: a reload
+        if owner is not None:
+            holder = f"kernel {owner!r}"
+        elif torch._C._jit_get_schemas_for_operator(qualified):
+            holder = "other code in this process (a TORCH_LIBRARY or torch.library definition)"
+        else:
+            continue
+        from registry.errors import TorchOpsNameError
+
+        raise TorchOpsNameError(
+            f"kernel {manifest.name!r}: torch.ops.{namespace}.{spec.name} is already defined by {holder}; "
+            f"nothing of {manifest.name!r} was registered. Give the kernel another namespace = \"...\" in "
+            f"{manifest.file}, or rename the op; ops of other names can share the namespace {namespace!r}")
+
+
+def expose(namespace: str, op_spec, backend: str, handle, kernel: str) -> None:
     """Defines torch.ops.<namespace>.<op> once per process; its CPU and CUDA
-    kernels call the Op handle loaded for that backend."""
+    kernels call the Op handle loaded for that backend. check_names_free first."""
     name = op_spec.signature.name
     handles = _handles.get((namespace, name))
     if handles is not None:
@@ -95,12 +125,13 @@ def expose(namespace: str, op_spec, backend: str, handle) -> None:
         import torch
 
         handles = _handles[(namespace, name)] = {backend: handle}
+        _owners[(namespace, name)] = kernel
         library = _libraries.get(namespace)
         if library is None:
             library = _libraries[namespace] = torch.library.Library(namespace, "FRAGMENT")
         library.define(handle.signature)  # the canonical text (Signature.canonical), derived once per Op
         for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
-            library.impl(name, _kernel(namespace, name, wanted, handles), key)
+            library.impl(name, _kernel(namespace, name, wanted, handles, kernel), key)
         torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec))
     if op_spec.backward and (namespace, name) not in _with_autograd:  # a Python backward stays
         _register_autograd(namespace, op_spec, handles)
@@ -187,7 +218,7 @@ def register_autograd(op, backward, *, setup_context=None) -> None:
 
 def _qualified(op) -> tuple[str, str]:
     if isinstance(getattr(op, "kernel", None), str):  # an Op handle
-        return op.kernel, op.name
+        return STATE.torch_namespace(op.kernel, op.name), op.name
     schema = getattr(op, "_schema", None)  # OpOverload
     text = schema.name if schema is not None else getattr(op, "_qualified_op_name", op)  # OpOverloadPacket
     if not isinstance(text, str) or "::" not in text:
@@ -198,14 +229,14 @@ def _qualified(op) -> tuple[str, str]:
     return namespace, name
 
 
-def _kernel(namespace: str, name: str, backend: str, handles: dict):
+def _kernel(namespace: str, name: str, backend: str, handles: dict, kernel: str):
     def run(*args, **kwargs):
         handle = handles.get(backend)
         if handle is None:
             from registry.errors import OpCallError
 
             raise OpCallError(f"torch.ops.{namespace}.{name} has no {backend} build loaded in this process; "
-                               f"call registry.get({namespace!r}, device={backend!r}) first")
+                               f"call registry.get({kernel!r}, device={backend!r}) first")
         # The dispatcher may leave defaulted arguments out or pass keyword-only ones by name.
         return handle._call_raw(handle._bind_arguments(args, kwargs))
 

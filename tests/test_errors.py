@@ -72,20 +72,6 @@ def test_not_found_names_the_roots_searched(kernels_root, tmp_path, monkeypatch)
     assert "REGISTRY_KERNELS_PATH" in message
 
 
-def test_a_kernel_has_one_name_its_folders(axpy_copy):
-    # A name key that differs from the folder would be a second name: refused
-    # under both names, with what to rename.
-    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nname = "renamed_axpy"')
-    for asked in (axpy_copy.name, "renamed_axpy"):
-        with pytest.raises(registry.ManifestError) as info:
-            registry.get(asked)
-        assert info.value.field == "name"
-        assert info.value.file == str(axpy_copy.path("kernel.toml"))
-        assert f'Rename the folder "{axpy_copy.name}" to "renamed_axpy"' in str(info.value)
-    axpy_copy.edit("kernel.toml", 'name = "renamed_axpy"', f'name = "{axpy_copy.name}"')
-    assert registry.get(axpy_copy.name).kernel == axpy_copy.name  # repeating the folder's name is fine
-
-
 def _exception_classes(module) -> list[type]:
     return [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, BaseException)]
 

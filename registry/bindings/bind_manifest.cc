@@ -53,6 +53,8 @@ void init_manifest(py::module_& m) {
       .def_readonly("file", &Manifest::file)
       .def_readonly("dir", &Manifest::dir)
       .def_readonly("name", &Manifest::name)
+      .def_readonly("folder", &Manifest::folder)
+      .def_readonly("namespace", &Manifest::torch_namespace)
       .def_readonly("binding", &Manifest::binding)
       .def_readonly("cflags", &Manifest::cflags)
       .def_readonly("cpu", &Manifest::cpu)
@@ -155,8 +157,18 @@ void init_manifest_on_demand(py::module_& m) {
   m.def("is_valid_kernel_name", &is_valid_kernel_name, py::arg("name"));
   py::class_<KernelLocation>(m, "KernelLocation")
       .def_readonly("name", &KernelLocation::name)
-      .def_readonly("manifest", &KernelLocation::manifest);
+      .def_readonly("manifest", &KernelLocation::manifest)
+      .def_readonly("folder", &KernelLocation::folder);
+  py::class_<UnusableFolder>(m, "UnusableFolder")
+      .def_readonly("dir", &UnusableFolder::dir)
+      .def_readonly("name", &UnusableFolder::name)
+      .def_readonly("reason", &UnusableFolder::reason);
+  py::class_<Discovery>(m, "Discovery")
+      .def_readonly("kernels", &Discovery::kernels)
+      .def_readonly("unusable", &Discovery::unusable);
   m.def("discover_kernels", &discover_kernels, py::arg("roots"));
+  m.def("discover", &discover, py::arg("roots"));
+  m.def("kernel_name_from_folder", &kernel_name_from_folder, py::arg("folder"));
   m.def("closest_name", &closest_name, py::arg("name"), py::arg("candidates"));
 }
 

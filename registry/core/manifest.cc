@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 // The keys of each level, in the order the format comment in manifest.h lists
 // them (error messages show them in this order).
-const char* const kTopKeys[] = {"format",  "name",    "description", "binding",   "binding_source",
+const char* const kTopKeys[] = {"format",  "name",    "namespace", "description", "binding",   "binding_source",
                                 "include_dirs", "headers", "cflags", "ldflags", "reference",
                                 "cpu",     "cuda",    "op",   "tune"};
 const char* const kBackendKeys[] = {"sources",       "cflags",           "compiler",     "device_sources",
@@ -148,35 +148,30 @@ class ManifestParser {
     kreg::check_keys(table, prefix, std::vector<std::string>(allowed_begin, allowed_end), key_aliases());
   }
 
-  // One rule: a kernel is named by its folder. Discovery and get() know a
-  // kernel by its folder alone (no manifest is read to list kernels), so a
-  // `name` key may only repeat the folder's name; any other would give the
-  // kernel a second name that nothing can find it by.
+  // A kernel is found by its name and by its folder's own name (discovery.h),
+  // so any folder can hold a kernel: the name is the `name` key, else derived
+  // from the folder's name. Names reach paths, symbols and torch.ops.
   void parse_top_level(const toml::table& root, Manifest* m) const {
-    const std::string folder = basename_of(dir_);
+    m->folder = basename_of(dir_);
     if (const toml::node* n = root.get("name")) {
       m->name = read_string(*n, "name");
       if (!is_valid_kernel_name(m->name)) {
         fail("name", "invalid kernel name " + in_quotes(m->name) +
                          "; use 1-64 characters from [a-z0-9_], not starting with a digit");
       }
-      if (m->name != folder) {
-        fail("name", "name = " + in_quotes(m->name) + " differs from the kernel's folder " +
-                         in_quotes(folder) + "; a kernel is named by its folder. Rename the folder " +
-                         in_quotes(folder) + " to " + in_quotes(m->name) +
-                         ", or remove the name key to keep the name " + in_quotes(folder));
-      }
     } else {
-      m->name = folder;
-    }
-    if (!is_valid_kernel_name(m->name)) {
-      fail("name", "the folder name " + in_quotes(m->name) +
-                       " is not a valid kernel name ([a-z_][a-z0-9_]{0,63}); rename the folder");
+      m->name = kernel_name_from_folder(m->folder);
+      if (m->name.empty()) {
+        fail("name", "the folder name " + in_quotes(m->folder) +
+                         " gives no kernel name (a name has at most 64 characters from [a-z0-9_]); "
+                         "set name = \"...\" in kernel.toml, or rename the folder");
+      }
     }
     if (const toml::node* n = root.get("description")) {
       m->description = read_string(*n, "description");
     }
     parse_binding(root, m);
+    parse_namespace(root, m);
     if (const toml::node* n = root.get("include_dirs")) {
       m->include_dirs = read_paths(*n, "include_dirs", PathKind::kDirectory);
     }
@@ -208,6 +203,22 @@ class ManifestParser {
     } else if (source != nullptr) {
       fail("binding_source",
            "only used with binding = \"pybind\"; remove it or set binding = \"pybind\"");
+    }
+  }
+
+  // torch.ops.<namespace>: a lab's ops keep the namespace its TORCH_LIBRARY gave them.
+  void parse_namespace(const toml::table& root, Manifest* m) const {
+    m->torch_namespace = m->name;
+    const toml::node* n = root.get("namespace");
+    if (n == nullptr) return;
+    m->torch_namespace = read_string(*n, "namespace");
+    if (!is_c_identifier(m->torch_namespace)) {
+      fail("namespace", "invalid namespace " + in_quotes(m->torch_namespace) +
+                            "; torch.ops.<namespace> takes a C identifier ([A-Za-z_][A-Za-z0-9_]*)");
+    }
+    if (m->binding != "torch-library") {
+      fail("namespace", "only used with binding = \"torch-library\" (the ops become torch.ops." +
+                            m->torch_namespace + ".<op>); add binding = \"torch-library\", or remove namespace");
     }
   }
 
@@ -735,6 +746,24 @@ bool is_valid_kernel_name(const std::string& name) {
     if (!ok) return false;
   }
   return true;
+}
+
+std::string kernel_name_from_folder(const std::string& folder) {
+  std::string name;
+  bool in_run = false;  // inside a run of characters outside [a-z0-9_]
+  for (const char raw : folder) {
+    char c = raw;
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    const bool kept = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    if (kept) {
+      name += c;
+    } else if (!in_run) {
+      name += '_';
+    }
+    in_run = !kept;
+  }
+  if (!name.empty() && name[0] >= '0' && name[0] <= '9') name.insert(0, "_");
+  return is_valid_kernel_name(name) ? name : std::string();
 }
 
 }  // namespace kreg

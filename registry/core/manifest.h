@@ -3,13 +3,17 @@
 // Format (version 1) — every key is optional unless marked required:
 //
 //   format       = 1                      # required; an unknown version is an error
-//   name         = "axpy"                 # the folder's name, which is the kernel's name; if
-//                                         #   given it must equal it; [a-z_][a-z0-9_]{0,63}
+//   name         = "axpy"                 # the kernel's name, [a-z_][a-z0-9_]{0,63}; default:
+//                                         #   derived from the folder's (kernel_name_from_folder:
+//                                         #   "lab-02-axpy" -> "lab_02_axpy"). get() takes the
+//                                         #   name or the folder's own
+//   namespace    = "lab"                  # binding = "torch-library" only: the ops become
+//                                         #   torch.ops.lab.<op>; default: the kernel's name
 //   description  = "out = alpha * x + y"
 //   binding      = "generated"            # "generated" (default), "torch-library" or "pybind":
 //                                         #   generated: an op handle, built from the signature
 //                                         #   torch-library: the same, and also registered as
-//                                         #     torch.ops.<kernel name>.<op> with a fake (meta)
+//                                         #     torch.ops.<namespace>.<op> with a fake (meta)
 //                                         #     kernel, so torch.compile sees it without a break
 //                                         #   pybind: a hand-written PYBIND11_MODULE (slower)
 //   binding_source = "axpy_pybind.cpp"    # required when binding = "pybind"
@@ -180,7 +184,9 @@ struct OpSpec {
 struct Manifest {
   std::string file;  // absolute path of kernel.toml
   std::string dir;   // absolute path of the kernel's folder
-  std::string name;
+  std::string folder;  // the folder's own name, as get() also accepts it ("lab-02-axpy")
+  std::string name;    // the kernel's name: the `name` key, else derived from `folder`
+  std::string torch_namespace;  // `namespace`: torch.ops.<this> (torch-library); default `name`
   std::string description;
   std::string binding = "generated";
   std::string binding_source;
@@ -210,5 +216,12 @@ Manifest with_config(const Manifest& manifest, const Config& config);
 
 // Kernel names reach paths and command lines: [a-z_][a-z0-9_]{0,63}.
 bool is_valid_kernel_name(const std::string& name);
+
+// The kernel name a folder gives when its manifest sets none: letters
+// lowercased, each run of characters outside [a-z0-9_] one '_', a leading
+// digit preceded by '_' ("lab-02-axpy" -> "lab_02_axpy", "02 Axpy" ->
+// "_02_axpy"). Empty when the result would not be a valid name (longer than
+// 64 characters): such a folder needs a `name` key.
+std::string kernel_name_from_folder(const std::string& folder);
 
 }  // namespace kreg

@@ -133,19 +133,40 @@ signature = "scale(Tensor x, float s, int n, bool flag) -> Tensor"
   EXPECT_EQ(m.ops[1].launcher, "scale");
 }
 
-// A kernel is named by its folder: discovery lists folders, and get() finds
-// a kernel by its folder's name, so a different name key would be a second
-// name nothing can find. The error says which folder to rename to what.
-TEST_F(ManifestTest, NameKeyThatDiffersFromTheFolderSaysWhatToRename) {
+// Any folder holds a kernel: its name is the `name` key, else derived from
+// the folder's name; the folder's own name is kept (get() accepts it too).
+TEST_F(ManifestTest, NameKeyOrTheFoldersDerivedName) {
+  const Manifest keyed = parse(std::string("format = 1\nname = \"my_axpy\"\n") + kCuda + kOp);
+  EXPECT_EQ(keyed.name, "my_axpy");
+  EXPECT_EQ(keyed.folder, "axpy");
+  const Manifest derived = parse(std::string("format = 1\n") + kCuda + kOp, root_ + "/Bad-Name");
+  EXPECT_EQ(derived.name, "bad_name");
+  EXPECT_EQ(derived.folder, "Bad-Name");
+}
+
+TEST_F(ManifestTest, FolderWithoutADerivableNameSaysSetTheNameKey) {
+  const std::string dir = root_ + "/" + std::string(70, 'k');
+  write_file(fs::path(dir) / "axpy.cu", "// long folder\n");
   try {
-    parse(std::string("format = 1\nname = \"my_axpy\"\n") + kCuda + kOp);
+    parse(std::string("format = 1\n") + kCuda + kOp, dir);
     FAIL() << "no error";
   } catch (const ManifestError& e) {
     EXPECT_EQ(e.field(), "name");
-    const std::string message = e.what();
-    EXPECT_NE(message.find("differs from the kernel's folder \"axpy\""), std::string::npos) << message;
-    EXPECT_NE(message.find("Rename the folder \"axpy\" to \"my_axpy\""), std::string::npos) << message;
-    EXPECT_NE(message.find("remove the name key"), std::string::npos) << message;
+    EXPECT_NE(std::string(e.what()).find("set name = \"...\" in kernel.toml"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(parse(std::string("format = 1\nname = \"k\"\n") + kCuda + kOp, dir).name, "k");
+}
+
+TEST_F(ManifestTest, NamespaceKeyNamesTorchOpsOfATorchLibraryBinding) {
+  const std::string lib = "format = 1\nbinding = \"torch-library\"\n";
+  EXPECT_EQ(parse(lib + kCuda + kOp).torch_namespace, "axpy");  // the kernel's name by default
+  EXPECT_EQ(parse(lib + "namespace = \"lab\"\n" + kCuda + kOp).torch_namespace, "lab");
+  try {
+    parse(std::string("format = 1\nnamespace = \"lab\"\n") + kCuda + kOp);
+    FAIL() << "no error";
+  } catch (const ManifestError& e) {
+    EXPECT_EQ(e.field(), "namespace");
+    EXPECT_NE(std::string(e.what()).find("binding = \"torch-library\""), std::string::npos) << e.what();
   }
 }
 
@@ -348,8 +369,7 @@ TEST_F(ManifestTest, BadManifestsNameTheField) {
       {"name empty", "name = \"\"\n" + ok, "name", ""},
       {"name starts with digit", "name = \"9lives\"\n" + ok, "name", ""},
       {"name too long", "name = \"" + std::string(65, 'a') + "\"\n" + ok, "name", ""},
-      {"folder name invalid", ok, "name", root_ + "/Bad-Name"},
-      {"name differs from the folder", "name = \"my_axpy\"\n" + ok, "name", ""},
+      {"namespace not an identifier", "binding = \"torch-library\"\nnamespace = \"a.b\"\n" + ok, "namespace", ""},
       {"no backend", head + op, "", ""},
       {"backend is not a table", head + "cuda = \"axpy.cu\"\n" + op, "cuda", ""},
       {"no op", head + cuda, "op", ""},
@@ -422,6 +442,17 @@ TEST(ManifestKernelNameTest, Validity) {
   }
   EXPECT_FALSE(is_valid_kernel_name(std::string(65, 'a')));
   EXPECT_FALSE(is_valid_kernel_name(std::string("a\0b", 3)));
+}
+
+TEST(ManifestKernelNameTest, DerivedFromAnyFolderName) {
+  EXPECT_EQ(kernel_name_from_folder("axpy"), "axpy");
+  EXPECT_EQ(kernel_name_from_folder("lab-02-axpy"), "lab_02_axpy");
+  EXPECT_EQ(kernel_name_from_folder("Lab 02: AXPY"), "lab_02_axpy");
+  EXPECT_EQ(kernel_name_from_folder("02-axpy"), "_02_axpy");
+  EXPECT_EQ(kernel_name_from_folder("_private"), "_private");
+  EXPECT_EQ(kernel_name_from_folder("caf\xc3\xa9"), "caf_");
+  EXPECT_EQ(kernel_name_from_folder(std::string(64, 'a')), std::string(64, 'a'));
+  EXPECT_EQ(kernel_name_from_folder(std::string(65, 'a')), "");
 }
 
 TEST(ManifestDtypeSuffixTest, KnownAndUnknown) {

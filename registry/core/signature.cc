@@ -16,7 +16,7 @@ bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9');
 // Locals of the generated binding's op function (codegen.cc): an argument of
 // the same name would shadow or redeclare them.
 bool is_binding_local(const std::string& word) {
-  static const std::set<std::string> kLocals = {"out", "table", "slot", "launcher", "stream",
+  static const std::set<std::string> kLocals = {"table", "slot", "launcher", "stream",
                                                 "error", "device_guard", "kreg_table", "outputs", "first"};
   return kLocals.count(word) > 0 || word.rfind("kreg_", 0) == 0;
 }
@@ -267,7 +267,7 @@ class Parser {
     std::set<std::string> names;
     for (size_t i = 0; i < n; ++i) {
       Return& r = sig->returns[i];
-      if (!r.named) r.name = n == 1 ? "out" : "out" + std::to_string(i);
+      if (!r.named) r.name = unnamed_return(*sig, n == 1 ? "" : std::to_string(i));
       if (!names.insert(r.name).second) {
         throw SignatureError("signature \"" + text_ + "\": two returns are called \"" + r.name + "\"");
       }
@@ -300,6 +300,16 @@ class Parser {
       }
     }
     return r;
+  }
+
+  // An unnamed return is "out" ("out0", "out1" of several). Where an argument
+  // has that name (torch's out= convention, `Tensor(a!) out`), "result":
+  // returns and arguments are parameters of one launcher.
+  static std::string unnamed_return(const Signature& sig, const std::string& index) {
+    if (sig.find_arg("out" + index) < 0) return "out" + index;
+    std::string stem = "result";
+    while (sig.find_arg(stem + index) >= 0) stem += "_";
+    return stem + index;
   }
 
   std::string identifier(const char* what) {

@@ -122,11 +122,22 @@ namespace kreg {
 namespace {
 
 TEST(SignatureReservedNames, ArgumentsCannotShadowTheGeneratedBindingsLocals) {
-  for (const char* name : {"out", "table", "stream", "launcher", "kreg_table", "kreg_x"}) {
+  for (const char* name : {"table", "stream", "launcher", "kreg_table", "kreg_x"}) {
     const std::string text = std::string("f(Tensor x, float ") + name + ") -> Tensor";
     EXPECT_THROW(parse_signature(text), SignatureError) << text;
   }
   EXPECT_NO_THROW(parse_signature("f(Tensor x, float output) -> Tensor"));
+}
+
+// torch's out= convention: an argument named out keeps its schema, and an
+// unnamed return then takes another name (both name launcher parameters).
+TEST(SignatureReservedNames, OutIsAnArgumentNameAndUnnamedReturnsStepAside) {
+  const Signature add = parse_signature("myadd_out(Tensor a, Tensor b, Tensor(a!) out) -> ()");
+  EXPECT_EQ(add.canonical(), "myadd_out(Tensor a, Tensor b, Tensor(a!) out) -> ()");
+  EXPECT_EQ(parse_signature("f(Tensor out) -> Tensor").returns[0].name, "result");
+  const Signature two = parse_signature("f(Tensor out1, Tensor result1) -> (Tensor, Tensor)");
+  EXPECT_EQ(two.returns[0].name, "out0");
+  EXPECT_EQ(two.returns[1].name, "result_1");
 }
 
 }  // namespace

@@ -221,7 +221,7 @@ def build_configs(name: str, backend: str, manifest, configs, jobs: int | None =
     from registry.resolve import resolve
 
     def build(config):
-        return resolve(name, backend, False, lambda _: None, _core.with_config(manifest, config))
+        return resolve(name, backend, False, lambda *_: None, _core.with_config(manifest, config))
 
     built = BuiltConfigs()
     workers = max(1, min(len(configs), jobs or os.cpu_count() or 1))
@@ -265,7 +265,7 @@ def _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tune
         from registry.resolve import resolve
 
         line = tuned_table.apply(name, backend, manifest, key, state.ops, lambda config: resolve(
-            name, backend, False, lambda _: None, _core.with_config(manifest, config)).ops)
+            name, backend, False, lambda *_: None, _core.with_config(manifest, config)).ops)
         state.status.tuned = state.in_process.tuned = line
     device_label = torch.cuda.get_device_name() if backend == "cuda" else "cpu"
     return TuneResult(name, device_label, rows, winners, [], 0.0,

@@ -142,7 +142,7 @@ def _list(args) -> int:
 
     kernels = registry.list()
     for info in kernels:
-        print(f"{info.name}  {info.manifest}")
+        print(info)  # "name  manifest"; a folder that cannot be a kernel says why
     if not kernels:
         roots = ", ".join(str(r) for r in knobs.kernel_roots())
         print(f"no kernels found in {roots}; a kernel is a folder holding a kernel.toml", file=sys.stderr)
