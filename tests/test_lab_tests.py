@@ -59,11 +59,20 @@ def test_several_outputs_optional_tensors_scalars_and_sweep_shapes(kernels_root)
         test_numerics(op_name="layernorm", dtype="float32", n=17)
 
 
-def test_the_overhead_anchor_is_the_ops_own_launcher(axpy_copy):
-    """Not the timing assert (marked benchmark): what it compares, on a short run."""
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel,op_name,dtype", [
+    ("axpy", "axpy", "float16"),
+    ("rmsnorm", "rmsnorm", "float64"),  # a float64 launcher takes its float argument as double
+    ("rowmax", "rowmax", "float32"),    # an int64 output beside the values
+    ("scale", "scale_", "bfloat16"),    # in place: no return, the argument written
+])
+def test_the_overhead_anchor_is_the_ops_own_launcher(kernels_root, kernel, op_name, dtype):
+    """Not the timing assert (marked benchmark): what it compares, on a short
+    run. measure_overhead first checks that the launcher called directly gives
+    the op's result, so a wrong call of it fails here."""
     from registry.notebook.required_tests import measure_overhead
 
-    timing = measure_overhead(axpy_copy.name, "axpy", "float16", 1 << 12, "cpu", rounds=3, calls=2)
+    timing = measure_overhead(kernel, op_name, dtype, 1 << 12, "cpu", rounds=3, calls=2)
     assert timing.op_ms > 0 and timing.launcher_ms > 0 and timing.rounds == 3
     assert "its launcher alone" in str(timing)
 
