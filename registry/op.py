@@ -59,7 +59,7 @@ def _default_value(arg):
 class Op:
     __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_fast", "_fast_entry", "_table", "_address",
                  "_arg_names", "_removed", "_defaults", "_positional", "_fast_arity", "_tensor_index", "_spec",
-                 "_backward", "_scalars")
+                 "_backward", "_scalars", "_module_checks")
 
     def __init__(self, kernel: str, name: str, signature: str, arg_names: list[str], spec=None):
         self.kernel, self.name, self.signature = kernel, name, signature
@@ -69,12 +69,14 @@ class Op:
         self._address = 0
         self._removed = ""  # why calling this handle is an error, once its op left the kernel
         self._backward = None
+        self._module_checks = None
         self._set_spec(spec)
 
     def _set_spec(self, spec) -> None:
         """The manifest's op: defaults, keyword-only arguments, which are Tensors.
         Refreshed on every load, since an edited manifest may change them."""
         self._spec = spec
+        self._module_checks = None  # made again on the next call of a pybind module's function
         args = list(spec.signature.args) if spec is not None else []
         self._defaults = tuple(_default_value(a) if a.has_default else _MISSING for a in args) \
             or (_MISSING,) * len(self._arg_names)
@@ -104,6 +106,7 @@ class Op:
         if self._fast is not None:
             _bind_is_compiling()
         self.backend, self.key = backend, key
+        self._module_checks = None  # they depend on the backend
         if signature is not None:
             self.signature, self._arg_names = signature, tuple(arg_names)
 
@@ -136,6 +139,11 @@ class Op:
             if result is not NotImplemented:
                 return result
         if self._table is None:  # a hand-written pybind module's function
+            checks = self._module_checks
+            if checks is None and not self._removed:
+                checks = self._make_module_checks()
+            if checks is not None:
+                checks(args)
             try:
                 return self._fn(*args)
             except TypeError as error:
@@ -168,6 +176,16 @@ class Op:
 
             return OpInputError(message)
         return error
+
+    def _make_module_checks(self):
+        """What the generated binding refuses, refused before a hand-written
+        module's function runs (module_checks.py); made on the first call."""
+        if self._spec is None:
+            return None
+        from registry.module_checks import ModuleChecks
+
+        self._module_checks = ModuleChecks(self.kernel, self._spec, self.backend).check
+        return self._module_checks
 
     def _module_argument_error(self, error: TypeError) -> Exception:
         """pybind11's "incompatible function arguments" from a hand-written
