@@ -110,6 +110,12 @@ CUDA_FAULTS = {
 CUDA_CHECKED_WRITE = ("  if (i <= n) os[i] = a * xs[i < n ? i : 0];", 7)
 
 
+def cuda_write_past_end(k: int) -> tuple[str, int]:
+    """k threads write just past the end of out, whatever n (the grid covers n
+    threads only when n is a multiple of 256); the body is line 7."""
+    return f"  if (i < n) os[i] = a * xs[i]; if (i < {k}) os[n + i] = a;", 7
+
+
 def write_cuda_kernel(root: Path, name: str, body: str) -> Path:
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
