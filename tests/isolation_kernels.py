@@ -110,9 +110,66 @@ CUDA_FAULTS = {
 CUDA_CHECKED_WRITE = ("  if (i <= n) os[i] = a * xs[i < n ? i : 0];", 7)
 
 
+def cuda_write_past_end(k: int) -> tuple[str, int]:
+    """k threads write just past the end of out, whatever n (the grid covers n
+    threads only when n is a multiple of 256); the body is line 7."""
+    return f"  if (i < n) os[i] = a * xs[i]; if (i < {k}) os[n + i] = a;", 7
+
+
 def write_cuda_kernel(root: Path, name: str, body: str) -> Path:
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "kernel.toml").write_text(CUDA_TOML.format(name=name))
     (folder / "kernel.cu").write_text(CUDA_SOURCE.format(name=name, body=body))
     return folder / "kernel.cu"
+
+
+# Writes just past the end (or before the start) of a tensor, by a few
+# elements: what an isolated op must report as the normal op would crash on.
+def write_past_end_of_out(k: int) -> str:
+    return f"  for (int64_t i = 0; i < out.numel + {k}; ++i) os[i] = a * xs[i < out.numel ? i : 0];"
+
+
+def write_before_start_of_out(k: int) -> str:
+    return f"  for (int64_t i = -{k}; i < out.numel; ++i) os[i] = a * xs[i < 0 ? 0 : i];"
+
+
+def write_past_end_of_x(k: int) -> str:
+    return (f"  for (int64_t i = 0; i < out.numel; ++i) os[i] = a * xs[i];\n"
+            f"  for (int64_t i = 0; i < {k}; ++i) const_cast<float*>(xs)[x.numel + i] = a;")
+
+
+def read_past_end_of_x(k: int) -> str:
+    return f"  for (int64_t i = 0; i < out.numel; ++i) os[i] = a * xs[i] + xs[x.numel + {k} - 1];"
+
+
+INPLACE_TOML = """format = 1
+description = "an isolation test kernel: y = a * y in place"
+
+[cpu]
+sources = ["kernel.cpp"]
+cflags = ["-O1"]
+
+[[op]]
+signature = "{name}(Tensor(a!) y, float a) -> ()"
+dtypes = ["float32"]
+"""
+
+INPLACE_SOURCE = """#include "kreg/abi.h"
+
+KREG_API const char* {name}_f32(kreg_tensor y, float a, void* stream) {{
+  float* ys = static_cast<float*>(y.data);
+  (void)stream;
+  for (int64_t i = 0; i < y.numel + {k}; ++i) ys[i] = a * (i < y.numel ? ys[i] : 1.0f);
+  return nullptr;
+}}
+"""
+
+
+def write_cpu_inplace_kernel(root: Path, name: str, k: int) -> Path:
+    """y *= a over k elements past y's end (k = 0: a good kernel)."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.toml").write_text(INPLACE_TOML.format(name=name))
+    (folder / "kernel.cpp").write_text(INPLACE_SOURCE.format(name=name, k=k))
+    return folder / "kernel.cpp"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import registry
-from isolation_kernels import CUDA_CHECKED_WRITE, CUDA_FAULTS, cuda_good, write_cuda_kernel
+from isolation_kernels import CUDA_CHECKED_WRITE, CUDA_FAULTS, cuda_good, cuda_write_past_end, write_cuda_kernel
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -79,6 +79,26 @@ def test_checked_cuda_out_of_bounds_names_the_line(kernels_root, cache_root):
     assert float(x.sum()) == float(torch.arange(250.0).sum())
     _edit(kernels_root, name, "  if (i < n) os[i] = a * xs[i];")
     assert torch.equal(registry.get(name, device="cuda", checked=True)(x, 2.0), 2.0 * x)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_checked_cuda_names_a_write_just_past_the_end_at_any_size(kernels_root, cache_root, k):
+    """Exact multiples of the allocation granularity (512 bytes, 2 MiB) and
+    16 KiB, where the worker's copies of out and x sit back to back without
+    memcheck's padding, and an odd size."""
+    name = f"iso_cuda_checked_{next(_names)}"
+    body, line = cuda_write_past_end(k)
+    source = _edit(kernels_root, name, body)
+    op = registry.get(name, device="cuda", checked=True)
+    for n in (128, 4096, 1 << 19, 1000):
+        x = torch.ones(n, device="cuda")
+        with pytest.raises(registry.KernelFault) as caught:
+            op(x, 2.0)
+        fault = caught.value
+        assert "out-of-bounds write" in fault.access, f"n = {n}: {fault}\n{fault.log[-3000:]}"
+        assert fault.diagnostics and (fault.diagnostics[0].file, fault.diagnostics[0].line) == (str(source), line), \
+            f"n = {n}: {fault}"
+        assert "after the end of argument 'out'" in fault.relative, f"n = {n}: {fault.relative}"
 
 
 def test_isolated_cuda_results_and_stream_order(cache_root):

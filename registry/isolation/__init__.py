@@ -21,6 +21,10 @@ How it fits together (each module's docstring has the details):
   worker.py      the worker: dlopens the kernel library (binds a cubin as
                  device_module does), maps shared memory, calls launchers
   wire.py        the messages between the two (versioned)
+  guards.py      CPU canaries after each argument (and around staged ones),
+                 checked after the call: an overrun is a KernelFault naming it
+  guard_pages.py the worker's regions between inaccessible pages, and its
+                 SIGSEGV handler naming the argument a guard page borders
   cuda_memory.py CUDA pointers as IPC handles + offsets
   checked.py     checked builds: a variant of the kernel keyed apart
   sanitizer_report.py  ASan/UBSan/memcheck reports as KernelFault fields

@@ -7,7 +7,11 @@
   asan      the same with libasan preloaded (`$CXX -print-file-name=libasan.so`):
             a checked CPU build's sanitizers need their runtime first in the
             process. Errors halt the worker and are written to its log.
-  memcheck  the same under `compute-sanitizer --tool memcheck` (CUDA toolkit)
+  memcheck  the same under `compute-sanitizer --tool memcheck --padding` (CUDA
+            toolkit). The worker copies each tensor into its own allocation of its
+            exact size; without padding two of them may sit back to back (sizes
+            on the allocation granularity: 512 bytes, 2 MiB), and a write just
+            past one lands in the next, which memcheck sees as valid memory.
 """
 from __future__ import annotations
 
@@ -23,6 +27,9 @@ WORKER_SCRIPT = str(Path(__file__).resolve().parent / "worker.py")
 
 ASAN_OPTIONS = "halt_on_error=1:abort_on_error=1:detect_leaks=0:symbolize=1:print_summary=1:detect_odr_violation=0"
 UBSAN_OPTIONS = "halt_on_error=1:abort_on_error=1:print_stacktrace=1:symbolize=1"
+# Bytes memcheck reserves after every allocation, so that an access up to
+# this far past an allocation's end is reported as out of bounds.
+MEMCHECK_PADDING = 65536
 
 
 def log_dir() -> Path:
@@ -100,6 +107,6 @@ def command(flavor: str) -> tuple[list[str], dict]:
         env["UBSAN_OPTIONS"] = UBSAN_OPTIONS
         return python, env
     if flavor == "memcheck":
-        return [compute_sanitizer(), "--tool", "memcheck", "--print-limit", "20", "--show-backtrace", "device",
-                *python], env
+        return [compute_sanitizer(), "--tool", "memcheck", "--padding", str(MEMCHECK_PADDING), "--print-limit", "20",
+                "--show-backtrace", "device", *python], env
     return python, env

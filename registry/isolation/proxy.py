@@ -23,7 +23,7 @@ import ctypes
 import os
 import struct
 
-from registry.isolation import wire
+from registry.isolation import guards, wire
 from registry.isolation.supervisor import SUPERVISOR, WorkerDied, WorkerTimeout
 
 MAX_ARGS, MAX_OUTPUTS, MAX_OUTPUT_DIMS, DTYPE_SLOTS = 32, 8, 8, 12  # core/codegen.h, core/launcher_table.h
@@ -191,6 +191,7 @@ class Link:
         # is copied back, not in), "inout" (a Tensor(a!): both ways) or "in" (read
         # only: copied in, not back).
         self.roles = ("inout",) * len(kinds)
+        self.param_names = [f"parameter {k}" for k in range(len(kinds))]  # set by ProxyTable
 
     def forward(self, *params):
         try:
@@ -213,7 +214,9 @@ class Link:
             parts = [wire.CALL_HEAD.pack(b"C", launcher)]
             staged = []  # (address, offset in staging, bytes, ...): copied in before, written ones back after
             staged_bytes = 0
-            for kind, value, item_size, role in zip(self.kinds, params, self.item_sizes, self.roles):
+            zones = []  # CPU: canaries around the arguments (guards.py)
+            for index, (kind, value, item_size, role) in enumerate(zip(self.kinds, params, self.item_sizes,
+                                                                       self.roles)):
                 if kind == "T":
                     ndim = value.ndim
                     if ndim < 0:
@@ -225,16 +228,21 @@ class Link:
                         region, offset = wire.NO_REGION, 0
                     else:
                         found = cuda_memory.region_of(worker, data) if cuda else (
-                            worker.cpu_region_of(data, nbytes) or worker.pool_region_of(data, nbytes))
+                            worker.cpu_region_of(data, nbytes) or worker.pool_region_of(data, nbytes, role == "out"))
                         if found is None:
                             # Not shared memory (CPU: an output the binding allocated; CUDA:
-                            # memory IPC cannot share): staged. The offset keeps the alignment.
-                            offset = staged_bytes + (data & 63)
-                            staged.append((data, offset, nbytes, len(parts), ndim, numel, role))
-                            staged_bytes = (offset + nbytes + 63) & ~63
+                            # memory IPC cannot share): staged, between two canary zones.
+                            # The offset keeps the alignment.
+                            offset = staged_bytes + guards.ZONE + (data & 63)
+                            staged.append((data, offset, nbytes, len(parts), ndim, numel, role, index))
+                            staged_bytes = (offset + nbytes + guards.ZONE + 63) & ~63
                             region = wire.NO_REGION
-                        else:
+                        elif cuda:
                             region, offset = found
+                        else:
+                            region, offset, free = found
+                            if free:
+                                zones.append((data + nbytes, min(free, guards.ZONE), index, "after"))
                     parts.append(wire.TENSOR_HEAD.pack(ndim, region, offset, numel))
                     parts.append(struct.pack(f"<{2 * ndim}q", *value.sizes[:ndim], *value.strides[:ndim]))
                 elif kind == "f":
@@ -253,22 +261,30 @@ class Link:
                 region, base = (cuda_memory.staging_buffer(worker, staged_bytes) if cuda
                                 else worker.staging_buffer(staged_bytes))
                 move = cuda_memory.copy if cuda else ctypes.memmove
-                for data, offset, nbytes, at, ndim, numel, role in staged:
+                for data, offset, nbytes, at, ndim, numel, role, index in staged:
                     if role != "out":
                         move(base + offset, data, nbytes)
                     parts[at] = wire.TENSOR_HEAD.pack(ndim, region, offset, numel)
+                    if not cuda:
+                        zones.append((base + offset - guards.ZONE, guards.ZONE, index, "before"))
+                        zones.append((base + offset + nbytes, guards.ZONE, index, "after"))
                 worker.staged_calls += 1
                 worker.staged_bytes += sum(s[2] for s in staged)
+            if zones:
+                guards.arm(zones)
             message = b"".join(parts)
             reply = worker.request(message, timeout)
             worker.calls += 1
-            for data, offset, nbytes, _, _, _, role in staged:
-                if role != "in":
-                    move(data, base + offset, nbytes)
+            overrun = guards.broken(zones) if zones else None
+            if overrun is None:
+                for data, offset, nbytes, _, _, _, role, _ in staged:
+                    if role != "in":
+                        move(data, base + offset, nbytes)
         except WorkerDied as died:
             SUPERVISOR.retire(worker)
             SUPERVISOR.faults += 1
-            raise Fault(died.what, died.log, self.dtype) from None
+            what = guards.from_log(died.log, self.param_names, params) or died.what
+            raise Fault(what, died.log, self.dtype) from None
         except WorkerTimeout:
             SUPERVISOR.retire(worker)
             SUPERVISOR.faults += 1
@@ -278,6 +294,11 @@ class Link:
         except BaseException:
             SUPERVISOR.retire(worker)
             raise
+        if overrun is not None:
+            # Nothing is copied back: the caller's tensors keep what they held.
+            SUPERVISOR.retire(worker)
+            SUPERVISOR.faults += 1
+            raise Fault(guards.describe(self.param_names, params, *overrun), worker.read_log(), self.dtype)
         if worker.flavor == "memcheck":
             # memcheck may report an access and let the kernel finish: its report in
             # the log, not the reply, says whether the call was clean.

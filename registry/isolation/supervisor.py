@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from registry.isolation import wire
+from registry.isolation import guards, wire
 from registry.isolation.interrupts import WATCH
 
 SPIN_READS = 100  # non-blocking reads before a blocking wait (~50 us)
@@ -127,7 +127,9 @@ class Worker:
         self.cpu_regions[base] = region
 
     def cpu_region_of(self, address: int, nbytes: int):
-        """(region id, offset) of shared memory holding [address, address + nbytes), or None."""
+        """(region id, offset, free bytes after it) of shared memory holding
+        [address, address + nbytes), or None. Free: the rest of the storage's
+        last page, where the tensor ends at the storage's end (guards.py)."""
         for region in self.cpu_regions.values():  # a handful: the storages of recent arguments
             if region.base <= address and address + nbytes <= region.end:
                 if region.storage() is None:
@@ -135,12 +137,16 @@ class Worker:
                     # worker's old mapping does not show. Forget it, stage instead.
                     self.drop_dead_regions()
                     return None
-                return region.id, address - region.base
+                end = address + nbytes
+                return region.id, address - region.base, guards.page_rest(end) if end == region.end else 0
         return None
 
-    def pool_region_of(self, address: int, nbytes: int):
-        """(region id, offset) of an output the binding allocated from the
-        shared output pool (core/shared_output_pool.h), or None. A segment's fd
+    def pool_region_of(self, address: int, nbytes: int, fresh: bool = False):
+        """(region id, offset, free bytes after it) of an output the binding
+        allocated from the shared output pool (core/shared_output_pool.h), or
+        None. fresh: the output this call's binding just allocated, so the rest
+        of its segment is free (one output a segment); a pool tensor passed
+        back in may be a view, so then nothing is free. A segment's fd
         goes to this worker once; segments the pool unmapped are dropped here."""
         from registry import _core
 
@@ -159,7 +165,7 @@ class Worker:
         if region is None:
             region = self.pool_regions[segment_id] = self.new_region_id()
             socket.send_fds(self.sock, [wire.CPU_REGION.pack(b"M", region, size)], [fd])
-        return region, address - base
+        return region, address - base, base + size - address - nbytes if fresh else 0
 
     def drop_dead_regions(self) -> None:
         for base, region in list(self.cpu_regions.items()):

@@ -66,6 +66,9 @@ KIND_OF_TYPE = {"Tensor": "T", "float": "f", "int": "i", "bool": "b", "int[]": "
 
 HELLO = struct.Struct("<cIciB")
 CHECKED_CALL_LOG = "kreg-checked-call:"  # the worker's log line before a checked call: "<index> <start> <end>" each
+# The worker's log line as it dies of an access to a guard page (guard_pages.py):
+# "<parameter index> after|before write|read|access".
+GUARD_LOG = "kreg-guard-page:"
 LOAD_HEAD = struct.Struct("<cI")
 CPU_REGION = struct.Struct("<cIQ")
 CUDA_REGION_HEAD = struct.Struct("<cI")

@@ -17,7 +17,6 @@ error (illegal address, misaligned address, device assert, trap) is replied
 as a fault and the worker exits, since its context can no longer be used.
 """
 import ctypes
-import mmap
 import os
 import signal
 import socket
@@ -25,9 +24,8 @@ import struct
 import sys
 import time
 
+import guard_pages
 import wire
-
-
 from wire import CTYPE_OF_KIND, KregIntList
 _Q = struct.Struct("<q")
 _F = struct.Struct("<f")
@@ -125,7 +123,6 @@ class Worker:
         self.sock = sock
         self.launchers = {}  # id -> (function, kinds)
         self.regions = {}  # id -> base address
-        self.keep = {}  # id -> what keeps the mapping alive
         self.libraries = {}
         self.cuda = None
         self.checked = False
@@ -173,27 +170,28 @@ class Worker:
                 self.sock.send(self.call(message))
             elif what == b"M":
                 _, region, size = wire.CPU_REGION.unpack_from(message)
-                mapping = mmap.mmap(fds[0], size)
-                os.close(fds[0])
-                self.keep[region] = mapping
-                self.regions[region] = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+                try:
+                    mapping = guard_pages.map_region(fds[0], size)
+                finally:
+                    os.close(fds[0])
+                guard_pages.MAPPINGS[region] = mapping
+                self.regions[region] = mapping.base
             elif what == b"G":
                 _, region = wire.CUDA_REGION_HEAD.unpack_from(message)
                 self.regions[region] = self.cuda.map_ipc(message[wire.CUDA_REGION_HEAD.size:])
             elif what == b"X":
                 _, region = wire.DROP.unpack_from(message)
                 self.regions.pop(region, None)
-                mapping = self.keep.pop(region, None)
-                if mapping is not None:
-                    try:
-                        mapping.close()
-                    except BufferError:  # an address taken from it is still referenced: left mapped
-                        pass
+                mapping = guard_pages.MAPPINGS.pop(region, None)
+                if mapping is not None:  # a launcher's cached parameters may still point there: never used again
+                    guard_pages.unmap(mapping)
             elif what == b"L":
                 self.sock.send(self.load(message))
             elif what == b"H":
                 _, version, backend, ordinal, checked = wire.HELLO.unpack(message)
                 self.checked = bool(checked)
+                if not self.checked:
+                    guard_pages.install_fault_handler()
                 if version != wire.VERSION:
                     sys.exit(f"worker speaks version {wire.VERSION}, the parent {version}")
                 if backend == b"g":
@@ -221,6 +219,7 @@ class Worker:
     def call(self, message: bytes) -> bytes:
         _, launcher_id = wire.CALL_HEAD.unpack_from(message)
         launcher = self.launchers[launcher_id]
+        guard_pages.CURRENT[0] = launcher  # what a guard page hit is reported against
         error = launcher.call(message, self.regions, self.cuda.stream if self.cuda is not None else None)
         cuda = self.cuda
         if cuda is not None:
@@ -239,6 +238,7 @@ class Launcher:
         self.function, self.kinds = function, kinds
         self.values = [CTYPE_OF_KIND[k]() for k in kinds]
         self.dims = [None] * len(kinds)  # per tensor parameter: its sizes + strides array
+        self.param_regions = {}  # tensor parameter index -> region id (guard_pages names the one hit)
 
     last = b""  # the previous call's message: the same bytes give the same parameters
 
@@ -257,6 +257,7 @@ class Launcher:
                 ndim = _Q.unpack_from(message, at)[0]
                 if ndim < 0:
                     tensor.data, tensor.numel, tensor.ndim, tensor.sizes, tensor.strides = None, 0, -1, None, None
+                    self.param_regions.pop(index, None)
                     at += 8
                     continue
                 _, region, offset, numel = wire.TENSOR_HEAD.unpack_from(message, at)
@@ -265,6 +266,7 @@ class Launcher:
                 at += 16 * ndim
                 self.dims[index] = dims
                 tensor.data = None if region == wire.NO_REGION else regions[region] + offset
+                self.param_regions[index] = region
                 tensor.numel, tensor.ndim = numel, ndim
                 tensor.sizes = ctypes.cast(dims, _INT64_POINTER)
                 tensor.strides = ctypes.cast(ctypes.byref(dims, 8 * ndim), _INT64_POINTER)
