@@ -47,6 +47,9 @@ def test_an_interrupt_swallowed_while_the_worker_starts_still_ends_the_call(kern
         return command(flavor)
 
     monkeypatch.setattr(launch_env, "command", command_with_a_finalizer)
+    from registry.isolation.supervisor import SUPERVISOR
+
+    SUPERVISOR.shutdown()  # the call must start a worker: one an earlier test left running would serve it
     _InterruptInAFinalizer.sent.clear()
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
