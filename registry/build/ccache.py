@@ -166,6 +166,13 @@ def _overrides(env, ccache, cache_root: Path, cuda_arch, recache: bool, team, so
         # still hits.
         if "CCACHE_BASEDIR" not in env:
             overrides["CCACHE_BASEDIR"] = base_dir(cache_root, source_dir if team is not None else None)
+        # ccache hashes the working directory of a compile that writes debug
+        # info (-g; nvcc's host side too), and every build runs in a fresh
+        # staging folder: no such compile would ever hit. The folder's name
+        # is all that is left out (content, flags and relative paths are
+        # still hashed), and it names nothing once the build is published.
+        if "CCACHE_HASHDIR" not in env and "CCACHE_NOHASHDIR" not in env:
+            overrides["CCACHE_NOHASHDIR"] = "1"
         if team is not None and team.available() and "CCACHE_REMOTE_STORAGE" not in env:
             overrides["CCACHE_REMOTE_STORAGE"] = team.ccache_storage()
     return overrides
