@@ -66,6 +66,11 @@ class BindingModuleError(RegistryError, AttributeError):
     op of the manifest; names the op and what the module defines."""
 
 
+class HeaderPackageMissingError(RegistryError, ModuleNotFoundError):
+    """A manifest's header_packages names a package this Python does not have
+    installed; says which pip install brings it."""
+
+
 class BuildEnvironmentError(RegistryError, RuntimeError):
     """This machine cannot build what was asked (no GPU to target, a compiler
     that does not run); says what to set or install."""

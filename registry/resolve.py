@@ -74,7 +74,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     device_compiler = environment.section(manifest, backend).device_compiler  # "nvrtc", "nvcc-cubin" or ""
     device_module = device_compiler != ""
     env = environment.build_environment(backend, cache_root, nvcc_optional=device_compiler == "nvrtc")
-    plan = _core.make_plan(manifest, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), rebuild)
+    plan = _core.make_plan(manifest, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), rebuild,
+                           header_packages(manifest))
     planned = plan.artifacts  # a copy on each access (pybind11): read once
     device, device_job = None, None
     if device_module:
@@ -190,6 +191,16 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
+
+
+def header_packages(manifest) -> list:
+    """The manifest's header packages as found here (registry/header_packages.py);
+    nothing is imported for a kernel that names none."""
+    if not manifest.header_packages:
+        return []
+    from registry import header_packages as packages
+
+    return packages.resolve(manifest)
 
 
 def _tuned_before(name: str, backend: str, cache_root: Path) -> bool:

@@ -126,10 +126,13 @@ def device_sources(manifest) -> list[str]:
 
 
 def _roots(manifest) -> list[tuple[str, str]]:
-    """(real folder, its name in the mirror): the kernel's folder and the registry's headers.
+    """(real folder, its name in the mirror): the kernel's folder, the registry's
+    headers and each header package's import folder (mirrored as the kernel's
+    files are: the compiler reads only bytes the key covered).
     Strings, not pathlib: an edit's compile maps a few dozen paths, and
     pathlib's resolve() and relative_to() cost ~10 ms of it on the H200 host."""
-    return [(os.path.realpath(manifest.dir), "k"), (os.path.realpath(keys.REGISTRY_INCLUDE), "r")]
+    return [(os.path.realpath(manifest.dir), "k"), (os.path.realpath(keys.REGISTRY_INCLUDE), "r"),
+            *((os.path.realpath(p.root), f"p{i}") for i, p in enumerate(keys.header_packages(manifest)))]
 
 
 def scan_files(manifest, recorded: list[str]) -> list[str]:
@@ -174,7 +177,8 @@ def device_key(manifest, snapshot: Snapshot, arch: str, compiler):
     """The cubin's base key, made by the core (core/build_keys.h says what it covers)."""
     compiler = _as_compiler(compiler)
     return _core.device_key(manifest, str(keys.REGISTRY_INCLUDE), sorted(snapshot.files.items()), compiler.recipe,
-                            compiler.options(manifest, arch), list(compiler.key_inputs()))
+                            compiler.options(manifest, arch), list(compiler.key_inputs()),
+                            keys.header_packages(manifest))
 
 
 def _mirror_path(path: str, manifest, staging: Path, roots=None) -> str:
@@ -184,8 +188,9 @@ def _mirror_path(path: str, manifest, staging: Path, roots=None) -> str:
             return os.path.join(staging, "src", name)
         if real.startswith(root + "/"):
             return os.path.join(staging, "src", name, real[len(root) + 1:])
-    raise RegistryError(f"{path} is outside the kernel's folder {manifest.dir} and the registry's headers; "
-                        "device code may include only files inside them (or the CUDA headers)")
+    raise RegistryError(f"{path} is outside the kernel's folder {manifest.dir}, the registry's headers and the "
+                        "manifest's header_packages; device code may include only files inside them (or the CUDA "
+                        "headers): copy the file into the kernel's folder")
 
 
 def _write_mirror(snapshot: Snapshot, staging: Path) -> None:
@@ -316,7 +321,7 @@ def label_roots(manifest) -> list[tuple[str, str]]:
     """(prefix, folder) labeling the dependency record's files: the same as
     the key's file: inputs (core/build_keys.h), so checkouts at different
     paths share records."""
-    return [("", os.path.realpath(manifest.dir)), ("registry/include/", os.path.realpath(keys.REGISTRY_INCLUDE))]
+    return [(prefix, os.path.realpath(folder)) for prefix, folder in keys.label_roots(manifest)]
 
 
 def dep_labels(manifest):

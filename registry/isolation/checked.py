@@ -61,7 +61,7 @@ def variant(kernel: str, backend: str, key: str) -> Variant:
 
 
 def _build(kernel: str, backend: str) -> Variant:
-    from registry.resolve import find
+    from registry.resolve import find, header_packages
 
     manifest = find(kernel)
     original = Path(manifest.dir)
@@ -72,7 +72,8 @@ def _build(kernel: str, backend: str) -> Variant:
     store = _core.CacheStore(str(cache_root))
     device_compiler = environment.section(derived, backend).device_compiler
     env = environment.build_environment(backend, cache_root, nvcc_optional=device_compiler == "nvrtc")
-    plan = _core.make_plan(derived, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), False)
+    plan = _core.make_plan(derived, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), False,
+                           header_packages(derived))
     planned = {a.what: a for a in plan.artifacts}
     lib = planned["lib"]
     if lib.missing:
