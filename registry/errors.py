@@ -66,6 +66,13 @@ class BindingModuleError(RegistryError, AttributeError):
     op of the manifest; names the op and what the module defines."""
 
 
+class CompilerWarning(UserWarning):
+    """What a compiler warned while building a kernel (ptxas's spills and
+    serialized wgmma, nvcc's and the host compiler's warnings): shown once,
+    after the build that printed it; a cached get builds nothing and says
+    nothing. Silence it with warnings.filterwarnings("ignore", category=CompilerWarning)."""
+
+
 class HeaderPackageMissingError(RegistryError, ModuleNotFoundError):
     """A manifest's header_packages names a package this Python does not have
     installed; says which pip install brings it."""

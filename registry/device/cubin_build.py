@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from registry import _core
-from registry.build import keys
+from registry.build import compiler_warnings, keys
 from registry.build.diagnostics import parse_diagnostics
 from registry.errors import BuildError, RegistryError
 
@@ -255,8 +255,10 @@ def _read_around_mirror(deps: list[str], manifest, staging: Path) -> list[str]:
 class DeviceBuild:
     """A compiled cubin in a staging folder, and the key over what NVRTC saw."""
 
-    def __init__(self, key, cubin_name: str, files: list[str], seconds: float, rounds: int):
+    def __init__(self, key, cubin_name: str, files: list[str], seconds: float, rounds: int,
+                 warnings: list[str] | None = None):
         self.key, self.artifact, self.deps, self.seconds, self.rounds = key, cubin_name, files, seconds, rounds
+        self.warnings = warnings or []  # what the device compiler warned (build/compiler_warnings.py)
 
 
 def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: Path) -> DeviceBuild:
@@ -283,7 +285,8 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: P
             (staging / name).write_bytes(cubin)
             shutil.rmtree(staging / "src", ignore_errors=True)
             return DeviceBuild(device_key(manifest, snapshot, arch, compiler), name, sorted(snapshot.files),
-                               time.perf_counter() - start, rounds)
+                               time.perf_counter() - start, rounds,
+                               compiler_warnings.warning_lines(_unmirror(log, manifest, staging)))
         missing = [(m["name"], m["file"]) for pattern in _MISSING for m in pattern.finditer(log)]
         found = [p for name, includer in missing
                  if (p := _resolve_missing(name, includer, manifest, staging)) and p not in snapshot.files]
