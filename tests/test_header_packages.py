@@ -159,3 +159,16 @@ def test_a_cpu_kernel_includes_the_installed_cutlass(kernels_root, cache_root):
     inputs = _inputs(name, cache_root)
     assert "file:pkg:nvidia-cutlass/source/include/cutlass/coord.h" in inputs  # the scan followed into it
     assert inputs["package:nvidia-cutlass"] == importlib.metadata.version("nvidia-cutlass")
+
+
+def test_an_aot_package_carries_the_package_headers_it_includes(fake_cutlass, kernels_root, tmp_path):
+    from registry.tools import aot
+
+    fake_cutlass.header("fakelib/unused.h", "#pragma once\n")
+    name = _kernel(kernels_root, "fakelib/value.h", "FAKELIB_VALUE")
+    out = aot.export_package(name, tmp_path / "pkg", backends=["cpu"])
+    copied = out / "csrc" / "packages" / "nvidia-cutlass" / "source" / "include" / "fakelib"
+    assert (copied / "value.h").read_text() == (fake_cutlass.include / "fakelib" / "value.h").read_text()
+    assert not (copied / "unused.h").exists()  # what the kernel includes, not the whole package
+    setup = (out / "setup.py").read_text()
+    assert "csrc/packages/nvidia-cutlass/source/include" in setup and str(fake_cutlass.site) not in setup
