@@ -71,3 +71,25 @@ def test_a_user_setting_of_hash_dir_is_kept(cache_root, monkeypatch):
     monkeypatch.delenv("CCACHE_HASHDIR")
     overrides = ccache._overrides(os.environ, "/usr/bin/ccache", cache_root, "9.0", False, None, None)
     assert overrides["CCACHE_NOHASHDIR"] == "1"
+
+
+def test_nvcc_compile_hits_ccache_from_another_checkout(tmp_path, cuda_toolkit, private_ccache):
+    """Two checkouts, each with its kernels and its cache inside (the default
+    layout), one ccache: the second compiles nothing."""
+    import shutil
+
+    from conftest import CHECKOUT
+
+    counts = []
+    for checkout in ("one", "two"):
+        kernel = tmp_path / checkout / "kernels" / "axpy_checkout"
+        shutil.copytree(CHECKOUT / "kernels" / "axpy", kernel)
+        cache_root = tmp_path / checkout / "cache"
+        manifest = _core.parse_manifest(str(kernel / "kernel.toml"))
+        staging = Path(_core.CacheStore(str(cache_root)).make_staging_dir())
+        plan = recipe.lib_plan(manifest, "cuda", "0" * 32)
+        before = ccache.stats()
+        with ccache.compiler_environment(cache_root, "9.0", source_dir=manifest.dir):
+            run_build(plan, staging)
+        counts.append(ccache.delta(before, ccache.stats()))
+    assert counts[0][1] >= 1 and counts[1] == (counts[0][1], 0), counts
