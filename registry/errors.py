@@ -92,6 +92,18 @@ class HandWrittenLibraryError(RegistryError, ValueError):
     binding = "torch-library" (and namespace) instead."""
 
 
+class CompilerWarning(UserWarning):
+    """What a compiler warned while building a kernel (ptxas's spills and
+    serialized wgmma, nvcc's and the host compiler's warnings): shown once,
+    after the build that printed it; a cached get builds nothing and says
+    nothing. Silence it with warnings.filterwarnings("ignore", category=CompilerWarning)."""
+
+
+class HeaderPackageMissingError(RegistryError, ModuleNotFoundError):
+    """A manifest's header_packages names a package this Python does not have
+    installed; says which pip install brings it."""
+
+
 class BuildEnvironmentError(RegistryError, RuntimeError):
     """This machine cannot build what was asked (no GPU to target, a compiler
     that does not run); says what to set or install."""

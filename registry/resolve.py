@@ -73,7 +73,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     device_compiler = environment.section(manifest, backend).device_compiler  # "nvrtc", "nvcc-cubin" or ""
     device_module = device_compiler != ""
     env = environment.build_environment_for(manifest, backend, cache_root)
-    plan = _core.make_plan(manifest, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), rebuild)
+    plan = _core.make_plan(manifest, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), rebuild,
+                           header_packages(manifest))
     planned = plan.artifacts  # a copy on each access (pybind11): read once
     device, device_job = None, None
     if device_module:
@@ -144,6 +145,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     compiled = [what for what, a in artifacts.items() if a.built is not None]
     if device is not None and device.built is not None:
         compiled.append("device")
+    if compiled:
+        _show_compiler_warnings(name, artifacts, device)
     lib_target = targets.get("lib")
     rekeyed = lib_target is not None and lib_target.rekeyed
     if rekeyed or compiled or device is not None or not plan.memo_current:
@@ -191,6 +194,29 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
+
+
+def _show_compiler_warnings(name: str, artifacts: dict, device) -> None:
+    """What the compilers of this get's builds warned, once (build/compiler_warnings.py)."""
+    from registry.build import compiler_warnings
+
+    warned = [(what, artifacts[what].built.warnings) for what in ("lib", "binding")
+              if what in artifacts and artifacts[what].built is not None]
+    if device is not None and device.built is not None:
+        warned.append(("device", device.built.warnings))
+    described = {"lib": "the kernel library", "binding": "the shared binding", "device": "the device code (cubin)"}
+    compiler_warnings.show(name, [(described[what], lines) for what, lines in warned],
+                           artifacts["lib"].entry.key if "lib" in artifacts else "")
+
+
+def header_packages(manifest) -> list:
+    """The manifest's header packages as found here (registry/header_packages.py);
+    nothing is imported for a kernel that names none."""
+    if not manifest.header_packages:
+        return []
+    from registry import header_packages as packages
+
+    return packages.resolve(manifest)
 
 
 def _tuned_before(name: str, backend: str, cache_root: Path) -> bool:

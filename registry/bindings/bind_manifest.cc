@@ -60,6 +60,7 @@ void init_manifest(py::module_& m) {
       .def_readonly("cpu", &Manifest::cpu)
       .def_readonly("cuda", &Manifest::cuda)
       .def_readonly("ops", &Manifest::ops)
+      .def_readonly("header_packages", &Manifest::header_packages)  // resolve.py asks every plan
       .def_property_readonly("tunable", [](const Manifest& m) { return !m.tune.empty(); });
 }
 

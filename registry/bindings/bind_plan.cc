@@ -25,11 +25,12 @@ namespace {
 
 PlanFacts facts_of(const std::string& backend, const std::map<std::string, std::string>& env,
                    const std::string& registry_include, const std::vector<std::string>& loaded_namespaces,
-                   bool rebuild) {
+                   bool rebuild, const std::vector<HeaderPackage>& header_packages = {}) {
   PlanFacts facts;
   facts.backend = backend;
   facts.env = env;
   facts.registry_include = registry_include;
+  facts.header_packages = header_packages;
   facts.loaded_namespaces = loaded_namespaces;
   facts.rebuild = rebuild;
   return facts;
@@ -61,7 +62,11 @@ void init_plan(py::module_& m) {
   defer_rest_of(plan)
       .def_readonly("backend", &Plan::backend)
       .def_readonly("memo_vouched", &Plan::memo_vouched)
-      .def_property_readonly("stamp_set", [](const Plan& p) { return StampSet{p.stamps}; })
+      .def_property_readonly("stamp_set", [](const Plan& p) {
+        std::vector<FileStamp> watched = p.stamps;
+        watched.insert(watched.end(), p.package_stamps.begin(), p.package_stamps.end());
+        return StampSet{std::move(watched)};
+      })
       .def_readonly("unresolved", &Plan::unresolved)
       .def_readonly("artifacts", &Plan::artifacts)
       .def_readonly("namespaces", &Plan::namespaces)
@@ -74,10 +79,13 @@ void init_plan(py::module_& m) {
 
   m.def("make_plan", [](const Manifest& manifest, const CacheStore& store, const std::string& backend,
                         const std::map<std::string, std::string>& env, const std::string& registry_include,
-                        const std::vector<std::string>& loaded_namespaces, bool rebuild) {
-    return make_plan(manifest, facts_of(backend, env, registry_include, loaded_namespaces, rebuild), store);
+                        const std::vector<std::string>& loaded_namespaces, bool rebuild,
+                        const std::vector<HeaderPackage>& header_packages) {
+    return make_plan(manifest, facts_of(backend, env, registry_include, loaded_namespaces, rebuild, header_packages),
+                     store);
   }, py::arg("manifest"), py::arg("store"), py::arg("backend"), py::arg("env"), py::arg("registry_include"),
-        py::arg("loaded_namespaces") = std::vector<std::string>{}, py::arg("rebuild") = false);
+        py::arg("loaded_namespaces") = std::vector<std::string>{}, py::arg("rebuild") = false,
+        py::arg("header_packages") = std::vector<HeaderPackage>{});
 
   // The outcome of a get, recorded in one call: the memo, and after builds
   // the cache's size cap. Returns (changes, why gc could not run or "").
@@ -199,25 +207,56 @@ void init_plan_on_demand(py::module_& m) {
 
   m.def("kernel_lib_key", [](const Manifest& manifest, const std::string& backend,
                              const std::map<std::string, std::string>& env, const std::vector<std::string>& files,
-                             const std::string& registry_include) {
-    return kernel_lib_key(manifest, facts_of(backend, env, registry_include, {}, false), files);
-  }, py::arg("manifest"), py::arg("backend"), py::arg("env"), py::arg("files"), py::arg("registry_include"));
+                             const std::string& registry_include, const std::vector<HeaderPackage>& header_packages) {
+    return kernel_lib_key(manifest, facts_of(backend, env, registry_include, {}, false, header_packages), files);
+  }, py::arg("manifest"), py::arg("backend"), py::arg("env"), py::arg("files"), py::arg("registry_include"),
+        py::arg("header_packages") = std::vector<HeaderPackage>{});
   // files: (path, the bytes compiled) of the cubin's snapshot, hashed here.
   m.def("device_key", [](const Manifest& manifest, const std::string& registry_include,
                          const std::vector<std::pair<std::string, py::bytes>>& files, const std::string& recipe,
                          const std::vector<std::string>& options,
-                         const std::vector<std::pair<std::string, std::string>>& compiler_inputs) {
+                         const std::vector<std::pair<std::string, std::string>>& compiler_inputs,
+                         const std::vector<HeaderPackage>& header_packages) {
     std::vector<std::pair<std::string, Digest>> digests;
     for (const auto& [path, bytes] : files) digests.emplace_back(path, hash_bytes(std::string_view(bytes)));
-    return device_key(manifest, registry_include, digests, recipe, options, compiler_inputs);
+    return device_key(manifest, registry_include, digests, recipe, options, compiler_inputs, header_packages);
   }, py::arg("manifest"), py::arg("registry_include"), py::arg("files"), py::arg("recipe"), py::arg("options"),
-     py::arg("compiler_inputs"));
+     py::arg("compiler_inputs"), py::arg("header_packages") = std::vector<HeaderPackage>{});
   m.def("built_directly", &built_directly, py::arg("manifest"), py::arg("backend"));
   m.attr("DIRECT_RECIPE") = kDirectRecipe;
   m.def("binding_namespace", &binding_namespace, py::arg("signature"), py::arg("backend"));
   m.def("binding_key", &binding_key, py::arg("backend"), py::arg("env"), py::arg("registry_include"));
   m.def("binding_module_name", &binding_module_name, py::arg("backend"), py::arg("key"));
-  m.def("include_dirs", &include_dirs, py::arg("manifest"), py::arg("registry_include"));
+  m.def("include_dirs", &include_dirs, py::arg("manifest"), py::arg("registry_include"),
+        py::arg("header_packages") = std::vector<HeaderPackage>{});
+  m.def("key_label_roots", [](const Manifest& manifest, const std::string& registry_include,
+                              const std::vector<HeaderPackage>& header_packages) {
+    std::vector<std::pair<std::string, std::string>> roots;
+    for (const LabelRoot& r : key_label_roots(manifest, registry_include, header_packages)) {
+      roots.emplace_back(r.prefix, r.dir);
+    }
+    return roots;
+  }, py::arg("manifest"), py::arg("registry_include"), py::arg("header_packages") = std::vector<HeaderPackage>{});
+
+  // Header packages (header_packages.h): the known table, and one as found (built in Python).
+  py::class_<KnownHeaderPackage>(m, "KnownHeaderPackage")
+      .def_readonly("distribution", &KnownHeaderPackage::distribution)
+      .def_readonly("import_folder", &KnownHeaderPackage::import_folder)
+      .def_readonly("include_dirs", &KnownHeaderPackage::include_dirs)
+      .def_readonly("extra", &KnownHeaderPackage::extra);
+  m.def("known_header_packages", &known_header_packages);
+  py::class_<HeaderPackage>(m, "HeaderPackage")
+      .def(py::init([](std::string name, std::string version, std::string root, std::vector<std::string> include_dirs,
+                       std::string metadata) {
+             return HeaderPackage{std::move(name), std::move(version), std::move(root), std::move(include_dirs),
+                                  std::move(metadata)};
+           }),
+           py::arg("name"), py::arg("version"), py::arg("root"), py::arg("include_dirs"), py::arg("metadata") = "")
+      .def_readonly("name", &HeaderPackage::name)
+      .def_readonly("version", &HeaderPackage::version)
+      .def_readonly("root", &HeaderPackage::root)
+      .def_readonly("include_dirs", &HeaderPackage::include_dirs)
+      .def_readonly("metadata", &HeaderPackage::metadata);
   m.def("kernel_sources", &kernel_sources, py::arg("manifest"), py::arg("backend"), py::arg("registry_include"));
 }
 

@@ -118,9 +118,10 @@ def compiler_environment(cache_root: Path, cuda_arch: str | None, recache: bool 
     CXX / PYTORCH_NVCC through ccache, and TORCH_CUDA_ARCH_LIST to the
     architecture the key was computed for. `recache` (a forced rebuild) makes
     ccache compile for real and store the fresh result. With `team` (a
-    remote.RemoteCache) ccache also uses that Redis as its remote storage,
-    and the base directory widens to cover `source_dir` (the kernel's folder)
-    so that checkouts at different paths share results."""
+    remote.RemoteCache) ccache also uses that Redis as its remote storage.
+    The base directory widens to cover `source_dir` (the kernel's folder), so
+    that checkouts at different paths share results, through the team's
+    storage or one machine's ccache."""
     ccache = ccache_executable()
     with _env:
         while True:
@@ -165,7 +166,14 @@ def _overrides(env, ccache, cache_root: Path, cuda_arch, recache: bool, team, so
         # the same relative paths from any cache root, so a new cache dir
         # still hits.
         if "CCACHE_BASEDIR" not in env:
-            overrides["CCACHE_BASEDIR"] = base_dir(cache_root, source_dir if team is not None else None)
+            overrides["CCACHE_BASEDIR"] = base_dir(cache_root, source_dir)
+        # ccache hashes the working directory of a compile that writes debug
+        # info (-g; nvcc's host side too), and every build runs in a fresh
+        # staging folder: no such compile would ever hit. The folder's name
+        # is all that is left out (content, flags and relative paths are
+        # still hashed), and it names nothing once the build is published.
+        if "CCACHE_HASHDIR" not in env and "CCACHE_NOHASHDIR" not in env:
+            overrides["CCACHE_NOHASHDIR"] = "1"
         if team is not None and team.available() and "CCACHE_REMOTE_STORAGE" not in env:
             overrides["CCACHE_REMOTE_STORAGE"] = team.ccache_storage()
     return overrides

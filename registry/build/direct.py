@@ -40,7 +40,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from registry.build import arch_check, ccache, elf, launch_runtime, nvcc_launchers
+from registry.build import arch_check, ccache, compiler_warnings, elf, launch_runtime, nvcc_launchers
 from registry.build.failure import build_error, check_launchers_at
 from registry.build.progress import build_progress, wait_for_build
 from registry.build.step import BuildResult, builds_run, sanitized, torch_libstdcxx_flags
@@ -55,7 +55,7 @@ def build(plan, staging: Path):
     flags = [*_COMPILE, *plan.cflags, *(f"-I{p}" for p in plan.include_paths)]
     out = staging / plan.artifact
     start = time.perf_counter()
-    sources, linked = plan.compiled_sources(), []
+    sources, linked, outputs = plan.compiled_sources(), [], []
     if plan.links_launch_runtime():
         runtime, log = launch_runtime.ensure_object(real_cxx)
         if runtime is None:
@@ -72,18 +72,20 @@ def build(plan, staging: Path):
             if returncode != 0 and not _undefined_references_only(log):
                 raise build_error(plan, log, staging)
             if returncode != 0:
-                step(_link_flags(plan, real_cxx))
+                outputs.append(step(_link_flags(plan, real_cxx)))
+            else:
+                outputs.append(log)
         else:
-            step(_link_flags(plan, real_cxx))
+            outputs.append(step(_link_flags(plan, real_cxx)))
     else:
         with build_progress(plan.kernel, plan.describe(), plan.estimate_s, build_dir=staging):
             objects = [f"{i}.o" for i in range(len(sources))]
             with ThreadPoolExecutor(max_workers=min(len(sources), os.cpu_count() or 1)) as pool:
-                list(pool.map(lambda i: _run(_compile_command(plan, cxx, real_cxx, flags, sources[i], i),
-                                             plan, staging), range(len(objects))))
+                outputs += pool.map(lambda i: _run(_compile_command(plan, cxx, real_cxx, flags, sources[i], i),
+                                                   plan, staging), range(len(objects)))
             runtime_libs = nvcc_launchers.runtime_link_flags() if plan.launcher_arch else []
-            _run([real_cxx, *objects, *linked, *_link_flags(plan, real_cxx), *runtime_libs, "-o", str(out)],
-                 plan, staging)
+            outputs.append(_run([real_cxx, *objects, *linked, *_link_flags(plan, real_cxx), *runtime_libs,
+                                 "-o", str(out)], plan, staging))
     seconds = time.perf_counter() - start
     if plan.launcher_arch:  # nvcc's device pass over the launchers (arch_check.py)
         arch_check.check_image(plan.kernel, out.read_bytes(), arch=plan.launcher_arch,
@@ -93,7 +95,8 @@ def build(plan, staging: Path):
         leftover.unlink()
     if not sanitized(plan):  # a checked build: only a worker with its sanitizer runtime opens it
         check_launchers_at(plan, str(out))  # read, not loaded: registry/load.py opens the published file
-    return BuildResult(staging, plan.artifact, deps, seconds, None)
+    return BuildResult(staging, plan.artifact, deps, seconds, None,
+                       compiler_warnings.warning_lines("\n".join(outputs)))
 
 
 def _compile_command(plan, cxx: str, real_cxx: str, flags: list[str], source: str, i: int) -> list[str]:
@@ -169,8 +172,9 @@ def _compiler_libstdcxx(cxx: str, _stat) -> str | None:
 
 def _run(command: list[str], plan, staging: Path, progress: bool = False, check: bool = True):
     """progress: show build progress for this command (the one-step build);
-    a multi-step build shows it around all its steps. check=False: return
-    (exit status, command and output) instead of raising BuildError."""
+    a multi-step build shows it around all its steps. Returns the command and
+    its output (warnings: compiler_warnings.py); check=False: (exit status,
+    that) instead of raising BuildError."""
     # cwd = the staging folder: an interrupted build's compilers are found there
     # (progress.py), and relative names in diagnostics resolve against it.
     if progress:
@@ -185,6 +189,7 @@ def _run(command: list[str], plan, staging: Path, progress: bool = False, check:
         return returncode, log
     if returncode != 0:
         raise build_error(plan, log, staging)
+    return log
 
 
 def _depfile_deps(staging: Path, project_dirs: list[str]) -> list[str]:

@@ -10,13 +10,24 @@ from __future__ import annotations
 from pathlib import Path
 
 from registry import _core, environment
+from registry import header_packages as packages
 from registry.knobs import REGISTRY_INCLUDE
 
 from registry.build.step import LAUNCH_RUNTIME  # noqa: F401  (tests and tools name it here)
 
 
+def header_packages(manifest) -> list:
+    """The manifest's header packages as found here (core/header_packages.h)."""
+    return packages.resolve(manifest)
+
+
 def include_dirs(manifest) -> list[str]:
-    return _core.include_dirs(manifest, str(REGISTRY_INCLUDE))
+    return _core.include_dirs(manifest, str(REGISTRY_INCLUDE), header_packages(manifest))
+
+
+def label_roots(manifest) -> list[tuple[str, str]]:
+    """(prefix, folder) labeling a key's files (core/build_keys.h)."""
+    return _core.key_label_roots(manifest, str(REGISTRY_INCLUDE), header_packages(manifest))
 
 
 def uses_nvrtc(manifest, backend: str) -> bool:
@@ -65,7 +76,7 @@ def built_directly(manifest, backend: str) -> bool:
 
 def kernel_lib_key(manifest, backend: str, files: list[str], env: dict[str, str]):
     """The base key of the kernel library over `files` (core/plan.h)."""
-    return _core.kernel_lib_key(manifest, backend, env, files, str(REGISTRY_INCLUDE))
+    return _core.kernel_lib_key(manifest, backend, env, files, str(REGISTRY_INCLUDE), header_packages(manifest))
 
 
 def binding_namespace(signature, backend: str) -> str:

@@ -108,6 +108,7 @@ class BuildResult:
     deps: list[str]
     seconds: float
     loaded: object = None  # kernel-lib: its ctypes handle; module: the module; binding: None
+    warnings: list[str] = field(default_factory=list)  # what the compilers warned (compiler_warnings.py)
 
 
 # Every compile this process ran, as (kernel, kind): tests count them.

@@ -15,13 +15,15 @@ and ccache can serve unchanged units.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from registry import knobs
-from registry.build import arch_check
+from registry.build import arch_check, compiler_warnings
 from registry.build.failure import build_error, check_launchers_at
 from registry.build.progress import build_progress
 from registry.build.step import BuildPlan, BuildResult, builds_run, sanitized, torch_libstdcxx_flags
@@ -36,6 +38,9 @@ def build(plan: BuildPlan, staging: Path) -> BuildResult:
     # its inputs change; our names are chosen per build, so reset it.
     cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(plan.module_name, None)
     start = time.perf_counter()
+    _keep_ninja_output(cpp_extension)
+    with _kept_lock:
+        _kept[str(staging)] = ""
     try:
         # A progress bar after 0.5 s; on any exception (Ctrl-C included) it also
         # stops the compilers still running in the staging folder.
@@ -55,6 +60,9 @@ def build(plan: BuildPlan, staging: Path) -> BuildResult:
                 loaded = cpp_extension.load(**options, is_python_module=plan.is_python_module)
     except (RuntimeError, OSError, ImportError) as error:
         raise build_error(plan, _error_text(error), staging) from None
+    finally:
+        with _kept_lock:
+            output = _kept.pop(str(staging), "")
     seconds = time.perf_counter() - start
     if plan.with_cuda and plan.kind in ("kernel-lib", "module"):
         arch_check.check_image(plan.kernel, (staging / plan.artifact).read_bytes(), arch=plan.cuda_arch or "",
@@ -65,7 +73,50 @@ def build(plan: BuildPlan, staging: Path) -> BuildResult:
     if plan.kind == "kernel-lib" and not sanitized(plan):  # a checked build: only its worker opens it
         # Its exports read from the file: never opened in the staging folder.
         check_launchers_at(plan, str(staging / plan.artifact))
-    return BuildResult(staging, plan.artifact, deps, seconds, loaded)
+    # The shared binding's warnings would be torch's headers', not the kernel's.
+    said = compiler_warnings.warning_lines(output) if plan.kind != "binding" else []
+    return BuildResult(staging, plan.artifact, deps, seconds, loaded, said)
+
+
+# The output of each ninja run in a build folder of ours, by folder: load()
+# shows it only when the build fails (its _run_ninja_build captures and drops
+# it), and a build that succeeds may have warned (compiler_warnings.py).
+_kept: dict[str, str] = {}
+_kept_lock = threading.Lock()
+
+
+def _keep_ninja_output(cpp_extension) -> None:
+    """Replaces load()'s ninja step, once, with one that runs the same command
+    and fails the same way (a RuntimeError holding the output, which
+    failure.py reads) and keeps the output of a folder registered in _kept.
+    Builds of other folders (anyone else's load()), and verbose builds (whose
+    output streams to the terminal), go to torch's own."""
+    with _kept_lock:
+        original = cpp_extension._run_ninja_build
+        if not getattr(original, "keeps_output", False):
+            cpp_extension._run_ninja_build = _keeping_output(cpp_extension, original)
+
+
+def _keeping_output(cpp_extension, original):
+    def run_ninja_build(build_directory: str, verbose: bool, error_prefix: str) -> None:
+        with _kept_lock:
+            ours = str(build_directory) in _kept
+        if not ours or verbose:
+            return original(build_directory, verbose, error_prefix)
+        command = ["ninja", "-v"]
+        workers = cpp_extension._get_num_workers(verbose) if hasattr(cpp_extension, "_get_num_workers") else None
+        if workers is not None:
+            command += ["-j", str(workers)]
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=build_directory,
+                              env=os.environ.copy(), check=False)
+        output = done.stdout.decode(errors="replace")
+        if done.returncode != 0:
+            raise RuntimeError(f"{error_prefix}: {output}")
+        with _kept_lock:
+            _kept[str(build_directory)] = output
+
+    run_ninja_build.keeps_output = True
+    return run_ninja_build
 
 
 def _error_text(error: BaseException) -> str:

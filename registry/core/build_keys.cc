@@ -83,10 +83,20 @@ BindingKeyMemo& binding_key_memo(const std::string& backend) {
   throw std::logic_error("binding_key: no key memo for backend " + backend);
 }
 
+// The headers included are covered by content already; the version makes an
+// upgrade a line of its own in status().changes ("package:nvidia-cutlass:
+// 4.2.0.0 -> 4.3.0"), which a list of changed files would not say.
+void add_packages(KeyBuilder& kb, const std::vector<HeaderPackage>& packages) {
+  for (const HeaderPackage& p : packages) kb.add("package:" + p.name, p.version);
+}
+
 }  // namespace
 
-std::vector<LabelRoot> key_label_roots(const Manifest& m, const std::string& registry_include) {
-  return {{"", m.dir}, {"registry/include/", registry_include}};
+std::vector<LabelRoot> key_label_roots(const Manifest& m, const std::string& registry_include,
+                                       const std::vector<HeaderPackage>& packages) {
+  std::vector<LabelRoot> roots{{"", m.dir}, {"registry/include/", registry_include}};
+  for (const HeaderPackage& p : packages) roots.push_back({"pkg:" + p.name + "/", p.root});
+  return roots;
 }
 
 bool uses_device_module(const Manifest& m, const std::string& backend) {
@@ -97,9 +107,13 @@ bool built_directly(const Manifest& m, const std::string& backend) {
   return m.binding != "pybind" && (backend == "cpu" || uses_device_module(m, backend));
 }
 
-std::vector<std::string> include_dirs(const Manifest& m, const std::string& registry_include) {
+std::vector<std::string> include_dirs(const Manifest& m, const std::string& registry_include,
+                                      const std::vector<HeaderPackage>& packages) {
   std::vector<std::string> dirs{m.dir};
   for (const std::string& d : m.include_dirs) dirs.push_back(join(m.dir, d));
+  for (const HeaderPackage& p : packages) {
+    for (const std::string& d : p.include_dirs) dirs.push_back(fs::path(d).lexically_normal().string());
+  }
   dirs.push_back(registry_include);
   return dirs;
 }
@@ -114,7 +128,7 @@ std::vector<std::string> kernel_sources(const Manifest& m, const std::string& ba
 }
 
 Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<std::string>& files) {
-  const std::vector<LabelRoot> roots = key_label_roots(m, facts.registry_include);
+  const std::vector<LabelRoot> roots = key_label_roots(m, facts.registry_include, facts.header_packages);
   const BackendSpec& spec = backend_spec(m, facts.backend);
   KeyBuilder kb;
   kb.add("kernel", m.name).add("backend", facts.backend).add("kind", m.binding == "pybind" ? "module" : "kernel-lib");
@@ -123,6 +137,7 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   kb.add_list("flags." + facts.backend, spec.cflags);
   kb.add_list("flags.ldflags", m.ldflags);
   kb.add_list("include_dirs", m.include_dirs);
+  add_packages(kb, facts.header_packages);
   // Host launchers only; the value names the device compiler ("nvrtc", "nvcc-cubin").
   if (uses_device_module(m, facts.backend)) kb.add("device_compiler", m.cuda.compiler);
   const bool nvcc_launchers = uses_device_module(m, facts.backend) && spec.launcher_compiler == "nvcc";
@@ -148,8 +163,9 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
 Key device_key(const Manifest& m, const std::string& registry_include,
                const std::vector<std::pair<std::string, Digest>>& files, const std::string& recipe,
                const std::vector<std::string>& options,
-               const std::vector<std::pair<std::string, std::string>>& compiler_inputs) {
-  const std::vector<LabelRoot> roots = key_label_roots(m, registry_include);
+               const std::vector<std::pair<std::string, std::string>>& compiler_inputs,
+               const std::vector<HeaderPackage>& packages) {
+  const std::vector<LabelRoot> roots = key_label_roots(m, registry_include, packages);
   KeyBuilder kb;
   kb.add("kernel", m.name).add("backend", "cuda").add("kind", "device");
   kb.add("recipe", recipe);
@@ -158,6 +174,7 @@ Key device_key(const Manifest& m, const std::string& registry_include,
   }
   kb.add_list("flags.device", options);
   kb.add_list("include_dirs", m.include_dirs);
+  add_packages(kb, packages);
   for (const auto& [name, value] : compiler_inputs) kb.add(name, value);
   return kb.finish();
 }

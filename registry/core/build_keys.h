@@ -5,6 +5,8 @@
 //   kernel-lib / module   kernel, backend, kind, file:<label> per scanned file
 //                         (manifest, sources, include closure), flags.cflags,
 //                         flags.<backend>, flags.ldflags, include_dirs,
+//                         package:<name> (each header package's version:
+//                         header_packages.h; its files are file:pkg:<name>/...),
 //                         device_compiler (host launchers of a cubin: "nvrtc"
 //                         or "nvcc-cubin"), launcher_compiler (only when
 //                         "nvcc": then toolchain.nvcc and env.cuda_arch stay
@@ -20,6 +22,7 @@
 //                         device compiler's), file:<label> per file its
 //                         snapshot holds (content digests: the bytes compiled),
 //                         flags.device (the compiler's options), include_dirs,
+//                         package:<name> per header package,
 //                         and the compiler's own inputs (its identity)
 //                         + the files its dependency record adds
 //   binding (shared)      kind, backend, template, source (the generated text's digest),
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "dep_record.h"
+#include "header_packages.h"
 #include "key.h"
 #include "manifest.h"
 
@@ -46,6 +50,7 @@ struct PlanFacts {
   std::string backend;                        // "cpu" | "cuda", already chosen
   std::map<std::string, std::string> env;     // env.* and toolchain.* key inputs
   std::string registry_include;               // the kernel ABI headers' folder (absolute)
+  std::vector<HeaderPackage> header_packages; // the manifest's header_packages, as found here
   std::vector<std::string> loaded_namespaces; // op namespaces and shared bindings loaded in this process
   bool rebuild = false;                       // rebuild=True: build every artifact again
 };
@@ -76,15 +81,20 @@ std::string binding_module_name(const std::string& backend, const Key& key);
 Key device_key(const Manifest& manifest, const std::string& registry_include,
                const std::vector<std::pair<std::string, Digest>>& files, const std::string& recipe,
                const std::vector<std::string>& options,
-               const std::vector<std::pair<std::string, std::string>>& compiler_inputs);
-// The manifest's include path: the kernel folder, its include_dirs, the registry's headers.
-std::vector<std::string> include_dirs(const Manifest& manifest, const std::string& registry_include);
+               const std::vector<std::pair<std::string, std::string>>& compiler_inputs,
+               const std::vector<HeaderPackage>& packages = {});
+// The manifest's include path: the kernel folder, its include_dirs, its header
+// packages' dirs, the registry's headers.
+std::vector<std::string> include_dirs(const Manifest& manifest, const std::string& registry_include,
+                                      const std::vector<HeaderPackage>& packages = {});
 // The sources a kernel library (or pybind module) compiles.
 std::vector<std::string> kernel_sources(const Manifest& manifest, const std::string& backend,
                                         const std::string& registry_include);
 
 // The roots a kernel library's key labels its files by: the kernel folder
-// (no prefix) and the registry's headers ("registry/include/").
-std::vector<LabelRoot> key_label_roots(const Manifest& manifest, const std::string& registry_include);
+// (no prefix), the registry's headers ("registry/include/") and each header
+// package's import folder ("pkg:<name>/").
+std::vector<LabelRoot> key_label_roots(const Manifest& manifest, const std::string& registry_include,
+                                       const std::vector<HeaderPackage>& packages = {});
 
 }  // namespace kreg

@@ -17,6 +17,8 @@
 #include "table_limits.h"
 #include "output_spec.h"
 #include "file_read.h"
+#include "closest_name.h"
+#include "header_packages.h"
 #include "toml_util.h"
 #include "tune_manifest.h"
 
@@ -30,8 +32,8 @@ namespace fs = std::filesystem;
 
 // The keys of each level, in the order the format comment in manifest.h lists
 // them (error messages show them in this order).
-const char* const kTopKeys[] = {"format",  "name",    "namespace", "description", "binding",   "binding_source",
-                                "include_dirs", "headers", "cflags", "ldflags", "reference",
+const char* const kTopKeys[] = {"format",       "name",    "namespace", "description", "binding",   "binding_source",
+                                "include_dirs", "header_packages", "headers", "cflags", "ldflags", "reference",
                                 "cpu",     "cuda",    "op",   "tune"};
 const char* const kBackendKeys[] = {"sources",       "cflags",           "compiler",     "device_sources",
                                     "device_cflags", "launcher_compiler", "arch_specific"};
@@ -48,6 +50,7 @@ const std::map<std::string, std::string>& key_aliases() {
       {"nvcc_flags", "cflags"},  {"nvccflags", "cflags"},
       {"include", "include_dirs"}, {"includes", "include_dirs"},
       {"include_dir", "include_dirs"}, {"header", "headers"},
+      {"header_package", "header_packages"}, {"packages", "header_packages"},
       {"ops", "op"},             {"version", "format"},
       {"shape", "same_shape"},   {"sig", "signature"},
   };
@@ -174,6 +177,9 @@ class ManifestParser {
     parse_namespace(root, m);
     if (const toml::node* n = root.get("include_dirs")) {
       m->include_dirs = read_paths(*n, "include_dirs", PathKind::kDirectory);
+    }
+    if (const toml::node* n = root.get("header_packages")) {
+      m->header_packages = read_header_packages(*n);
     }
     if (const toml::node* n = root.get("headers")) {
       m->headers = read_paths(*n, "headers", PathKind::kFile);
@@ -304,6 +310,31 @@ class ManifestParser {
       fail(dotted(name, "launcher_compiler"), "unknown launcher compiler " + in_quotes(spec->launcher_compiler) +
                                                   "; use \"c++\" (default) or \"nvcc\"");
     }
+  }
+
+  // ---- header packages -----------------------------------------------------
+
+  // Names from the known table only (header_packages.h): the table says where
+  // a package keeps its headers, so a name it lacks could never be resolved.
+  std::vector<std::string> read_header_packages(const toml::node& node) const {
+    std::vector<std::string> names = read_string_list(node, "header_packages");
+    std::vector<std::string> known;
+    for (const KnownHeaderPackage& k : known_header_packages()) known.push_back(k.distribution);
+    std::set<std::string> seen;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const std::string field = indexed("header_packages", i);
+      if (find_header_package(names[i]) == nullptr) {
+        std::string list;
+        for (const std::string& k : known) list += (list.empty() ? "" : ", ") + in_quotes(k);
+        const std::string near = closest_name(names[i], known);
+        fail(field, "unknown header package " + in_quotes(names[i]) +
+                        (near.empty() ? "" : "; did you mean " + in_quotes(near) + "?") +
+                        " Known packages (pip distribution names): " + list +
+                        "; for other headers, copy them into the kernel folder and list them in include_dirs");
+      }
+      if (!seen.insert(names[i]).second) fail(field, in_quotes(names[i]) + " is listed twice");
+    }
+    return names;
   }
 
   // ---- paths ---------------------------------------------------------------

@@ -18,6 +18,12 @@
 //                                         #   pybind: a hand-written PYBIND11_MODULE (slower)
 //   binding_source = "axpy_pybind.cpp"    # required when binding = "pybind"
 //   include_dirs = ["include"]            # searched for #include "..." and <...>
+//   header_packages = ["nvidia-cutlass"]  # header libraries from installed Python packages,
+//                                         #   by pip name, from a known table (core/header_packages.h:
+//                                         #   nvidia-cutlass gives cute/ and cutlass/); searched
+//                                         #   after include_dirs, for every compiler, without
+//                                         #   copying and without a path. The key covers the
+//                                         #   headers included (by content) and the version.
 //   headers      = ["axpy.h"]             # extra files the build depends on
 //   cflags       = ["-O3"]                # for every unit of every backend (C++ and nvcc;
 //                                         #   nvcc hands the ones it does not know to the
@@ -191,6 +197,7 @@ struct Manifest {
   std::string binding = "generated";
   std::string binding_source;
   std::vector<std::string> include_dirs;
+  std::vector<std::string> header_packages;  // known distribution names (header_packages.h)
   std::vector<std::string> headers;
   std::vector<std::string> cflags;
   std::vector<std::string> ldflags;

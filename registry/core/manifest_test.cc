@@ -1,4 +1,5 @@
 #include "manifest.h"
+#include "header_packages.h"
 #include "temp_dir_for_tests.h"
 
 #include <gtest/gtest.h>
@@ -396,6 +397,13 @@ TEST_F(ManifestTest, BadManifestsNameTheField) {
       {"binding_source without pybind", "binding_source = \"bind.cpp\"\n" + ok, "binding_source",
        ""},
       {"unknown binding", "binding = \"cffi\"\n" + ok, "binding", ""},
+      {"header_packages is a string", "header_packages = \"nvidia-cutlass\"\n" + ok, "header_packages", ""},
+      {"header package not known", "header_packages = [\"nvidia-cutlass\", \"cutlas\"]\n" + ok,
+       "header_packages[1]", ""},
+      {"header package given as a path",
+       "header_packages = [\"cutlass_library/source/include\"]\n" + ok, "header_packages[0]", ""},
+      {"header package twice", "header_packages = [\"nvidia-cutlass\", \"nvidia-cutlass\"]\n" + ok,
+       "header_packages[1]", ""},
       {"garbage TOML", "format = 1\n[cuda\n]]]\n", "", ""},
       {"duplicate key", "format = 1\nformat = 1\n" + cuda + op, "", ""},
   };
@@ -413,6 +421,31 @@ TEST_F(ManifestTest, BadManifestsNameTheField) {
     } catch (const std::exception& e) {
       ADD_FAILURE() << "wrong exception type: " << e.what();
     }
+  }
+}
+
+TEST_F(ManifestTest, HeaderPackagesNameKnownDistributions) {
+  const std::string ok = std::string("format = 1\n") + kCuda + kOp;
+  EXPECT_TRUE(parse(ok, dir_).header_packages.empty());
+  const Manifest m = parse("header_packages = [\"nvidia-cutlass\"]\n" + ok, dir_);
+  EXPECT_EQ(m.header_packages, std::vector<std::string>{"nvidia-cutlass"});
+  // Where its headers are comes from the table, not the manifest.
+  const KnownHeaderPackage* cutlass = find_header_package("nvidia-cutlass");
+  ASSERT_NE(cutlass, nullptr);
+  EXPECT_EQ(cutlass->import_folder, "cutlass_library");
+  EXPECT_EQ(cutlass->include_dirs,
+            (std::vector<std::string>{"source/include", "source/tools/util/include"}));
+  EXPECT_EQ(find_header_package("cutlass"), nullptr);
+}
+
+TEST_F(ManifestTest, AnUnknownHeaderPackageSaysWhichNamesThereAre) {
+  try {
+    parse(std::string("format = 1\nheader_packages = [\"nvidia_cutlass\"]\n") + kCuda + kOp, dir_);
+    ADD_FAILURE() << "accepted an unknown header package";
+  } catch (const ManifestError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("did you mean \"nvidia-cutlass\"?"), std::string::npos) << what;
+    EXPECT_NE(what.find("include_dirs"), std::string::npos) << what;  // what to do for other headers
   }
 }
 

@@ -23,6 +23,30 @@ std::string fingerprint(const std::map<std::string, std::string>& env) {
   return hash_fields_hex({env.begin(), env.end()});  // a std::map iterates sorted, as Python's sorted(items)
 }
 
+// The memo vouches for a key only in the same environment: a header package
+// upgraded, or found elsewhere, is another one (its files may be the same).
+std::string fingerprint(const PlanFacts& facts) {
+  if (facts.header_packages.empty()) return fingerprint(facts.env);
+  std::vector<std::pair<std::string, std::string>> fields(facts.env.begin(), facts.env.end());
+  for (const HeaderPackage& p : facts.header_packages) {
+    std::string where = p.root;
+    for (const std::string& d : p.include_dirs) where += '\0' + d;
+    fields.emplace_back("package:" + p.name, p.version + '\0' + where);
+  }
+  return hash_fields_hex(fields);
+}
+
+// Each header package's metadata file: an upgrade that leaves every included
+// header as it was still changes the key (its version), so `get` must look.
+std::vector<FileStamp> package_stamps(const std::vector<HeaderPackage>& packages) {
+  std::vector<FileStamp> stamps;
+  for (const HeaderPackage& p : packages) {
+    if (p.metadata.empty()) continue;
+    if (std::optional<FileStamp> stamp = stamp_file(p.metadata)) stamps.push_back(std::move(*stamp));
+  }
+  return stamps;
+}
+
 // The file holds exactly `text`, or is written (atomically) to hold it. Compared
 // as bytes: whatever a damaged file holds, anything else is written again.
 void write_generated(const std::string& path, const std::string& text) {
@@ -70,7 +94,7 @@ ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStor
   lib.what = "lib";
   lib.kind = m.binding == "pybind" ? "module" : "kernel-lib";
   lib.force = facts.rebuild;
-  lib.label_roots = key_label_roots(m, facts.registry_include);
+  lib.label_roots = key_label_roots(m, facts.registry_include, facts.header_packages);
   const Memo* memo = plan.memo ? &*plan.memo : nullptr;
   if (memo != nullptr && !facts.rebuild && memo->env == plan.env_fingerprint && memo->keys.count("lib")) {
     std::vector<FileStamp> stamps = memo->stamps;
@@ -87,7 +111,7 @@ ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStor
   }
   std::vector<std::string> sources = kernel_sources(m, facts.backend, facts.registry_include);
   for (const std::string& header : m.headers) sources.push_back((fs::path(m.dir) / header).lexically_normal().string());
-  IncludeClosure closure = scan_include_closure(sources, include_dirs(m, facts.registry_include));
+  IncludeClosure closure = scan_include_closure(sources, include_dirs(m, facts.registry_include, facts.header_packages));
   std::set<std::string> files(closure.files.begin(), closure.files.end());
   files.insert(m.file);
   lib.scanned.assign(files.begin(), files.end());
@@ -144,7 +168,8 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
   Plan plan;
   plan.kernel = m.name;
   plan.backend = facts.backend;
-  plan.env_fingerprint = fingerprint(facts.env);
+  plan.env_fingerprint = fingerprint(facts);
+  plan.package_stamps = package_stamps(facts.header_packages);
   // Per manifest path: two checkouts sharing a cache keep separate memos.
   // A config other than the default (registry.tune's candidates) keeps its own
   // memo: a plain get's memo must still vouch for the default's key.
@@ -155,7 +180,7 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
 
   plan.sources = kernel_sources(m, facts.backend, facts.registry_include);
   plan.built_directly = built_directly(m, facts.backend);
-  plan.include_dirs = include_dirs(m, facts.registry_include);
+  plan.include_dirs = include_dirs(m, facts.registry_include, facts.header_packages);
   ArtifactPlan lib = plan_lib(m, facts, store, plan);
   look_up(store, lib);
   if (lib.key) plan.changes = key_changes(plan.memo, *lib.key, facts.rebuild);

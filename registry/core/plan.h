@@ -60,6 +60,7 @@ struct Plan {
   std::optional<Memo> memo;     // the previous build's, if readable
   bool memo_vouched = false;    // the memo's key held: no scan, no hashing
   std::vector<FileStamp> stamps;     // every file the lib key depends on (scan + record)
+  std::vector<FileStamp> package_stamps;  // header packages' metadata files: watched, never keyed
   std::vector<std::string> unresolved;  // includes the scan could not resolve
   std::vector<ArtifactPlan> artifacts;  // "lib" first, then the shared binding unless loaded
   std::map<std::string, std::string> namespaces;  // op -> its namespace (kreg_define'd at run time)

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from registry import _core
-from registry.build import arch_check, keys
+from registry.build import arch_check, compiler_warnings, keys
 from registry.build.diagnostics import parse_diagnostics
 from registry.errors import BuildError, RegistryError
 
@@ -126,10 +126,13 @@ def device_sources(manifest) -> list[str]:
 
 
 def _roots(manifest) -> list[tuple[str, str]]:
-    """(real folder, its name in the mirror): the kernel's folder and the registry's headers.
+    """(real folder, its name in the mirror): the kernel's folder, the registry's
+    headers and each header package's import folder (mirrored as the kernel's
+    files are: the compiler reads only bytes the key covered).
     Strings, not pathlib: an edit's compile maps a few dozen paths, and
     pathlib's resolve() and relative_to() cost ~10 ms of it on the H200 host."""
-    return [(os.path.realpath(manifest.dir), "k"), (os.path.realpath(keys.REGISTRY_INCLUDE), "r")]
+    return [(os.path.realpath(manifest.dir), "k"), (os.path.realpath(keys.REGISTRY_INCLUDE), "r"),
+            *((os.path.realpath(p.root), f"p{i}") for i, p in enumerate(keys.header_packages(manifest)))]
 
 
 def scan_files(manifest, recorded: list[str]) -> list[str]:
@@ -176,7 +179,8 @@ def device_key(manifest, snapshot: Snapshot, arch: str, compiler):
     """The cubin's base key, made by the core (core/build_keys.h says what it covers)."""
     compiler = _as_compiler(compiler)
     return _core.device_key(manifest, str(keys.REGISTRY_INCLUDE), sorted(snapshot.files.items()), compiler.recipe,
-                            compiler.options(manifest, arch), list(compiler.key_inputs()))
+                            compiler.options(manifest, arch), list(compiler.key_inputs()),
+                            keys.header_packages(manifest))
 
 
 def _mirror_path(path: str, manifest, staging: Path, roots=None) -> str:
@@ -186,8 +190,9 @@ def _mirror_path(path: str, manifest, staging: Path, roots=None) -> str:
             return os.path.join(staging, "src", name)
         if real.startswith(root + "/"):
             return os.path.join(staging, "src", name, real[len(root) + 1:])
-    raise RegistryError(f"{path} is outside the kernel's folder {manifest.dir} and the registry's headers; "
-                        "device code may include only files inside them (or the CUDA headers)")
+    raise RegistryError(f"{path} is outside the kernel's folder {manifest.dir}, the registry's headers and the "
+                        "manifest's header_packages; device code may include only files inside them (or the CUDA "
+                        "headers): copy the file into the kernel's folder")
 
 
 def _write_mirror(snapshot: Snapshot, staging: Path) -> None:
@@ -252,8 +257,10 @@ def _read_around_mirror(deps: list[str], manifest, staging: Path) -> list[str]:
 class DeviceBuild:
     """A compiled cubin in a staging folder, and the key over what NVRTC saw."""
 
-    def __init__(self, key, cubin_name: str, files: list[str], seconds: float, rounds: int):
+    def __init__(self, key, cubin_name: str, files: list[str], seconds: float, rounds: int,
+                 warnings: list[str] | None = None):
         self.key, self.artifact, self.deps, self.seconds, self.rounds = key, cubin_name, files, seconds, rounds
+        self.warnings = warnings or []  # what the device compiler warned (build/compiler_warnings.py)
 
 
 def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: Path) -> DeviceBuild:
@@ -282,7 +289,8 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: P
             (staging / name).write_bytes(cubin)
             shutil.rmtree(staging / "src", ignore_errors=True)
             return DeviceBuild(device_key(manifest, snapshot, arch, compiler), name, sorted(snapshot.files),
-                               time.perf_counter() - start, rounds)
+                               time.perf_counter() - start, rounds,
+                               compiler_warnings.warning_lines(_unmirror(log, manifest, staging)))
         missing = [(m["name"], m["file"]) for pattern in _MISSING for m in pattern.finditer(log)]
         found = [p for name, includer in missing
                  if (p := _resolve_missing(name, includer, manifest, staging)) and p not in snapshot.files]
@@ -327,7 +335,7 @@ def label_roots(manifest) -> list[tuple[str, str]]:
     """(prefix, folder) labeling the dependency record's files: the same as
     the key's file: inputs (core/build_keys.h), so checkouts at different
     paths share records."""
-    return [("", os.path.realpath(manifest.dir)), ("registry/include/", os.path.realpath(keys.REGISTRY_INCLUDE))]
+    return [(prefix, os.path.realpath(folder)) for prefix, folder in keys.label_roots(manifest)]
 
 
 def dep_labels(manifest):

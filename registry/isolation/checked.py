@@ -61,7 +61,7 @@ def variant(kernel: str, backend: str, key: str) -> Variant:
 
 
 def _build(kernel: str, backend: str) -> Variant:
-    from registry.resolve import find
+    from registry.resolve import find, header_packages
 
     manifest = find(kernel)
     original = Path(manifest.dir)
@@ -71,7 +71,8 @@ def _build(kernel: str, backend: str) -> Variant:
     cache_root = knobs.cache_dir()
     store = _core.CacheStore(str(cache_root))
     env = environment.build_environment_for(derived, backend, cache_root)
-    plan = _core.make_plan(derived, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), False)
+    plan = _core.make_plan(derived, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), False,
+                           header_packages(derived))
     planned = {a.what: a for a in plan.artifacts}
     lib = planned["lib"]
     if lib.missing:

@@ -89,7 +89,8 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
     for backend in backends:
         spec = keys.backend_spec(manifest, backend)
         sources[backend] = [rel(units[backend])] + [f"csrc/kernel/{s}" for s in spec.sources]
-    include_dirs = ["csrc/kernel", *(f"csrc/kernel/{d}" for d in manifest.include_dirs), "csrc/include"]
+    include_dirs = ["csrc/kernel", *(f"csrc/kernel/{d}" for d in manifest.include_dirs),
+                    *_package_include_dirs(manifest), "csrc/include"]
 
     package = out / package_name(name)
     package.mkdir()
@@ -179,12 +180,23 @@ def _copy_kernel_files(manifest, backends: list[str], dest: Path) -> None:
                       f"include or the manifest's include_dirs: {'; '.join(closure.unresolved)}", stacklevel=3)
     files = {Path(f).resolve() for f in closure.files} | {kernel_dir / h for h in manifest.headers}
     files.add(kernel_dir / "kernel.toml")
+    # A header package's files the kernel includes go with it (the package
+    # need not be installed where the package is built): csrc/packages/<name>/,
+    # at their paths in the package's import folder.
+    roots = [(Path(p.root).resolve(), dest.parent / "packages" / p.name) for p in keys.header_packages(manifest)]
     for path in sorted(files):
-        if not path.is_relative_to(kernel_dir):
+        to = dest / path.relative_to(kernel_dir) if path.is_relative_to(kernel_dir) else next(
+            (folder / path.relative_to(root) for root, folder in roots if path.is_relative_to(root)), None)
+        if to is None:
             continue  # registry/include/kreg, copied whole
-        relative = path.relative_to(kernel_dir)
-        (dest / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, dest / relative)
+        to.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, to)
+
+
+def _package_include_dirs(manifest) -> list[str]:
+    """The header packages' include dirs as _copy_kernel_files lays them out."""
+    return [f"csrc/packages/{p.name}/{Path(d).relative_to(p.root).as_posix()}"
+            for p in keys.header_packages(manifest) for d in p.include_dirs]
 
 
 # ---- generated text ----------------------------------------------------------
