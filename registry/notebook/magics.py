@@ -35,6 +35,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from registry.dtypes import SUFFIXES as DTYPE_SUFFIXES
 from registry.errors import MagicUsageError
+from registry.state import duration_text
 
 
 def inline_root() -> Path:
@@ -204,7 +205,7 @@ class RegistryMagics(Magics):
         self.shell.user_ns[args.name] = op
         status = registry.status(args.name, device=device)
         how = {"in-process": "unchanged, already loaded", "cache": "loaded from the cache"}.get(
-            status.outcome, f"compiled in {status.build_seconds:.1f} s")
+            status.outcome, f"compiled in {duration_text(status.build_seconds)}")
         print(f"{args.name}: {op.signature if hasattr(op, 'signature') else op} [{backend}], {how}")
 
 
