@@ -31,6 +31,27 @@ _SCHEMA_MISMATCH = r"^kreg_\w+::call\(\) Expected a value of type '([^']+)' for 
 
 _MISSING = object()
 
+# The named tuple of each op with several outputs, by (op, output names): one
+# type per op for the process, so isinstance holds across hot reloads.
+_return_types: dict = {}
+
+
+def _return_type(spec):
+    """A named tuple of the op's output names (torch.max's values, indices),
+    or None: one output, unnamed outputs, or names a named tuple cannot take."""
+    names = tuple(r.name for r in spec.signature.returns) if spec is not None else ()
+    if len(names) < 2 or not all(names):
+        return None
+    key = (spec.name, names)
+    if key not in _return_types:
+        import collections
+
+        try:
+            _return_types[key] = collections.namedtuple(spec.name, names)
+        except ValueError:  # a name with a leading _, or a Python keyword
+            _return_types[key] = None
+    return _return_types[key]
+
 
 def _op_argument_error(message: str) -> Exception:
     # registry.errors is imported where an error is raised, not on import: a
@@ -59,7 +80,7 @@ def _default_value(arg):
 class Op:
     __slots__ = ("kernel", "name", "signature", "backend", "key", "_fn", "_fast", "_fast_entry", "_table", "_address",
                  "_arg_names", "_removed", "_defaults", "_positional", "_fast_arity", "_tensor_index", "_spec",
-                 "_backward", "_scalars")
+                 "_backward", "_scalars", "_returns")
 
     def __init__(self, kernel: str, name: str, signature: str, arg_names: list[str], spec=None):
         self.kernel, self.name, self.signature = kernel, name, signature
@@ -84,6 +105,7 @@ class Op:
         self._tensor_index = tuple(i for i, a in enumerate(args) if a.type_name == "Tensor")
         # bool, int and float arguments, checked before a call reaches the dispatcher (scalar_args.py).
         self._scalars = tuple((i, a.type_name) for i, a in enumerate(args) if a.type_name in ("bool", "int", "float"))
+        self._returns = _return_type(spec)  # several outputs: their named tuple
 
     @classmethod
     def of(cls, kernel: str, spec, schema: str | None = None) -> "Op":
@@ -118,6 +140,9 @@ class Op:
         self._removed = reason
 
     def __call__(self, *args, **kwargs):
+        # Several outputs come back as the op's named tuple (_returns), as torch.max's do;
+        # torch.ops gives a plain tuple. Wrapped at each return, not in a wrapper call:
+        # a single-output call pays one attribute test.
         if kwargs or len(args) != self._fast_arity:
             if self._removed:
                 self._fn()  # raises: a removed op says so before any complaint about arguments
@@ -134,12 +159,13 @@ class Op:
             except RuntimeError as error:
                 raise self._call_error(error) from None
             if result is not NotImplemented:
-                return result
+                return result if self._returns is None else self._returns(*result)
         if self._table is None:  # a hand-written pybind module's function
             try:
-                return self._fn(*args)
+                result = self._fn(*args)
             except TypeError as error:
                 raise self._module_argument_error(error) from None
+            return result if self._returns is None else self._returns(*result)
         if self._scalars:  # torch.ops takes 7 for a bool: take what torch's own functions take
             self._check_scalars(args)
         if self._tensor_index and _grad_enabled():
@@ -148,11 +174,13 @@ class Op:
                 if getattr(t, "requires_grad", False):  # not a Tensor: the binding says what is wrong
                     from registry.autograd import call_with_autograd
 
-                    return call_with_autograd(self, args)
+                    result = call_with_autograd(self, args)
+                    return result if self._returns is None else self._returns(*result)
         try:  # free unless it raises (Python >= 3.11)
-            return self._fn(*args, self._address)
+            result = self._fn(*args, self._address)
         except RuntimeError as error:
             raise self._call_error(error) from None
+        return result if self._returns is None else self._returns(*result)
 
     def _call_error(self, error: RuntimeError) -> Exception:
         """What a failed call raises: a RegistryError that is still the
