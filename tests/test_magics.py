@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import time
 
@@ -118,9 +119,12 @@ def test_build_error_in_a_cell_renders_the_source_line(shell, name, capsys):
     result = shell.run_cell(f"%%kernel {name} --cpu {SIGNATURE}\n" + cell("undefined_offset"))
     assert isinstance(result.error_in_exec, registry.BuildError)
     out = capsys.readouterr().out
-    source = magics.inline_root() / name / f"{name}.cpp"
-    assert f"{source}:" in out and "undefined_offset" in out
-    assert any(line.lstrip().startswith(">") and "undefined_offset" in line for line in out.splitlines())
+    # The cell's own line (the %%kernel line is line 1), not the cache's copy of it.
+    line = 1 + next(i for i, text in enumerate(cell("undefined_offset").split("\n"), 1) if "undefined_offset" in text)
+    assert f"cell '{name}', line {line}, column" in out and "undefined_offset" in out
+    assert any(re.match(rf"\s*>\s+{line} \|", text) and "undefined_offset" in text for text in out.splitlines()), out
+    assert f"{magics.inline_root() / name / name}.cpp:" not in out.split("compiler log")[0]
+    assert f"cell '{name}', line {line}" in str(result.error_in_exec)
     assert "Traceback" not in out
     assert _offset(op) == pytest.approx(0.0, abs=1e-6)  # the previous code still runs
 

@@ -35,7 +35,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from registry.dtypes import SUFFIXES as DTYPE_SUFFIXES
-from registry.errors import MagicUsageError
+from registry.errors import BuildError, MagicUsageError
 from registry.state import duration_text
 
 
@@ -126,6 +126,10 @@ def parse_outputs(text: str | None) -> dict[str, str] | None:
     return outputs
 
 
+def _source_name(name: str, backend: str) -> str:
+    return f"{name}.cu" if backend == "cuda" else f"{name}.cpp"
+
+
 def write_inline_kernel(name: str, body: str, backend: str, signature: str, dtypes: list[str],
                         outputs: dict[str, str] | None = None) -> Path:
     """Write the kernel folder for a %%kernel cell; returns the folder."""
@@ -135,7 +139,7 @@ def write_inline_kernel(name: str, body: str, backend: str, signature: str, dtyp
         raise MagicUsageError(f"{name!r} is not a valid kernel name: use lowercase letters, digits and _ "
                               f"(starting with a letter or _), at most 64 characters, e.g. %%kernel my_scale")
     folder = inline_root() / name
-    source = f"{name}.cu" if backend == "cuda" else f"{name}.cpp"
+    source = _source_name(name, backend)
     other = folder / (f"{name}.cpp" if backend == "cuda" else f"{name}.cu")
     if other.exists():
         other.unlink()  # a cell switched between --cpu and --cuda
@@ -247,12 +251,17 @@ class RegistryMagics(Magics):
                 f'%%kernel {args.name}: pass --signature "{args.name}(Tensor x, float alpha) -> Tensor" (your op\'s '
                 f"arguments); the cell must define the launchers {example} (see registry/include/kreg/abi.h)")
         signature = args.signature.strip("'\"")
-        write_inline_kernel(args.name, cell, backend, signature, dtypes, parse_outputs(args.outputs))
+        folder = write_inline_kernel(args.name, cell, backend, signature, dtypes, parse_outputs(args.outputs))
         ensure_discoverable(inline_root())
         # The manifest has one backend section, so get() without a device finds
         # it, and %registry status NAME / registry.status(NAME) see this load.
         device = backend if knobs.device() not in (None, backend) else None
-        op = registry.get(args.name, device=device)
+        try:
+            op = registry.get(args.name, device=device)
+        except BuildError as error:  # told in the cell's lines, not the cache copy's
+            from registry.notebook import render
+
+            raise render.in_cell(error, folder / _source_name(args.name, backend), args.name) from None
         self.shell.user_ns[args.name] = op
         status = registry.status(args.name, device=device)
         how = {"in-process": "unchanged, already loaded", "cache": "loaded from the cache"}.get(
