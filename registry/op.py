@@ -36,18 +36,25 @@ _MISSING = object()
 _return_types: dict = {}
 
 
-def _return_type(spec):
+def _return_type(name: str, signature: str):
     """A named tuple of the op's output names (torch.max's values, indices),
-    or None: one output, unnamed outputs, or names a named tuple cannot take."""
-    names = tuple(r.name for r in spec.signature.returns) if spec is not None else ()
-    if len(names) < 2 or not all(names):
+    or None: one output, unnamed outputs, or names a named tuple cannot take.
+    Read from the canonical text ("rowmax(Tensor x) -> (Tensor values, Tensor
+    indices)"): Signature.returns is registered on demand, which a cached get
+    never pays for (bindings/on_demand.h)."""
+    returns = signature.rpartition("->")[2].strip()
+    if not returns.startswith("("):
         return None
-    key = (spec.name, names)
+    items = [item.split() for item in returns[1:-1].split(",")]
+    if len(items) < 2 or any(len(item) != 2 for item in items):
+        return None
+    names = tuple(item[1] for item in items)
+    key = (name, names)
     if key not in _return_types:
         import collections
 
         try:
-            _return_types[key] = collections.namedtuple(spec.name, names)
+            _return_types[key] = collections.namedtuple(name, names)
         except ValueError:  # a name with a leading _, or a Python keyword
             _return_types[key] = None
     return _return_types[key]
@@ -105,7 +112,7 @@ class Op:
         self._tensor_index = tuple(i for i, a in enumerate(args) if a.type_name == "Tensor")
         # bool, int and float arguments, checked before a call reaches the dispatcher (scalar_args.py).
         self._scalars = tuple((i, a.type_name) for i, a in enumerate(args) if a.type_name in ("bool", "int", "float"))
-        self._returns = _return_type(spec)  # several outputs: their named tuple
+        self._returns = _return_type(self.name, self.signature)  # several outputs: their named tuple
 
     @classmethod
     def of(cls, kernel: str, spec, schema: str | None = None) -> "Op":
@@ -185,13 +192,13 @@ class Op:
     def _call_error(self, error: RuntimeError) -> Exception:
         """What a failed call raises: a RegistryError that is still the
         RuntimeError it was. The binding's checks and a launcher's refusal
-        start with "<kernel>.<op>: ", the fake's (Meta) device check with
-        "<op>: argument "; anything else is raised as it came."""
+        and the fake's (Meta) device check start with "<kernel>.<op>: "; anything
+        else is raised as it came."""
         translated = self._argument_error(error)
         if translated is not None:
             return translated
         message = str(error)
-        if message.startswith((f"{self.kernel}.{self.name}: ", f"{self.name}: argument ")):
+        if message.startswith(f"{self.kernel}.{self.name}: "):
             from registry.errors import OpInputError
 
             return OpInputError(message)
