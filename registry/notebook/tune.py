@@ -96,7 +96,10 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     for spec in specs:
         for dtype in dtypes or [spec.dtypes[0]]:
             if dtype not in spec.dtypes:
-                raise UsageError(f"{spec.name} lists only {', '.join(spec.dtypes)} in kernel.toml, not {dtype!r}")
+                raise UsageError(f"{name}.{spec.name}: lists only {', '.join(spec.dtypes)} in kernel.toml, "
+                                 f"not {dtype!r}")
+        for shape in shapes:
+            shape_for(spec, shape, f"{name}.{spec.name}")  # a shape that does not fit, before any build
     if not force:
         cached = _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tuned_table, start)
         if cached is not None:
@@ -292,14 +295,15 @@ def _tune_case(spec, dtype, torch_dtype, shape, backend, built: BuiltConfigs, la
     return rows
 
 
-def shape_for(spec, shape: tuple) -> dict[str, tuple]:
+def shape_for(spec, shape: tuple, label: str = "") -> dict[str, tuple]:
     """Each Tensor argument's shape for the first Tensor's `shape`, through
-    the op's sweep sizes (x = "[rows, cols]", w = "[cols]")."""
+    the op's sweep sizes (x = "[rows, cols]", w = "[cols]"). label: the op
+    as errors name it ("<kernel>.<op>")."""
     if not spec.sweep:
         return {a.name: tuple(shape) for a in spec.signature.args if a.type_name == "Tensor" and not a.optional}
     first = spec.sweep[0][1]
     if len(first) != len(shape):
-        raise UsageError(f"{spec.name}: a shape has {len(first)} sizes here ({spec.sweep[0][0]} = "
+        raise UsageError(f"{label or spec.name}: a shape has {len(first)} sizes here ({spec.sweep[0][0]} = "
                          f"[{', '.join(first)}] in kernel.toml), not {len(shape)}: {shape}")
     sizes = {}
     for dim, size in zip(first, shape):
