@@ -43,3 +43,11 @@ def test_tune_and_sweep_name_the_op():
         "rowmax.rowmax: lists only float32, float16, bfloat16")
     assert _message(lambda: registry.tune("rowmax", shapes=[(4, 4, 4)], device="cpu")).startswith(
         "rowmax.rowmax: a shape has 2 sizes")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_launchers_refusal_is_prefixed_once():
+    rowmax = registry.get("rowmax", device="cuda")
+    message = _message(lambda: rowmax(torch.randn(3, 0, device="cuda")))
+    assert message == "rowmax.rowmax: the launcher failed: rows of length 0 have no maximum"

@@ -3,6 +3,7 @@ output names, as torch's own ops do (torch.max(x, 0).values), and stays a
 tuple: unpacking, indexing, torch.compile."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 import registry
@@ -45,3 +46,14 @@ def test_torch_compile_sees_the_names():
     compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
     for got, want in zip(compiled(x, w), f(x, w)):
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_several_outputs_come_back_by_name_on_cuda():
+    rowmax = registry.get("rowmax", device="cuda")
+    x = torch.randn(64, 257, device="cuda")
+    out = rowmax(x)
+    assert out._fields == ("values", "indices")
+    torch.testing.assert_close(out.values, x.max(-1).values)
+    assert torch.equal(out.indices, x.max(-1).indices)
