@@ -34,6 +34,7 @@ _MISSING = object()
 # The named tuple of each op with several outputs, by (op, output names): one
 # type per op for the process, so isinstance holds across hot reloads.
 _return_types: dict = {}
+_new_tuple = tuple.__new__  # fills a named tuple from the binding's tuple, no Python frame
 
 
 def _return_type(name: str, signature: str):
@@ -165,8 +166,8 @@ class Op:
                 result = fast(*args)
             except RuntimeError as error:
                 raise self._call_error(error) from None
-            if result is not NotImplemented:
-                return result if self._returns is None else self._returns(*result)
+            if result is not NotImplemented:  # (tuple.__new__: ~0.1 us less than the named tuple's own __new__)
+                return result if self._returns is None else _new_tuple(self._returns, result)
         if self._table is None:  # a hand-written pybind module's function
             try:
                 result = self._fn(*args)
