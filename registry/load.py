@@ -87,7 +87,7 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
             STATE.fast_entries[namespace] = binding.fast_entry
         fn = getattr(torch.ops, namespace).call.default
         table = build_table(handle, spec, manifest.name, launchers[spec.name])
-        _register_meta(namespace, spec, table, schemas[spec.name])
+        _register_meta(namespace, spec, table, schemas[spec.name], f"{manifest.name}.{spec.name}")
         op = before.get(spec.name) or Op.of(manifest.name, spec, schemas[spec.name])
         op._swap(fn, table, backend, lib.entry.key, *_signature_of(spec, schemas),
                  fast=STATE.fast_entries[namespace])
@@ -138,13 +138,13 @@ def _shared_binding(module: str, artifacts: dict) -> SharedBinding:
     return binding
 
 
-def _register_meta(namespace: str, spec, table, schema: str) -> None:
+def _register_meta(namespace: str, spec, table, schema: str, label: str) -> None:
     """A Meta kernel for kreg_<hash>::call: fake tensors (torch.compile) fall
     back to it. One binding serves every op with its signature, so the kernel
     picks the op's fake by the launcher table the call carries; the fake is
     made on its first call (torch_ops.fake_of_table). Cheaper to register than
     torch.library.register_fake, and this runs on a fresh process's first `get`."""
-    STATE.fakes_by_table[table.address] = (spec, schema)
+    STATE.fakes_by_table[table.address] = (spec, schema, label)
     if namespace in STATE.faked_namespaces:
         return
     import torch

@@ -2,7 +2,8 @@
 
 The same as torch's own functions take for those schema types (torch's Python
 argument parser: torch.sum's `bool keepdim`, torch.select's `int index`,
-torch.dropout's `float p`), no more. The dispatcher's op that a handle falls
+torch.dropout's `float p`), no more, and no bool for a float: torch takes True
+as 1.0 there, which hides a flag passed where a number belongs. The dispatcher's op that a handle falls
 back to (torch.ops) is looser: it takes 7, 1.0 or even None for a bool. The
 fast entry (core/fast_entry.h) takes a subset (exact Python floats, ints and
 bools) and leaves everything else to the handle, which checks here before it
@@ -12,8 +13,8 @@ calls the dispatcher, so both paths accept the same values:
   int    an int other than a bool, a numpy integer, an object with __index__
          (numpy.bool has none), or a one-element integral (not bool) Tensor
          that needs no grad
-  float  a float, int or bool, a numpy scalar (numpy.bool included), or a
-         0-dim Tensor that needs no grad
+  float  a float or an int other than a bool, a numpy number, or a 0-dim
+         Tensor, not bool, that needs no grad
 
 (tests/test_scalar_args.py asks torch's own functions the same questions, so a
 torch whose parser changes fails there.)
@@ -64,11 +65,14 @@ def _is_int(value) -> bool:
 
 
 def _is_float(value) -> bool:
-    if isinstance(value, (float, int)):  # bool is an int
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (float, int)):
         return True
     numpy = sys.modules.get("numpy")  # not loaded: the value is no numpy scalar
     if numpy is not None and isinstance(value, numpy.generic):
-        return isinstance(value, (numpy.number, numpy.bool_)) and not isinstance(value, numpy.complexfloating)
+        return isinstance(value, numpy.number) and not isinstance(value, numpy.complexfloating)
     import torch
 
-    return isinstance(value, torch.Tensor) and value.dim() == 0 and not value.requires_grad
+    return (isinstance(value, torch.Tensor) and value.dim() == 0 and not value.requires_grad
+            and value.dtype != torch.bool)

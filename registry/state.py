@@ -40,6 +40,15 @@ import time
 from registry import _core
 
 
+def duration_text(seconds: float) -> str:
+    """One rule for every duration the registry shows: ms below a second, s
+    from a second on, to about three significant digits."""
+    ms = seconds * 1e3
+    if ms < 999.5:  # what would round to "1000 ms" is "1.00 s"
+        return f"{ms:.3f} ms" if ms < 1 else f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
+    return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s" if seconds < 100 else f"{seconds:.0f} s"
+
+
 # Plain classes, not dataclasses: generating a dataclass costs ~2 ms at
 # import, and this module is on the path of a fresh process's first `get`.
 class Status:
@@ -82,11 +91,11 @@ class Status:
         lines = [
             f"kernel {self.kernel}{f' (folder {folder})' if folder != self.kernel else ''} [{self.backend}]"
             f"  key {self.key}",
-            f"  last get: {self.outcome} in {self.get_seconds * 1e3:.1f} ms"
-            + (f", compiled {', '.join(self.compiled)} in {self.build_seconds:.2f} s"
+            f"  last get: {self.outcome} in {duration_text(self.get_seconds)}"
+            + (f", compiled {', '.join(self.compiled)} in {duration_text(self.build_seconds)}"
                if self.compiled and self.outcome == "compiled" else ""),
             f"  built {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.built_at))}"
-            f" in {self.last_build_seconds:.2f} s",
+            f" in {duration_text(self.last_build_seconds)}",
             f"  manifest {self.manifest}",
             *(f"  {what}: {path}" for what, path in self.artifacts.items()),
         ]

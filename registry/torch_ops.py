@@ -45,17 +45,18 @@ _fakes_by_table = STATE.fakes_by_table  # launcher table address -> fake functio
 _compiled: dict[tuple[str, str], object] = {}  # (signature, declarations) -> fake function
 
 
-def fake_for(spec, schema: str | None = None):
+def fake_for(spec, schema: str | None = None, label: str = ""):
     """The fake function of an op: fake(<signature args>) -> outputs like the real op's.
-    schema: the signature's canonical text, when the caller has it (a plan does)."""
+    schema: the signature's canonical text, when the caller has it (a plan does);
+    label: "<kernel>.<op>", which its errors start with, as the binding's do."""
     signature = spec.signature
-    cache_key = (schema or signature.canonical(), "|".join(o.text for o in spec.outputs))
+    cache_key = (schema or signature.canonical(), "|".join(o.text for o in spec.outputs), label)
     fn = _compiled.get(cache_key)
     if fn is None:
         import torch
 
         namespace = {"torch": torch}
-        exec(_core.fake_function(signature, list(spec.outputs), "fake"), namespace)  # text from core/output_spec.cc
+        exec(_core.fake_function(signature, list(spec.outputs), "fake", label), namespace)  # text from core/output_spec.cc
         fn = _compiled[cache_key] = namespace["fake"]
     return fn
 
@@ -132,7 +133,7 @@ def expose(namespace: str, op_spec, backend: str, handle, kernel: str) -> None:
         library.define(handle.signature)  # the canonical text (Signature.canonical), derived once per Op
         for key, wanted in (("CPU", "cpu"), ("CUDA", "cuda")):
             library.impl(name, _kernel(namespace, name, wanted, handles, kernel), key)
-        torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec))
+        torch.library.register_fake(f"{namespace}::{name}")(fake_for(op_spec, label=f"{handle.kernel}.{name}"))
     if op_spec.backward and (namespace, name) not in _with_autograd:  # a Python backward stays
         _register_autograd(namespace, op_spec, handles)
 

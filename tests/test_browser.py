@@ -113,7 +113,7 @@ def test_quickstart_in_jupyterlab(lab, screenshots):
                 log_visible: details ? details.querySelector('pre').checkVisibility() : null};
     """, page.cell_node(error_cell["index"]))
     assert rendered, f"no rendered compile error in the cell; it shows:\n{error_cell['shown'][:800]}"
-    assert any(re.search(r"scale\.cpp:\d+:\d+: error", w) for w in rendered["where"]), rendered
+    assert any(re.search(r"cell 'scale', line \d+, column \d+: error", w) for w in rendered["where"]), rendered
     assert any("os[i] = a * xs[i]" in m and m.lstrip().startswith(">") for m in rendered["marked"]), rendered
     assert rendered["log_open"] is False and not rendered["log_visible"], "the compiler log should start collapsed"
     assert rendered["summary"].startswith("compiler log"), rendered

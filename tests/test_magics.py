@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import time
 
@@ -118,9 +119,12 @@ def test_build_error_in_a_cell_renders_the_source_line(shell, name, capsys):
     result = shell.run_cell(f"%%kernel {name} --cpu {SIGNATURE}\n" + cell("undefined_offset"))
     assert isinstance(result.error_in_exec, registry.BuildError)
     out = capsys.readouterr().out
-    source = magics.inline_root() / name / f"{name}.cpp"
-    assert f"{source}:" in out and "undefined_offset" in out
-    assert any(line.lstrip().startswith(">") and "undefined_offset" in line for line in out.splitlines())
+    # The cell's own line (the %%kernel line is line 1), not the cache's copy of it.
+    line = 1 + next(i for i, text in enumerate(cell("undefined_offset").split("\n"), 1) if "undefined_offset" in text)
+    assert f"cell '{name}', line {line}, column" in out and "undefined_offset" in out
+    assert any(re.match(rf"\s*>\s+{line} \|", text) and "undefined_offset" in text for text in out.splitlines()), out
+    assert f"{magics.inline_root() / name / name}.cpp:" not in out.split("compiler log")[0]
+    assert f"cell '{name}', line {line}" in str(result.error_in_exec)
     assert "Traceback" not in out
     assert _offset(op) == pytest.approx(0.0, abs=1e-6)  # the previous code still runs
 
@@ -262,3 +266,52 @@ def test_status_of_a_kernel_that_does_not_exist_says_so(shell, capsys):
     out = capsys.readouterr().out
     assert "not loaded" not in out
     assert "no kernel named 'apxy'" in out and "Did you mean 'axpy'?" in out
+
+
+ROWMAX_SOURCE = r"""
+#include "kreg/abi.h"
+
+KREG_API const char* rowmax_f32(kreg_tensor values, kreg_tensor indices, kreg_tensor x, void*) {
+  const int64_t cols = x.sizes[x.ndim - 1], rows = cols ? x.numel / cols : 0;
+  const float* xs = static_cast<const float*>(x.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = 0;
+    for (int64_t c = 1; c < cols; ++c) if (xs[r * cols + c] > xs[r * cols + at]) at = c;
+    static_cast<float*>(values.data)[r] = xs[r * cols + at];
+    static_cast<int64_t*>(indices.data)[r] = at;
+  }
+  return nullptr;
+}
+"""
+ROWMAX = '--signature "rowmax(Tensor x) -> (Tensor values, Tensor indices)"'
+
+
+@pytest.mark.parametrize("outputs", [
+    """'{ values = "x.dtype[x.shape[:-1]]", indices = "int64[x.shape[:-1]]" }'""",
+    """'values = "x.dtype[x.shape[:-1]]", indices = "int64[x.shape[:-1]]"'""",  # braces left out
+])
+def test_a_cell_declares_its_outputs_as_a_manifest_does(shell, name, outputs):
+    shell.run_cell_magic("kernel", f"{name} --cpu {ROWMAX} --outputs {outputs}", ROWMAX_SOURCE)
+    x = torch.randn(5, 33)
+    values, indices = shell.user_ns[name](x)
+    want = torch.max(x, -1)
+    assert torch.equal(values, want.values) and torch.equal(indices, want.indices)
+    assert indices.dtype == torch.int64 and values.shape == (5,)
+
+
+def test_outputs_that_are_not_a_table_of_strings_are_refused(shell, name):
+    for outputs in ["'values = like x'", "'{ values = 3 }'",
+                    """'{ values = "like x" }\n[cuda]\nsources = ["evil.cu"]'"""]:
+        with pytest.raises(registry.RegistryError, match="--outputs takes the manifest's table of outputs"):
+            shell.run_cell_magic("kernel", f"{name} --cpu {ROWMAX} --outputs {outputs}", ROWMAX_SOURCE)
+
+
+def test_the_manifest_holds_any_text_escaped():
+    import tomllib
+
+    awkward = 'axpy(Tensor x) -> Tensor"\n[cuda]\nsources = ["x.cu"]\n# \\ \x7f \x01 \t é'
+    outputs = {'out"\n[cuda]': 'like x"\\', "y": "float32[x.shape[:-1]]"}
+    text = magics.manifest_text("inline_esc", "cpu", "inline_esc.cpp", awkward, ["float32"], outputs)
+    parsed = tomllib.loads(text)
+    assert set(parsed) == {"format", "description", "cpu", "op"}
+    assert parsed["op"] == [{"signature": awkward, "dtypes": ["float32"], "outputs": outputs}]

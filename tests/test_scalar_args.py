@@ -48,7 +48,7 @@ X, Y = torch.ones(4), torch.zeros(4)
 
 
 @pytest.mark.parametrize("alpha, k, neg, want", [
-    (2.0, 3, True, -6.0), (2, 3, False, 6.0), (True, 3, False, 3.0),           # int and bool are floats
+    (2.0, 3, True, -6.0), (2, 3, False, 6.0),                                   # an int is a float
     (np.float32(0.5), np.int64(2), False, 1.0), (torch.tensor(0.5), torch.tensor(2), False, 1.0),
 ])
 def test_what_torch_accepts_is_accepted(op, alpha, k, neg, want):
@@ -62,6 +62,8 @@ def test_what_torch_accepts_is_accepted(op, alpha, k, neg, want):
     (1.0, 1, None, "neg", "NoneType"),
     (1.0, True, False, "k", "bool"), (1.0, 2.0, False, "k", "float"), (1.0, np.float64(2), False, "k", "numpy.float64"),
     ("1", 1, False, "alpha", "str"), (torch.tensor([0.5]), 1, False, "alpha", "Tensor"),
+    (True, 1, False, "alpha", "bool"), (np.True_, 1, False, "alpha", "numpy.bool"),   # a flag is no number
+    (torch.tensor(True), 1, False, "alpha", "Tensor"),
 ])
 def test_what_torch_refuses_is_refused_naming_the_argument(op, alpha, k, neg, argument, got):
     expected = {"neg": "bool", "k": "int", "alpha": "float"}[argument]
@@ -105,4 +107,6 @@ def test_the_rule_is_torchs_argument_parser(value):
     assert scalar_args.accepts("bool", value) == _torch_takes(lambda: torch.sum(x, 0, keepdim=value))
     if not (isinstance(value, torch.Tensor) and value.dtype == torch.bool):  # torch asserts internally on it
         assert scalar_args.accepts("int", value) == _torch_takes(lambda: torch.select(x, 0, value))
-    assert scalar_args.accepts("float", value) == _torch_takes(lambda: torch.dropout(x, value, False))
+    # float refuses bools, which torch's parser takes (True as 1.0 hides a swapped argument)
+    is_bool = isinstance(value, (bool, np.bool_)) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool)
+    assert scalar_args.accepts("float", value) == (_torch_takes(lambda: torch.dropout(x, value, False)) and not is_bool)

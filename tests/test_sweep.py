@@ -156,3 +156,41 @@ def test_any_dtype_of_the_table_is_known_to_the_sweep(axpy_copy):
     with pytest.raises(registry.RegistryError, match="unknown dtype 'int'; choose from float32, float16, bfloat16, "
                                                      "float64, int8"):
         registry.sweep(axpy_copy.name, sizes=[17], dtypes=["int"], device="cpu")
+
+
+def test_a_handle_without_a_reference_says_to_pass_one(axpy_copy):
+    axpy_copy.edit("kernel.toml", 'reference = "reference.py"', "")
+    op = registry.get(axpy_copy.name, device="cpu")
+    with pytest.raises(registry.RegistryError, match=r"axpy_t\d+\.axpy: no reference to check against: pass registry.sweep\(\.\.\., reference=") as info:
+        registry.sweep(op, sizes=[17], dtypes=["float32"], repeats=1)
+    assert not isinstance(info.value, AttributeError)
+
+
+def test_each_row_shows_the_tolerance_of_the_output_that_decided_it(kernels_root):
+    # Indices one off: the int64 output fails, and its exact tolerance (0, 0) decided the row,
+    # not the float16 dispatch dtype's (1e-3, 1e-3).
+    from conftest import KernelCopy, _counter
+
+    copy = KernelCopy(kernels_root, "rowmax", f"rowmax_t{next(_counter)}")
+    copy.edit("rowmax_cpu.cpp", "static_cast<int64_t*>(indices.data)[r] = at;",
+              "static_cast<int64_t*>(indices.data)[r] = at + 1;")
+    result = registry.sweep(copy.name, sizes=[17], dtypes=["float16"], device="cpu", repeats=1)
+    row = result.table.iloc[0]
+    assert not row["passed"] and row["note"].startswith("indices:")
+    assert (row["rtol"], row["atol"], row["decided_by"]) == (0.0, 0.0, "indices")
+    assert row["max_abs_err"] == 1.0
+
+
+def test_a_passing_row_shows_the_tolerance_of_its_tightest_output():
+    from registry.notebook.checks import check_call
+
+    class Spec:  # two outputs: y within a fifth of float16's tolerance, mean at half of float32's
+        name = "two"
+        signature = type("S", (), {"returns": [type("R", (), {"name": n}) for n in ("y", "mean")], "args": []})
+
+    def op():
+        return torch.ones(8, dtype=torch.float16), torch.full((8,), 1.0 + 0.5 * 1.1e-5, dtype=torch.float32)
+
+    result = check_call(op, Spec, lambda: (torch.full((8,), 1.0004, dtype=torch.float64),
+                                           torch.ones(8, dtype=torch.float64)), [])
+    assert result.passed and result.output == "mean" and (result.rtol, result.atol) == TOLERANCES["float32"]

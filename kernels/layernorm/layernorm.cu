@@ -126,7 +126,7 @@ const char* launch(kreg_tensor y, kreg_tensor mean, kreg_tensor rstd, kreg_tenso
                    float eps, void* stream) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (w.numel != cols || (b.data != nullptr && b.numel != cols)) {
-    return "layernorm: weight and bias must have as many elements as x's last dim";
+    return "weight and bias must have as many elements as x's last dim";
   }
   if (rows == 0 || cols == 0) return nullptr;
   if (const char* refused = kreg::refuse_rows<kOp>(rows)) return refused;

@@ -14,7 +14,7 @@ const char* layernorm_cpu(kreg_tensor y, kreg_tensor mean, kreg_tensor rstd, kre
                           kreg_tensor bias, float eps) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (weight.numel != cols || (bias.data != nullptr && bias.numel != cols)) {
-    return "layernorm: weight and bias must have as many elements as x's last dim";
+    return "weight and bias must have as many elements as x's last dim";
   }
   const T* xs = static_cast<const T*>(x.data);
   const T* ws = static_cast<const T*>(weight.data);

@@ -33,11 +33,11 @@ __global__ void matmul_tiled(const T* __restrict__ a, const T* __restrict__ b, T
 
 template <typename T>
 const char* launch(kreg_tensor c, kreg_tensor a, kreg_tensor b, void* stream) {
-  if (a.ndim != 2 || b.ndim != 2) return "matmul: a and b must be 2-D";
-  if (a.sizes[1] != b.sizes[0]) return "matmul: a's columns must equal b's rows";
+  if (a.ndim != 2 || b.ndim != 2) return "a and b must be 2-D";
+  if (a.sizes[1] != b.sizes[0]) return "a's columns must equal b's rows";
   const int64_t m = a.sizes[0], k = a.sizes[1], n = b.sizes[1];
   if (m == 0 || n == 0) return nullptr;
-  if ((m + kTile - 1) / kTile > 65535) return "matmul: more than 65535 * 16 rows";
+  if ((m + kTile - 1) / kTile > 65535) return "more than 65535 * 16 rows";
   const dim3 block(kTile, kTile);
   const dim3 grid(static_cast<unsigned>((n + kTile - 1) / kTile), static_cast<unsigned>((m + kTile - 1) / kTile));
   matmul_tiled<T><<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(

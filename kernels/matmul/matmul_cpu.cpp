@@ -11,8 +11,8 @@ constexpr int64_t kBlock = 64;
 
 template <typename T>
 const char* matmul_cpu(kreg_tensor c, kreg_tensor a, kreg_tensor b) {
-  if (a.ndim != 2 || b.ndim != 2) return "matmul: a and b must be 2-D";
-  if (a.sizes[1] != b.sizes[0]) return "matmul: a's columns must equal b's rows";
+  if (a.ndim != 2 || b.ndim != 2) return "a and b must be 2-D";
+  if (a.sizes[1] != b.sizes[0]) return "a's columns must equal b's rows";
   const int64_t m = a.sizes[0], k = a.sizes[1], n = b.sizes[1];
   const T* as = static_cast<const T*>(a.data);
   const T* bs = static_cast<const T*>(b.data);

@@ -208,7 +208,7 @@ __global__ void rmsnorm_grad_weight_total(const double* __restrict__ partial, T*
 template <typename T>
 const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor w, double eps, void* stream) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
-  if (w.numel != cols) return "rmsnorm: weight must have as many elements as x's last dim";
+  if (w.numel != cols) return "weight must have as many elements as x's last dim";
   if (rows == 0 || cols == 0) return nullptr;
   if (const char* refused = kreg::refuse_rows<kOp>(rows)) return refused;
   constexpr int kWidth = kreg::pack_width<T>();
@@ -250,7 +250,7 @@ template <typename T>
 const char* backward(kreg_tensor gx, kreg_tensor gw, kreg_tensor g, kreg_tensor x, kreg_tensor w, double eps,
                      void* stream) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
-  if (w.numel != cols) return "rmsnorm_backward: weight must have as many elements as x's last dim";
+  if (w.numel != cols) return "weight must have as many elements as x's last dim";
   if (cols == 0) return nullptr;
   if (const char* refused = kreg::refuse_rows<kBackwardOp>(rows)) return refused;
   auto s = static_cast<cudaStream_t>(stream);
@@ -271,7 +271,7 @@ const char* backward(kreg_tensor gx, kreg_tensor gw, kreg_tensor g, kreg_tensor 
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(fill, (rows + kChunkThreads - 1) / kChunkThreads));
   double* scratch = nullptr;  // rstd per row, then the chunks' partial grad_w
   if (cudaMallocAsync(reinterpret_cast<void**>(&scratch), (rows + chunks * cols) * sizeof(double), s) != cudaSuccess) {
-    return "rmsnorm_backward: could not allocate the per-row scratch";
+    return "could not allocate the per-row scratch";
   }
   if (packs) {
     backward_rows<T, kWidth>(gs, xs, ws, gxs, gws, scratch, rows, cols, chunks, eps, s);

@@ -15,7 +15,7 @@ template <typename T>
 const char* forward(kreg_tensor y, kreg_tensor x, kreg_tensor weight, double eps) {
   using A = kreg::acc_t<T>;
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
-  if (weight.numel != cols) return "rmsnorm: weight must have as many elements as x's last dim";
+  if (weight.numel != cols) return "weight must have as many elements as x's last dim";
   const T* xs = static_cast<const T*>(x.data);
   const T* ws = static_cast<const T*>(weight.data);
   T* ys = static_cast<T*>(y.data);
@@ -34,7 +34,7 @@ const char* backward(kreg_tensor grad_x, kreg_tensor grad_w, kreg_tensor grad_y,
                      double eps) {
   using A = kreg::acc_t<T>;
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
-  if (weight.numel != cols) return "rmsnorm_backward: weight must have as many elements as x's last dim";
+  if (weight.numel != cols) return "weight must have as many elements as x's last dim";
   const T* gs = static_cast<const T*>(grad_y.data);
   const T* xs = static_cast<const T*>(x.data);
   const T* ws = static_cast<const T*>(weight.data);

@@ -185,7 +185,7 @@ __global__ void rowmax_long(const T* __restrict__ x, T* __restrict__ values, int
 template <typename T>
 const char* launch(kreg_tensor values, kreg_tensor indices, kreg_tensor x, void* stream) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
-  if (cols == 0 && values.numel > 0) return "rowmax: rows of length 0 have no maximum";
+  if (cols == 0 && values.numel > 0) return "rows of length 0 have no maximum";
   if (rows == 0) return nullptr;
   if (const char* refused = kreg::refuse_rows<kOp>(rows)) return refused;
   constexpr int kWidth = kreg::pack_width<T>();

@@ -9,7 +9,7 @@ namespace {
 template <typename T>
 const char* rowmax_cpu(kreg_tensor values, kreg_tensor indices, kreg_tensor x) {
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
-  if (cols == 0 && values.numel > 0) return "rowmax: rows of length 0 have no maximum";
+  if (cols == 0 && values.numel > 0) return "rows of length 0 have no maximum";
   const T* xs = static_cast<const T*>(x.data);
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = xs + r * cols;

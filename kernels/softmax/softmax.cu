@@ -112,7 +112,7 @@ __global__ void softmax_long(const T* __restrict__ x, T* __restrict__ y, int64_t
 
 template <typename T>
 const char* launch(kreg_tensor y, kreg_tensor x, double temperature, void* stream) {
-  if (!(temperature > 0.0f)) return "softmax: temperature must be > 0";
+  if (!(temperature > 0.0f)) return "temperature must be > 0";
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   if (rows == 0 || cols == 0) return nullptr;
   if (const char* refused = kreg::refuse_rows<kOp>(rows)) return refused;

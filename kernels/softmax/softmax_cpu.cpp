@@ -11,7 +11,7 @@ namespace {
 template <typename T>
 const char* softmax_cpu(kreg_tensor y, kreg_tensor x, double temperature) {
   using A = kreg::acc_t<T>;
-  if (!(temperature > 0.0f)) return "softmax: temperature must be > 0";
+  if (!(temperature > 0.0f)) return "temperature must be > 0";
   const int64_t cols = kreg::row_length(x), rows = kreg::row_count(x);
   const A inv_t = A(1) / A(temperature);
   const T* xs = static_cast<const T*>(x.data);

@@ -129,7 +129,8 @@ void init_manifest_on_demand(py::module_& m) {
 
   m.def("parse_signature", &parse_signature, py::arg("text"));
   m.attr("SLICE_END") = kSliceEnd;
-  m.def("fake_function", &fake_function, py::arg("signature"), py::arg("outputs"), py::arg("name"));
+  m.def("fake_function", &fake_function, py::arg("signature"), py::arg("outputs"), py::arg("name"),
+        py::arg("label") = "");
   m.def("generate_launcher_header", &generate_launcher_header, py::arg("kernel"), py::arg("ops"));
   m.def("entry_symbol", &entry_symbol, py::arg("op"));
   m.def("required_launchers", &required_launchers, py::arg("ops"));

@@ -182,7 +182,7 @@ OutputSpec default_output_spec(const Signature& signature) {
 }
 
 std::string fake_function(const Signature& signature, const std::vector<OutputSpec>& outputs,
-                          const std::string& fn_name) {
+                          const std::string& fn_name, const std::string& label) {
   // The parameters as the schema has them (defaults, a bare * before the
   // keyword-only ones): torch calls a fake with the arguments its caller
   // wrote, leaving defaulted ones out and passing keyword-only ones by name.
@@ -223,7 +223,7 @@ std::string fake_function(const Signature& signature, const std::vector<OutputSp
   if (!others.empty()) {
     check = "    for _name, _tensor in (" + others + "):\n"
             "        if _tensor is not None and _tensor.device != " + first.name + ".device:\n"
-            "            raise RuntimeError(f\"" + signature.name + ": argument '{_name}' is on {_tensor.device} but '" +
+            "            raise RuntimeError(f\"" + (label.empty() ? signature.name : label) + ": argument '{_name}' is on {_tensor.device} but '" +
             first.name + "' is on {" + first.name + ".device}; put all tensors on one device "
             "(meta tensors only with meta tensors)\")\n";
   }

@@ -59,7 +59,9 @@ OutputSpec default_output_spec(const Signature& signature);
 // `outputs` (one per return): "def <fn_name>(x, w, eps=1e-05, *, k=0):\n    return ...".
 // Parameters as the schema has them: defaults, and a bare * before the
 // keyword-only ones (torch calls a fake with the arguments its caller wrote).
+// label: how its errors name the op, "<kernel>.<op>" as the binding's do
+// (the signature's name when empty).
 std::string fake_function(const Signature& signature, const std::vector<OutputSpec>& outputs,
-                          const std::string& fn_name);
+                          const std::string& fn_name, const std::string& label = "");
 
 }  // namespace kreg

@@ -25,8 +25,11 @@ For each op of the kernel, dtype (default: the manifest's) and size n
   reference  the manifest's reference module (loaded from the kernel folder),
              called on the same inputs converted to float64 on the CPU.
   check      pass iff |out - ref| <= atol + rtol * |ref| for every element, with
-             (rtol, atol) per dtype (TOLERANCES); NaN/inf where the reference
-             is finite fails; an all-zero output for a nonzero reference fails.
+             (rtol, atol) per output's dtype (TOLERANCES); NaN/inf where the
+             reference is finite fails; an all-zero output for a nonzero
+             reference fails. A row shows the output that decided it
+             (`decided_by`: the first that failed, else the one nearest its
+             tolerance) with that output's errors and tolerance.
   time       median of `repeats` calls after warm-up: CUDA events on CUDA,
              perf_counter on the CPU. Inputs rotate between two sets when a set
              is small enough to stay in cache, so a timing is not just a cache hit.
@@ -56,7 +59,7 @@ CPU_SIZES = [1, 17, 2**16, 2**20]
 CUDA_SIZES = [1, 17, 2**16, 2**24, 2**28]
 BUDGET_FRACTION = 0.5    # of free device memory (CUDA) or available RAM (CPU)
 CACHE_RESIDENT_BYTES = 64 << 20  # an input set below this may stay in L2/L3: rotate two
-COLUMNS = ["op", "dtype", "n", "shape", "max_abs_err", "max_rel_err", "rtol", "atol", "passed",
+COLUMNS = ["op", "dtype", "n", "shape", "max_abs_err", "max_rel_err", "rtol", "atol", "decided_by", "passed",
            "median_ms", "gbps", "fraction_of_copy", "baseline_ms", "speedup", "note"]
 
 
@@ -150,9 +153,11 @@ def sweep(name, dtypes: list[str] | None = None, sizes: list[int] | None = None,
         op = handle if not hasattr(handle, "ops") else handle.ops[spec.name]
         fn = reference if reference is not None else getattr(module, spec.reference, None)
         if fn is None:
-            raise AttributeError(f"no reference function {spec.reference!r} for op {spec.name!r}: define it in the "
-                                 f"kernel's reference module (reference = \"...\" in {manifest.file}), or pass "
-                                 f"reference=<a float64 function> to sweep")
+            where = (f"define {spec.reference}() in {Path(manifest.dir) / manifest.reference}" if module is not None
+                     else f"add reference = \"reference.py\" to {manifest.file} with a float64 {spec.reference}()")
+            raise UsageError(f"{kernel}.{spec.name}: no reference to check against: pass "
+                             f"registry.sweep(..., reference=<a float64 function taking the op's arguments>), "
+                             f"or {where}")
         baseline = getattr(module, spec.baseline, None) if spec.baseline and module is not None else None
         for dtype in dtypes or list(spec.dtypes):
             if dtype not in dtype_table.NAMES:
@@ -193,15 +198,14 @@ def _device_label(device: str) -> str:
 
 def _run_case(op, reference, baseline, module, spec, dtype: str, n: int, device: str, budget: int, repeats: int,
               args: dict, copy_gbps: float | None) -> dict:
-    from registry.notebook.checks import check_call, results, shapes, split_arguments, tolerance
+    from registry.notebook.checks import check_call, results, shapes, split_arguments
 
-    rtol, atol = tolerance(dtype, module, spec.name)
     torch_dtype = dtype_table.torch_dtype(dtype)
     element = torch.empty((), dtype=torch_dtype).element_size()
     shape_of = shapes(spec, n)
     elements = sum(int(torch.Size(s).numel()) for s in shape_of.values())
     label = " ".join(f"{k}{list(v)}" for k, v in shape_of.items())
-    row = dict(op=spec.name, dtype=dtype, n=n, shape=label, rtol=rtol, atol=atol, passed=None, note="")
+    row = dict(op=spec.name, dtype=dtype, n=n, shape=label, passed=None, note="")
     set_bytes = elements * element
     sets = 2 if set_bytes <= CACHE_RESIDENT_BYTES else 1
     # Input sets + outputs + poison block, plus the float64 reference and the
@@ -224,7 +228,8 @@ def _run_case(op, reference, baseline, module, spec, dtype: str, n: int, device:
     del outs
     seconds = median_seconds(op, positional_sets, device, repeats, keyword_sets=keyword_sets)
     gbps = (in_bytes + out_bytes) / seconds / 1e9
-    row.update(max_abs_err=check.max_abs_err, max_rel_err=check.max_rel_err, passed=check.passed,
+    row.update(max_abs_err=check.max_abs_err, max_rel_err=check.max_rel_err, rtol=check.rtol, atol=check.atol,
+               decided_by=check.output, passed=check.passed,
                median_ms=seconds * 1e3, gbps=gbps,
                fraction_of_copy=gbps / copy_gbps if copy_gbps else None, note=check.reason)
     if baseline is not None:

@@ -104,6 +104,43 @@ def _with_file(diagnostic, file: str):
     return diagnostic
 
 
+class CellSource:
+    """A %%kernel cell a build compiled from its cache copy: diagnostics in
+    that file are shown as the cell's lines (the %%kernel line is line 1)."""
+
+    def __init__(self, path, name: str, offset: int = 1):
+        self.path, self.name, self.offset = os.path.realpath(path), name, offset
+
+    def holds(self, file: str) -> bool:
+        return os.path.realpath(file) == self.path
+
+
+def in_cell(err, path, name: str):
+    """`err` (a BuildError of a %%kernel cell's kernel) told in the cell's
+    lines, its message included; returns err."""
+    cell = err.cell = CellSource(path, name)
+    log = readable_log(getattr(err, "log", ""))
+    message = str(err)
+    for d in getattr(err, "diagnostics", None) or []:
+        if cell.holds(resolve_source(d.file, log)):
+            message = message.replace(str(d), _location(d, cell))
+    err.args = (message,)
+    return err
+
+
+def _cell(err, d):
+    cell = getattr(err, "cell", None)
+    return cell if cell is not None and cell.holds(d.file) else None
+
+
+def _location(d, cell=None) -> str:
+    """`file:line:col: error: message`, or for a cell `cell 'name', line N, column C: error: message`."""
+    if cell is None:
+        return str(d)
+    column = f", column {d.column}" if d.column else ""
+    return f"cell {cell.name!r}, line {d.line + cell.offset}{column}: {d.severity}: {d.message}"
+
+
 def _header(err) -> str:
     return f"building {getattr(err, 'what', 'a kernel')} of kernel {getattr(err, 'kernel', '?')!r} failed"
 
@@ -113,7 +150,8 @@ def render_text(err) -> str:
     out = [_header(err)]
     diagnostics = _resolved(err)
     for d in diagnostics[:MAX_DIAGNOSTICS]:
-        out += ["", str(d), *_excerpt_text(d)]
+        cell = _cell(err, d)
+        out += ["", _location(d, cell), *_excerpt_text(d, cell.offset if cell else 0)]
     if len(diagnostics) > MAX_DIAGNOSTICS:
         out.append(f"\n... and {len(diagnostics) - MAX_DIAGNOSTICS} more errors (see the log)")
     log_lines = readable_log(getattr(err, "log", "")).rstrip().splitlines()
@@ -155,12 +193,9 @@ def render_html(err) -> str:
     parts = [_STYLE, "<div class='kreg-err'>", f"<div><b>{html.escape(_header(err))}</b></div>"]
     diagnostics = _resolved(err)
     for d in diagnostics[:MAX_DIAGNOSTICS]:
-        parts.append(f"<div class='where'>{html.escape(str(d))}</div>")
-        excerpt = source_excerpt(d.file, d.line)
-        if excerpt:
-            width = len(str(excerpt[-1][0]))
-            rows = [_html_line(n, t, width, n == d.line, d.column) for n, t in excerpt]
-            parts.append("<pre>" + "\n".join(rows) + "</pre>")
+        cell = _cell(err, d)
+        parts.append(f"<div class='where'>{html.escape(_location(d, cell))}</div>")
+        parts.append(_excerpt_html(d, cell.offset if cell else 0))
     if len(diagnostics) > MAX_DIAGNOSTICS:
         parts.append(f"<div>... and {len(diagnostics) - MAX_DIAGNOSTICS} more errors (see the log)</div>")
     log = readable_log(getattr(err, "log", "")).rstrip()
@@ -214,25 +249,26 @@ _STRING = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'  # a Python string l
 _MAGIC_CALL = re.compile(rf"^get_ipython\(\)\.run_(?P<kind>cell|line)_magic\((?P<name>{_STRING}), (?P<args>{_STRING})")
 
 
-def _excerpt_text(d) -> list[str]:
+def _excerpt_text(d, shift: int = 0) -> list[str]:
+    """The lines around d's, numbered from `shift` + 1 (a cell's lines follow its %%kernel line)."""
     out = []
     excerpt = source_excerpt(d.file, d.line)
-    width = len(str(excerpt[-1][0])) if excerpt else 0
+    width = len(str(excerpt[-1][0] + shift)) if excerpt else 0
     for number, text in excerpt:
         marker = ">" if number == d.line else " "
-        out.append(f" {marker} {number:>{width}} | {text}")
+        out.append(f" {marker} {number + shift:>{width}} | {text}")
         offset = _caret_offset(text, d.column) if number == d.line else None
         if offset is not None:
             out.append(f"   {' ' * width} | {' ' * offset}^")
     return out
 
 
-def _excerpt_html(d) -> str:
+def _excerpt_html(d, shift: int = 0) -> str:
     excerpt = source_excerpt(d.file, d.line)
     if not excerpt:
         return ""
-    width = len(str(excerpt[-1][0]))
-    return "<pre>" + "\n".join(_html_line(n, t, width, n == d.line, d.column) for n, t in excerpt) + "</pre>"
+    width = len(str(excerpt[-1][0] + shift))
+    return "<pre>" + "\n".join(_html_line(n + shift, t, width, n == d.line, d.column) for n, t in excerpt) + "</pre>"
 
 
 def render_error_text(err, where: str | None = None) -> str:

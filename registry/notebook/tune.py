@@ -108,7 +108,10 @@ def _tune(name: str, shapes, dtypes, *, device, ops, repeats, args, jobs, keep, 
     for spec in specs:
         for dtype in dtypes or [spec.dtypes[0]]:
             if dtype not in spec.dtypes:
-                raise UsageError(f"{spec.name} lists only {', '.join(spec.dtypes)} in kernel.toml, not {dtype!r}")
+                raise UsageError(f"{name}.{spec.name}: lists only {', '.join(spec.dtypes)} in kernel.toml, "
+                                 f"not {dtype!r}")
+        for shape in shapes:
+            shape_for(spec, shape, f"{name}.{spec.name}")  # a shape that does not fit, before any build
     if not force:
         cached = _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tuned_table, start)
         if cached is not None:
@@ -304,11 +307,12 @@ def _tune_case(spec, dtype, torch_dtype, shape, backend, built: BuiltConfigs, la
     return rows
 
 
-def shape_for(spec, shape: tuple) -> dict[str, tuple]:
+def shape_for(spec, shape: tuple, label: str = "") -> dict[str, tuple]:
     """Each Tensor argument's shape for `shape`, through the op's sweep sizes
     (x = "[rows, cols]", w = "[cols]"): either the first Tensor's shape, or
     every named size in the order the sweep first names them, where the first
-    Tensor's do not name them all (a = "[m, k]", b = "[k, n]": (m, k, n))."""
+    Tensor's do not name them all (a = "[m, k]", b = "[k, n]": (m, k, n)). label: the op as
+    errors name it ("<kernel>.<op>")."""
     if not spec.sweep:
         return {a.name: tuple(shape) for a in spec.signature.args if a.type_name == "Tensor" and not a.optional}
     first = spec.sweep[0][1]
@@ -320,12 +324,12 @@ def shape_for(spec, shape: tuple) -> dict[str, tuple]:
     elif len(shape) == len(names):
         sizes = dict(zip(names, map(int, shape)))
     else:
-        raise UsageError(f"{spec.name}: a shape has {len(first)} sizes here ({spec.sweep[0][0]} = "
+        raise UsageError(f"{label or spec.name}: a shape has {len(first)} sizes here ({spec.sweep[0][0]} = "
                          f"[{', '.join(first)}] in kernel.toml), or {len(names)} ({', '.join(names)}), "
                          f"not {len(shape)}: {shape}")
     missing = [d for d in names if d not in sizes]
     if missing:
-        raise UsageError(f"{spec.name}: a shape of {len(shape)} sizes leaves {', '.join(missing)} unset; "
+        raise UsageError(f"{label or spec.name}: a shape of {len(shape)} sizes leaves {', '.join(missing)} unset; "
                          f"give all {len(names)} ({', '.join(names)})")
     return {name: tuple(int(d) if d.isdigit() else sizes[d] for d in dims) for name, dims in spec.sweep}
 

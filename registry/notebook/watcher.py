@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from registry.errors import UsageError
+from registry.state import duration_text
 
 
 class Watcher:
@@ -101,7 +102,7 @@ class Watcher:
         if status.outcome == "in-process":
             self._out(f"[{time.strftime('%H:%M:%S')}] watch {self.name}: sources are back to the running build")
             return
-        what = f"compiled in {status.build_seconds:.1f} s" if status.compiled else "loaded from the cache"
+        what = f"compiled in {duration_text(status.build_seconds)}" if status.compiled else "loaded from the cache"
         why = "; ".join(status.changes) or "first load"
         self._out(f"[{time.strftime('%H:%M:%S')}] watch {self.name}: {what} ({why})")
 

@@ -372,7 +372,8 @@ def _init_py(manifest, backends: list[str]) -> str:
         lines += [
             "", "",
             # Allocates like the kernel does: the manifest's output declarations (core/output_spec.h).
-            _core.fake_function(op.signature, list(op.outputs), f"_fake_{op.name}").rstrip("\n"),
+            _core.fake_function(op.signature, list(op.outputs), f"_fake_{op.name}",
+                                f"{manifest.name}.{op.name}").rstrip("\n"),
             f'torch.library.register_fake("{ns}::{op.name}")(_fake_{op.name})',
             "", "",
             f"def {op.name}(*args, **kwargs):",

@@ -35,7 +35,9 @@
  * be misaligned for vector loads (a view at an odd offset is a valid input).
  *
  * Return NULL on success or a static error string (e.g. cudaGetErrorString's
- * result); the binding raises it as a RuntimeError naming the op.
+ * result); the binding raises it as a RuntimeError that starts with
+ * "<kernel>.<op>: ", so the string says only what is wrong
+ * ("rows of length 0 have no maximum").
  */
 #ifndef KREG_ABI_H_
 #define KREG_ABI_H_
