@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import registry
-from registry import _core
+from registry import _core, header_packages
 from registry.op import Op
 
 from conftest import CHECKOUT, KernelCopy
@@ -186,9 +186,14 @@ def test_every_cuda_source_compiles_against_its_generated_prototypes(manifest, t
     header = tmp_path / "launchers.h"
     header.write_text(_core.generate_launcher_header(manifest.name, list(manifest.ops)))
     include = CHECKOUT / "registry" / "include"
+    packages = [d for package in header_packages.resolve(manifest) for d in package.include_dirs]
+    arch = "sm_90a" if manifest.cuda.arch_specific else "sm_90"
+    # The manifest's flags nvcc needs to parse the code (CUTLASS: --expt-relaxed-constexpr), not its -O levels.
+    parsing = [f for f in manifest.cuda.cflags if f.startswith(("--expt", "-std=", "-D"))]
     for source in manifest.cuda.sources:
-        command = [NVCC, "-arch=sm_90", "-std=c++17", "-c", "-include", str(header), "-I", str(include),
+        command = [NVCC, f"-arch={arch}", "-std=c++17", *parsing, "-c", "-include", str(header), "-I", str(include),
                    "-I", manifest.dir, *[f"-I{Path(manifest.dir) / d}" for d in manifest.include_dirs],
+                   *[f"-I{d}" for d in packages],
                    "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
                    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
                    str(Path(manifest.dir) / source), "-o", str(tmp_path / "out.o")]
