@@ -296,3 +296,14 @@ def test_cpu_package_gives_the_manifests_gradients(tmp_path):
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(CHECK_GRAD)],
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0 and "AOT-OK" in result.stdout, result.stdout + result.stderr
+
+
+def test_export_keeps_the_manifests_namespace(tmp_path, axpy_copy):
+    """namespace = "lab" makes the JIT op torch.ops.lab.axpy; the package's op has the same name."""
+    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nbinding = "torch-library"\nnamespace = "lab"')
+    out = aot.export_package(axpy_copy.name, tmp_path / "pkg", backends=["cpu"])
+    assert "TORCH_LIBRARY(lab, m)" in (out / "csrc" / "generated" / f"{axpy_copy.name}_def.cpp").read_text()
+    assert "TORCH_LIBRARY_IMPL(lab, CPU, m)" in (out / "csrc" / "generated" /
+                                                  f"{axpy_copy.name}_impl_cpu.cpp").read_text()
+    init = (out / f"{aot.package_name(axpy_copy.name)}" / "__init__.py").read_text()
+    assert "ops = torch.ops.lab" in init and 'register_fake("lab::axpy")' in init

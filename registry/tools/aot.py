@@ -77,10 +77,12 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
     generated = csrc / "generated"
     generated.mkdir(parents=True)
     units = {"def": generated / f"{name}_def.cpp"}
-    units["def"].write_text(_core.generate_aot_def(name, manifest.ops, "_C"))
+    # The ops' torch.ops namespace: the manifest's `namespace`, else the kernel's name, as in the JIT.
+    units["def"].write_text(_core.generate_aot_def(manifest.namespace, manifest.ops, "_C"))
     for backend in backends:
         units[backend] = generated / f"{name}_impl_{backend}.cpp"
-        units[backend].write_text(_core.generate_aot_impl(name, manifest.ops, backend, f"_C_{backend}"))
+        units[backend].write_text(_core.generate_aot_impl(manifest.namespace, manifest.ops, backend,
+                                                          f"_C_{backend}"))
 
     def rel(path: Path) -> str:
         return path.relative_to(out).as_posix()
@@ -211,7 +213,7 @@ def _setup_py(manifest, sources: dict[str, list[str]], include_dirs: list[str]) 
     # torch_libstdcxx() below repeats registry/environment.py's: the package
     # builds where the registry is not installed.
     return f'''{MARKER} from {manifest.name}'s kernel.toml: `python -m registry aot {manifest.name}`.
-"""Builds {package}: torch.ops.{manifest.name} ahead of time. See README.md.
+"""Builds {package}: torch.ops.{manifest.namespace} ahead of time. See README.md.
 
 One extension module per unit (CPU and CUDA launchers share symbol names):
   {package}._C        the op definitions (TORCH_LIBRARY)
@@ -319,7 +321,7 @@ def extensions():
 setup(
     name="{package.replace("_", "-")}",
     version="0",
-    description={(manifest.description or f"torch.ops.{manifest.name}")!r},
+    description={(manifest.description or f"torch.ops.{manifest.namespace}")!r},
     packages=["{package}"],
     ext_modules=extensions(),
     cmdclass={{"build_ext": BuildExtension}},
@@ -329,7 +331,7 @@ setup(
 
 
 def _init_py(manifest, backends: list[str]) -> str:
-    ns, package = manifest.name, package_name(manifest.name)
+    ns, package = manifest.namespace, package_name(manifest.name)
     lines = [
         f'"""torch.ops.{ns}, built ahead of time from the kernel registry\'s {ns}/kernel.toml',
         f"({manifest.description or 'no description'}).",
@@ -386,7 +388,7 @@ def _init_py(manifest, backends: list[str]) -> str:
 
 def _with_backward(manifest) -> list:
     """The ops whose torch.ops op gets its manifest backward, as in the JIT (torch_ops.takes_autograd)."""
-    return [op for op in manifest.ops if op.backward and torch_ops.takes_autograd(manifest.name, op.signature)]
+    return [op for op in manifest.ops if op.backward and torch_ops.takes_autograd(manifest.namespace, op.signature)]
 
 
 def _autograd_lines(manifest) -> list[str]:
@@ -396,14 +398,14 @@ def _autograd_lines(manifest) -> list[str]:
     if not with_backward:
         return []
     lines = ["", "", "from . import _autograd  # noqa: E402  (each op's backward, at the Autograd key)", "",
-             f'_autograd_library = torch.library.Library("{manifest.name}", "FRAGMENT")']
+             f'_autograd_library = torch.library.Library("{manifest.namespace}", "FRAGMENT")']
     for op in with_backward:
         backward = ops[op.backward].signature
         plan = (backward.name, tuple(a.name for a in backward.args), tuple(r.name for r in backward.returns))
         args = tuple(a.name for a in op.signature.args)
         positional = sum(1 for a in op.signature.args if not a.keyword_only)
         lines += [
-            f"_autograd.register(_autograd_library, {manifest.name!r}, {op.name!r}, {args!r}, {positional},",
+            f"_autograd.register(_autograd_library, {manifest.namespace!r}, {op.name!r}, {args!r}, {positional},",
             f"                   {tuple(r.name for r in op.signature.returns)!r},",
             f"                   lambda device: _autograd.Backward(*{plan!r}),",
             f"                   lambda: RuntimeError({op.name + ' has no backward'!r}))",
@@ -418,7 +420,7 @@ def _readme(manifest, backends: list[str]) -> str:
             "GPU architectures (needed where no GPU is visible); CUDA_HOME, the toolkit.\n" if "cuda" in backends else "Exported without the CUDA kernels.\n")
     return f"""# {package}
 
-`torch.ops.{manifest.name}` ({manifest.description or 'no description'}), exported ahead of time
+`torch.ops.{manifest.namespace}` ({manifest.description or 'no description'}), exported ahead of time
 by the kernel registry (`python -m registry aot {manifest.name}`). Do not edit: export again.
 
 Build against the torch it will run with, so without build isolation:
@@ -427,7 +429,7 @@ Build against the torch it will run with, so without build isolation:
     # or, in place:  python setup.py build_ext --inplace
 
 {cuda}
-Then `import {package}`: `{package}.ops` is `torch.ops.{manifest.name}`, and each op is
+Then `import {package}`: `{package}.ops` is `torch.ops.{manifest.namespace}`, and each op is
 also a function of the module.
 
 A link error "hidden symbol `<launcher>_<f32|f16|bf16|f64>' isn't defined" means
