@@ -307,3 +307,19 @@ def test_export_keeps_the_manifests_namespace(tmp_path, axpy_copy):
                                                   f"{axpy_copy.name}_impl_cpu.cpp").read_text()
     init = (out / f"{aot.package_name(axpy_copy.name)}" / "__init__.py").read_text()
     assert "ops = torch.ops.lab" in init and 'register_fake("lab::axpy")' in init
+
+
+def test_an_arch_specific_kernel_builds_its_package_for_the_arch_specific_target(tmp_path):
+    """kernels/gemm needs sm_90a: its package's setup.py turns TORCH_CUDA_ARCH_LIST's 9.0 into 9.0a,
+    as the JIT build does, rather than build a CUTLASS body that only prints an error."""
+    pytest.importorskip("cutlass_library")
+    out = aot.export_package("gemm", tmp_path / "pkg", backends=["cpu", "cuda"])
+    setup = (out / "setup.py").read_text()
+    assert "ARCH_SPECIFIC = True" in setup
+    scope = {"__file__": str(out / "setup.py")}
+    exec(compile(setup.split("def extensions():")[0].replace("from setuptools import setup", "")
+                 .replace("from torch.utils.cpp_extension import BuildExtension, CppExtension", ""),
+                 "setup.py", "exec"), scope)
+    assert scope["arch_specific_list"]("8.0;9.0+PTX;10.0") == "8.0;9.0a+PTX;10.0a"
+    assert "ARCH_SPECIFIC = False" in (aot.export_package("axpy", tmp_path / "axpy_pkg").joinpath("setup.py")
+                                       .read_text())

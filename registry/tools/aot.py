@@ -176,10 +176,13 @@ def _copy_kernel_files(manifest, backends: list[str], dest: Path) -> None:
     kernel_dir = Path(manifest.dir).resolve()
     sources = [str(kernel_dir / s) for b in backends for s in keys.backend_spec(manifest, b).sources]
     closure = _core.scan_include_closure(sources, keys.include_dirs(manifest))
-    if closure.unresolved:
+    packages = tuple(str(Path(p.root).resolve()) + "/" for p in keys.header_packages(manifest))
+    # A header package's own quoted includes of toolkit headers ("cuda_runtime.h" in CUTLASS) are the compiler's.
+    unresolved = [u for u in closure.unresolved if not str(Path(u.split(":", 1)[0]).resolve()).startswith(packages)]
+    if unresolved:
         warnings.warn(f"kernel {manifest.name!r}: these quoted includes resolve nowhere in the kernel's folders, "
                       f"so nothing was copied for them and the package build will likely fail on them; fix the "
-                      f"include or the manifest's include_dirs: {'; '.join(closure.unresolved)}", stacklevel=3)
+                      f"include or the manifest's include_dirs: {'; '.join(unresolved)}", stacklevel=3)
     files = {Path(f).resolve() for f in closure.files} | {kernel_dir / h for h in manifest.headers}
     files.add(kernel_dir / "kernel.toml")
     # A header package's files the kernel includes go with it (the package
@@ -221,6 +224,7 @@ One extension module per unit (CPU and CUDA launchers share symbol names):
   {package}._C_cuda   the CUDA kernels{", built when nvcc is usable (KREG_AOT_CUDA=0 skips them, =1 requires them)" if cuda else " (not exported)"}
 """
 import os
+import re
 
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
@@ -230,6 +234,8 @@ INCLUDE_DIRS = [os.path.join(HERE, d) for d in {include_dirs!r}]
 CXX_FLAGS = {cxx_flags!r}  # + the manifest's [cpu] cflags for the CPU module
 CPU_CXX_FLAGS = {list(manifest.cpu.cflags)!r}
 NVCC_FLAGS = {["-Xcompiler=-fvisibility=hidden", *keys.nvcc_flags(manifest)]!r}
+# [cuda] arch_specific: the kernel needs each GPU's arch-specific variant (sm_90a: wgmma, TMA multicast).
+ARCH_SPECIFIC = {bool(manifest.cuda.present and manifest.cuda.arch_specific)!r}
 LINK_FLAGS = {list(manifest.ldflags)!r}
 SOURCES = {sources!r}
 
@@ -292,6 +298,30 @@ def cuda_problem():
     return None
 
 
+def arch_specific_list(arch_list):
+    """TORCH_CUDA_ARCH_LIST with each entry from 9.0 on as its arch-specific variant
+    ("8.0;9.0+PTX" -> "8.0;9.0a+PTX"), as the registry builds it for this kernel."""
+    entries = []
+    for entry in arch_list.replace(" ", ";").split(";"):
+        match = re.fullmatch(r"(\d+)\.(\d+)(\+PTX)?", entry.strip())
+        if match and int(match.group(1)) >= 9:
+            entry = f"{{match.group(1)}}.{{match.group(2)}}a{{match.group(3) or ''}}"
+        if entry.strip():
+            entries.append(entry.strip())
+    return ";".join(entries)
+
+
+def target_archs():
+    """Sets TORCH_CUDA_ARCH_LIST for an ARCH_SPECIFIC kernel (from the visible GPU when unset):
+    built for plain sm_90, CUTLASS compiles such a kernel's body to an error printf."""
+    import torch
+
+    if not ARCH_SPECIFIC:
+        return
+    wanted = os.environ.get("TORCH_CUDA_ARCH_LIST") or "{{}}.{{}}".format(*torch.cuda.get_device_capability())
+    os.environ["TORCH_CUDA_ARCH_LIST"] = arch_specific_list(wanted)
+
+
 def extensions():
     modules = [CppExtension("{package}._C", SOURCES["def"], include_dirs=INCLUDE_DIRS,
                             extra_compile_args=CXX_FLAGS, extra_link_args=LINK_FLAGS)]
@@ -305,6 +335,7 @@ def extensions():
         if problem is None:
             from torch.utils.cpp_extension import CUDAExtension
 
+            target_archs()
             modules.append(CUDAExtension("{package}._C_cuda", SOURCES["cuda"], include_dirs=INCLUDE_DIRS,
                                          extra_compile_args={{"cxx": CXX_FLAGS, "nvcc": NVCC_FLAGS}},
                                          extra_link_args=LINK_FLAGS))
