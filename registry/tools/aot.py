@@ -303,7 +303,7 @@ def arch_specific_list(arch_list):
     ("8.0;9.0+PTX" -> "8.0;9.0a+PTX"), as the registry builds it for this kernel."""
     entries = []
     for entry in arch_list.replace(" ", ";").split(";"):
-        match = re.fullmatch(r"(\d+)\.(\d+)(\+PTX)?", entry.strip())
+        match = re.fullmatch(r"(\\d+)\\.(\\d+)(\\+PTX)?", entry.strip())
         if match and int(match.group(1)) >= 9:
             entry = f"{{match.group(1)}}.{{match.group(2)}}a{{match.group(3) or ''}}"
         if entry.strip():
