@@ -12,11 +12,17 @@
 #   STEPS="percall" bash bench/gpu/run_all.sh (per-call cost at n = 1 against torch: bench/gpu/percall_n1.sh, ~2 min)
 #   STEPS="isolation" bash bench/gpu/run_all.sh (isolated ops: their GPU tests and per-call cost, bench/gpu/isolation.sh)
 #   STEPS="tune" bash bench/gpu/run_all.sh    (registry.tune: the row kernels and the NVRTC axpy, bench/tune_*.py)
+#   STEPS="gemm" bash bench/gpu/run_all.sh    (kernels/gemm: registry.tune from an empty cache, the re-measure,
+#                                              speed beside cuBLAS: bench/gemm.py --tune, ~5 min)
+#   STEPS="gemmtests" ...                     (the GPU tests of gemm, launch attributes, header packages,
+#                                              device reverts, isolation guards, named returns, pybind checks)
+#   STEPS="leftover" ...                      (is a process slower after registry.tune: bench/tune_leftover.py)
+#   STEPS="compile edits" ...                 (gemm beside torch.compile max-autotune; gemm's edit loop)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
 STEPS=${STEPS:-tests bandwidth editloop notebooks}
-export REGISTRY_CACHE_DIR=$(mktemp -d)
+export REGISTRY_CACHE_DIR=${REGISTRY_CACHE_DIR:-$(mktemp -d)} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 python3 -c "import torch; print('torch', torch.__version__)" >> "$OUT/gpu.txt"
 for step in $STEPS; do
@@ -37,6 +43,15 @@ for step in $STEPS; do
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
     remote) python3 bench/remote_get.py --device cuda --reps "${REMOTE_REPS:-7}" --out "$OUT" 2>&1 | tail -3 ;;
     anchor) OUT="$OUT" python3 bench/anchor/torch_load_anchor.py > "$OUT/anchor.txt" 2>&1; tail -4 "$OUT/anchor.txt" ;;
+    gemm) timeout "${GEMM_S:-360}" python3 bench/gemm.py --out "$OUT" --tune 2>&1 | tee "$OUT/gemm.log" | grep -v '^{' | tail -30 ;;
+    gemmtests) { echo "# $(date -u '+%F %H:%M UTC'), $(head -2 "$OUT/gpu.txt" | tail -1)"
+                 timeout "${GEMMTESTS_S:-200}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gemm.py \
+                   tests/test_gpu_launch_attributes.py tests/test_gpu_header_packages.py tests/test_device_macro_revert.py \
+                   tests/test_isolated_gpu.py tests/test_named_returns.py tests/test_message_prefixes.py \
+                   tests/test_pybind_checks.py tests/test_arch_specific.py 2>&1; } | tee "$OUT/gpu_new_tests.txt" | tail -30 ;;
+    leftover) timeout "${LEFTOVER_S:-150}" python3 bench/tune_leftover.py --out "$OUT" --rounds 20 2>&1 | tail -16 ;;
+    compile) timeout "${COMPILE_S:-400}" python3 bench/gemm.py --out "$OUT/compile" --compile 2>&1 | grep -v '^{' | tail -12 ;;
+    edits) timeout "${EDITS_S:-300}" python3 bench/gemm.py --out "$OUT/edits" --skip-speed --edits "${EDITS:-3}" 2>&1 | tail -12 ;;
     notebooks) REGISTRY_SWEEP_FIGURE="$OUT/axpy_sweep_h200.png" python3 bench/gpu/run_notebooks.py "$OUT" 2>&1 | tail -20 ;;
   esac
 done
