@@ -2,6 +2,8 @@
 the Hopper (CUTLASS) and portable paths on a GPU (marked gpu)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -10,13 +12,13 @@ import registry
 pytest.importorskip("cutlass_library", reason="kernels/gemm needs pip install 'kernel-registry[cutlass]'")
 
 
-def reference(a, b, c=None, bias=None, alpha=1.0, beta=0.0):
-    d = alpha * (a.double().cpu() @ b.double().cpu())
-    if c is not None:
-        d = d + beta * c.double().cpu()
-    if bias is not None:
-        d = d + bias.double().cpu()
-    return d
+def reference(*args, **kwargs):
+    """kernels/gemm/reference.py's float64 gemm, the one sweeps and checks use."""
+    from registry import _core
+    from registry.notebook.checks import load_reference
+
+    manifest = _core.parse_manifest(str(Path(registry.__file__).resolve().parent.parent / "kernels/gemm/kernel.toml"))
+    return load_reference(manifest).gemm(*args, **kwargs)
 
 
 def close(got, want, dtype, k):
