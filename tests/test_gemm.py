@@ -97,3 +97,15 @@ def test_gpu_hopper_build_targets_sm_90a():
         pytest.skip("no cuobjdump")
     listing = subprocess.run([tool, "--list-elf", library], capture_output=True, text=True).stdout
     assert "sm_90a" in listing, listing
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_opcheck_and_fullgraph_compile():
+    registry.get("gemm", device="cuda")
+    a = torch.randn(256, 128, device="cuda").bfloat16()
+    b = torch.randn(128, 512, device="cuda").bfloat16()
+    bias = torch.randn(512, device="cuda").bfloat16()
+    torch.library.opcheck(torch.ops.gemm.gemm.default, (a, b, None, bias, 1.5, 0.0))
+    compiled = torch.compile(lambda x, y, z: torch.ops.gemm.gemm(x, y, None, z, 1.5, 0.0).relu(), fullgraph=True)
+    assert torch.equal(compiled(a, b, bias), torch.ops.gemm.gemm(a, b, None, bias, 1.5, 0.0).relu())
