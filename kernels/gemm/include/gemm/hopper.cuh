@@ -102,7 +102,9 @@ const char* run_hopper(Element* d, const Element* a, const Element* b, const Ele
   typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                 {m, n, k, 1},
                                 {a, stride_a, b, stride_b},
-                                {{}, c, stride_c, d, stride_d}};
+                                // Without c, C's TMA descriptor is made over d (a valid [m, n] tensor):
+                                // with beta = 0 the epilogue never loads it.
+                                {{}, c != nullptr ? c : d, stride_c, d, stride_d}};
   args.epilogue.thread.alpha = alpha;
   args.epilogue.thread.beta = c != nullptr ? beta : 0.0f;
   args.epilogue.thread.bias_ptr = bias;
