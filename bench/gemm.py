@@ -17,7 +17,9 @@
            registry.get and a checked call (seconds from the save to the
            checked result); then a revert (answered from the cache); and the
            floor beside it: `nvcc --time` on the edited unit alone, its phases
-           (front end + NVVM in cicc, ptxas, the host compile) in seconds.
+           in seconds (cudafe++ splits host from device code; cicc is the
+           device front end and NVVM together; ptxas; gcc compiles the host
+           side).
 
 Writes DIR/gemm.md and DIR/gemm.json; prints the table last.
 """
@@ -221,8 +223,8 @@ def report(rows, edit, tune_info, machine, command) -> str:
         lines += ["", f"Edit loop: cold get {edit['cold_s']:.1f} s; edits (save -> checked result): "
                   + ", ".join(f"{s['seconds']:.1f}" for s in edit["edits"])
                   + f" s (median {edit['median_edit_s']:.1f}); revert {edit['revert_s']:.3f} s.",
-                  f"Floor, nvcc on the edited unit alone: {f['total_s']:.1f} s, of which cicc + ptxas "
-                  f"(front end, NVVM, ptxas) {f['nvvm_plus_ptxas_s']:.1f} s; median edit / that: "
+                  f"Floor, nvcc on the edited unit alone: {f['total_s']:.1f} s, of which the device compile, "
+                  f"cicc (EDG front end + NVVM) + ptxas, {f['nvvm_plus_ptxas_s']:.1f} s; median edit / that: "
                   f"{edit['median_edit_s'] / max(f['nvvm_plus_ptxas_s'], 1e-9):.2f}.",
                   "Phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in f["phases_s"].items())]
     return "\n".join(lines) + "\n"
