@@ -12,6 +12,9 @@ from registry import _core
 # By code: a dtype's index is its KREG_DTYPE_* code and its launcher-table slot.
 NAMES: tuple[str, ...] = tuple(name for name, _, _ in _core.DTYPES)
 
+# Bytes per element, by code.
+ELEMENT_SIZES: tuple[int, ...] = tuple(size for _, _, size in _core.DTYPES)
+
 # Launcher symbol suffix: "float32" -> "f32" (axpy_f32).
 SUFFIXES: dict[str, str] = {name: suffix for name, suffix, _ in _core.DTYPES}
 

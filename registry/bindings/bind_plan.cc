@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 
+#include <cstddef>
+
 #include "build_keys.h"
 #include "discovery.h"
 #include "dtype.h"
@@ -22,6 +24,83 @@ namespace py = pybind11;
 namespace kreg::python {
 
 namespace {
+
+// Each field of a launcher-table struct (kreg/launcher_table.h): name -> (offset, size).
+#define KREG_FIELD(T, f) fields[#f] = py::make_tuple(offsetof(T, f), sizeof(T::f))
+
+py::dict layout_of(size_t size, const py::dict& fields) {
+  py::dict out;
+  out["size"] = size;
+  out["fields"] = fields;
+  return out;
+}
+
+// The launcher table's layout as this compiler lays it out, for the ctypes
+// mirror of registry/isolation/proxy.py (a test compares the two field by field).
+py::dict table_layout() {
+  py::dict structs;
+  {
+    py::dict fields;
+    KREG_FIELD(kreg_launcher_dim_term, kind);
+    KREG_FIELD(kreg_launcher_dim_term, arg);
+    KREG_FIELD(kreg_launcher_dim_term, a);
+    KREG_FIELD(kreg_launcher_dim_term, b);
+    structs["kreg_launcher_dim_term"] = layout_of(sizeof(kreg_launcher_dim_term), fields);
+  }
+  {
+    py::dict fields;
+    KREG_FIELD(kreg_launcher_output_decl, dtype_code);
+    KREG_FIELD(kreg_launcher_output_decl, dtype_arg);
+    KREG_FIELD(kreg_launcher_output_decl, ndims);
+    KREG_FIELD(kreg_launcher_output_decl, unused);
+    KREG_FIELD(kreg_launcher_output_decl, dims);
+    structs["kreg_launcher_output_decl"] = layout_of(sizeof(kreg_launcher_output_decl), fields);
+  }
+  {
+    py::dict fields;
+    KREG_FIELD(kreg_launcher_route, dtype_slot);
+    KREG_FIELD(kreg_launcher_route, ndims);
+    KREG_FIELD(kreg_launcher_route, bucket);
+    KREG_FIELD(kreg_launcher_route, launcher);
+    structs["kreg_launcher_route"] = layout_of(sizeof(kreg_launcher_route), fields);
+  }
+  {
+    py::dict fields;
+    KREG_FIELD(kreg_launcher_table, magic);
+    KREG_FIELD(kreg_launcher_table, op_name);
+    KREG_FIELD(kreg_launcher_table, dtypes);
+    KREG_FIELD(kreg_launcher_table, same_shape_mask);
+    KREG_FIELD(kreg_launcher_table, arg_dtypes);
+    KREG_FIELD(kreg_launcher_table, outputs);
+    KREG_FIELD(kreg_launcher_table, launchers);
+    KREG_FIELD(kreg_launcher_table, route_count);
+    KREG_FIELD(kreg_launcher_table, routes);
+    KREG_FIELD(kreg_launcher_table, shared_output_allocate);
+    KREG_FIELD(kreg_launcher_table, shared_output_release);
+    KREG_FIELD(kreg_launcher_table, entry);
+    KREG_FIELD(kreg_launcher_table, arg_count);
+    KREG_FIELD(kreg_launcher_table, return_count);
+    KREG_FIELD(kreg_launcher_table, first_tensor);
+    KREG_FIELD(kreg_launcher_table, unused);
+    KREG_FIELD(kreg_launcher_table, mutated_mask);
+    KREG_FIELD(kreg_launcher_table, arg_kinds);
+    KREG_FIELD(kreg_launcher_table, arg_names);
+    structs["kreg_launcher_table"] = layout_of(sizeof(kreg_launcher_table), fields);
+  }
+  py::dict limits;
+  limits["magic"] = KREG_TABLE_MAGIC;
+  limits["max_args"] = KREG_TABLE_MAX_ARGS;
+  limits["max_outputs"] = KREG_TABLE_MAX_OUTPUTS;
+  limits["max_output_dims"] = KREG_TABLE_MAX_OUTPUT_DIMS;
+  limits["max_route_dims"] = KREG_TABLE_MAX_ROUTE_DIMS;
+  limits["dtype_slots"] = KREG_TABLE_DTYPE_SLOTS;
+  py::dict layout;
+  layout["structs"] = structs;
+  layout["limits"] = limits;
+  return layout;
+}
+
+#undef KREG_FIELD
 
 PlanFacts facts_of(const std::string& backend, const std::map<std::string, std::string>& env,
                    const std::string& registry_include, const std::vector<std::string>& loaded_namespaces,
@@ -147,6 +226,9 @@ void init_plan_on_demand(py::module_& m) {
     if (!s) return std::nullopt;
     return py::make_tuple(s->id, s->fd, s->base, s->size);
   }, py::arg("address"), py::arg("nbytes"));
+  // kreg/launcher_table.h as compiled: {"structs": {name: {"size", "fields":
+  // {field: (offset, size)}}}, "limits": {"magic", "max_args", ...}}.
+  m.def("table_layout", &table_layout);
   m.def("shared_output_take_retired", [] { return shared_output_pool().take_retired(); });
   m.attr("SHARED_OUTPUT_MIN_BYTES") = SharedOutputPool::kMinBytes;
   registered_class<ArtifactPlan>()

@@ -3,7 +3,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "table_limits.h"
 #include "dtype.h"
 #include "launcher_header.h"  // scalar_c_type: float or double per launcher dtype
 
@@ -25,10 +24,10 @@ constexpr const char* kCpuNewOutput = R"CPP(if (C10_UNLIKELY(table.shared_output
   return at::detail::empty_cpu(shape, dtype, /*pin_memory=*/false, std::nullopt);)CPP";
 
 // The fixed part of every binding. The launcher table is filled by the core
-// (core/launcher_table.h, whose struct this text repeats: generated code
-// includes no core header) and passed to the op as an integer, so one
-// compiled binding serves any number of kernels and kernel versions that
-// share a signature. (Three pieces: the AOT units of
+// (core/launcher_table.h) in the layout both sides include,
+// kreg/launcher_table.h (generated code includes no core header), and passed
+// to the op as an integer, so one compiled binding serves any number of
+// kernels and kernel versions. (Three pieces: the AOT units of
 // codegen_aot.cc use the head and the checks, with constant tables.)
 constexpr const char* kPrologueHead = R"CPP(#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
@@ -44,60 +43,21 @@ constexpr const char* kPrologueHead = R"CPP(#include <ATen/Context.h>
 #include <vector>
 
 #include "kreg/abi.h"
+#include "kreg/launcher_table.h"
 
 namespace {
 
 constexpr int kDtypeCount = @DTYPE_COUNT@;
-constexpr int kMaxArgs = @MAX_ARGS@;
-constexpr int kMaxOutputs = @MAX_OUTPUTS@;
-constexpr int kMaxOutputDims = @MAX_DIMS@;
+static_assert(kDtypeCount == KREG_TABLE_DTYPE_SLOTS, "kreg/launcher_table.h has a slot per dtype of the table");
+constexpr int kMaxArgs = KREG_TABLE_MAX_ARGS;
+constexpr int kMaxOutputs = KREG_TABLE_MAX_OUTPUTS;
+constexpr int kMaxOutputDims = KREG_TABLE_MAX_OUTPUT_DIMS;
+constexpr uint64_t kTableMagic = KREG_TABLE_MAGIC;
 
-// One term of an output's shape (core/output_spec.h): a constant, one dim of
-// an argument, or a Python slice of an argument's dims.
-struct DimTerm {
-  int32_t kind;  // 0 constant a, 1 args[arg].size(a), 2 args[arg].shape[a:b]
-  int32_t arg;
-  int64_t a;
-  int64_t b;     // INT64_MAX: to the end
-};
-
-struct OutputDecl {
-  int32_t dtype_code;  // a fixed dtype, or -1
-  int32_t dtype_arg;   // else the dtype of this argument
-  int32_t ndims;
-  int32_t unused;
-  DimTerm dims[kMaxOutputDims];
-};
-
-struct TableRoute {
-  int32_t dtype_slot;
-  int32_t ndims;
-  int64_t bucket[8];
-  void* launcher;
-};
-
-struct LauncherTable {
-  uint64_t magic;
-  const char* op_name;
-  const char* dtypes;             // what the manifest lists, for error messages
-  uint64_t same_shape_mask;       // bit i: argument i must have the shape of the lowest such argument
-  int32_t arg_dtypes[kMaxArgs];   // per argument: a fixed dtype code, or -1 (the dispatch dtype)
-  OutputDecl outputs[kMaxOutputs];
-  void* launchers[kDtypeCount];   // by dtype code; null if not listed
-  int64_t route_count;            // registry.tune's winners: 0 unless tuned
-  const TableRoute* routes;
-  void* (*shared_output_allocate)(int64_t);  // an isolated CPU op's: memory its worker maps; else null
-  void (*shared_output_release)(void*);
-  const void* entry;              // the op's kreg_entry_fn (JIT tables; null in AOT units)
-  int32_t arg_count;
-  int32_t return_count;
-  int32_t first_tensor;
-  int32_t unused;
-  uint64_t mutated_mask;
-  char arg_kinds[kMaxArgs];       // 'T' Tensor, 'O' Tensor?, 'f' float, 'i' int, 'b' bool, 'l' int[], 's' ScalarType?
-  const char* arg_names[kMaxArgs];
-};
-constexpr uint64_t kTableMagic = 0x6b72656754424c35ULL;  // "kregTBL5"
+using DimTerm = kreg_launcher_dim_term;
+using OutputDecl = kreg_launcher_output_decl;
+using TableRoute = kreg_launcher_route;
+using LauncherTable = kreg_launcher_table;
 
 // The dtype table (core/dtype.h), by code.
 constexpr c10::ScalarType kCodeTypes[kDtypeCount] = {@CODE_TYPES@};
@@ -349,9 +309,6 @@ std::string prologue(const std::string& backend, bool with_table_lookup) {
   }
   replace_all(text, "@DTYPE_COUNT@", std::to_string(dtype_table().size()));
   replace_all(text, "@CODE_TYPES@", code_types);
-  replace_all(text, "@MAX_ARGS@", std::to_string(kMaxArgs));
-  replace_all(text, "@MAX_OUTPUTS@", std::to_string(kMaxOutputs));
-  replace_all(text, "@MAX_DIMS@", std::to_string(kMaxOutputDims));
   // CUDA through c10's device-generic guard and stream (the CUDA ones torch
   // registers), not c10/cuda/*: those include cuda_runtime.h, which torch's
   // nvidia wheels cannot compile for the host (no crt/ headers). So a binding

@@ -192,7 +192,11 @@ Key binding_key(const std::string& backend, const std::map<std::string, std::str
   KeyBuilder kb;
   kb.add("kind", "binding").add("backend", backend);
   kb.add("template", std::to_string(kBindingTemplateVersion));
-  kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
+  // The registry headers the generated text includes: its digest below covers
+  // the text, not what an #include brings in.
+  for (const char* header : {"kreg/abi.h", "kreg/launcher_table.h"}) {
+    kb.add_file(std::string("registry/include/") + header, registry_include + "/" + header);
+  }
   for (const auto& [name, value] : env) {
     // Host C++ only: no device code, no kernel library, and no nvcc (a binding
     // includes no CUDA header and reaches the stream through c10, so it is

@@ -26,7 +26,9 @@
 //                         and the compiler's own inputs (its identity)
 //                         + the files its dependency record adds
 //   binding (shared)      kind, backend, template, source (the generated text's digest),
-//                         file:registry/include/kreg/abi.h, the environment
+//                         file:registry/include/kreg/abi.h and
+//                         file:registry/include/kreg/launcher_table.h (what the
+//                         text includes), the environment
 //                         less env.cuda_arch, toolchain.kernel_lib and nvcc's
 //                         inputs (kNotBindingInputs: a binding is host C++)
 // One binding serves every signature; an op's namespace (registered at run

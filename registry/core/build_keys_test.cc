@@ -31,6 +31,7 @@ Key fresh_binding_key(const std::string& backend, const std::map<std::string, st
   const std::string text = generate_shared_binding(backend);
   kb.add("source", "xxh3-128:" + hash_bytes(text).hex() + " (" + std::to_string(text.size()) + " bytes generated)");
   kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
+  kb.add_file("registry/include/kreg/launcher_table.h", registry_include + "/kreg/launcher_table.h");
   const std::set<std::string> not_inputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
                                             "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc"};
   for (const auto& [name, value] : env) {
@@ -53,11 +54,16 @@ class BindingKeyTest : public ::testing::Test {
   void SetUp() override {
     include_ = tmp_.path() + "/include";
     write_abi("// abi v1\n");
+    write_table("// table v1\n");
     env_ = {{"env.torch", "2.14.1"}, {"toolchain.cxx", "/usr/bin/c++ 13"}, {"toolchain.kernel_lib", "r2"}};
   }
   void write_abi(const std::string& text) const {
     fs::create_directories(include_ + "/kreg");
     std::ofstream(include_ + "/kreg/abi.h", std::ios::binary) << text;
+  }
+  void write_table(const std::string& text) const {
+    fs::create_directories(include_ + "/kreg");
+    std::ofstream(include_ + "/kreg/launcher_table.h", std::ios::binary) << text;
   }
 
   test_support::TempDir tmp_;
@@ -85,6 +91,17 @@ TEST_F(BindingKeyTest, AnotherInputIsHashedAgain) {
   EXPECT_NE(binding_key("cpu", env_, include_).digest, before.digest);
   write_abi("// abi v1\n");
   expect_same(binding_key("cpu", env_, include_), before);
+}
+
+// The generated text only names kreg/launcher_table.h; a layout change there
+// must still give the binding a new key, or a stale binding would read new tables.
+TEST_F(BindingKeyTest, TheLauncherTableHeaderIsAnInput) {
+  const Key before = binding_key("cuda", env_, include_);
+  write_table("// table v2\n");
+  expect_same(binding_key("cuda", env_, include_), fresh_binding_key("cuda", env_, include_));
+  EXPECT_NE(binding_key("cuda", env_, include_).digest, before.digest);
+  write_table("// table v1\n");
+  expect_same(binding_key("cuda", env_, include_), before);
 }
 
 TEST_F(BindingKeyTest, ThreadsGetTheSameKey) {

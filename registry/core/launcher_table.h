@@ -7,9 +7,10 @@
 // the kernel library. Swapping the table an Op handle passes is how a new
 // kernel version goes live without touching the binding.
 //
-// LauncherTable below is the layout the binding reads: its text twin is in
-// binding_text.cc (generated code includes no core header), and both change
-// together with kTableMagic. A table is never freed while its process may
+// The layout is declared once, in registry/include/kreg/launcher_table.h (C,
+// torch-free), which the generated binding includes and
+// registry/isolation/proxy.py mirrors in ctypes (checked against
+// table_layout() by a test). A table is never freed while its process may
 // call it: Python keeps every table an Op ever used (op.py).
 #pragma once
 
@@ -20,69 +21,21 @@
 #include <utility>
 #include <vector>
 
+#include "../include/kreg/launcher_table.h"
 #include "table_limits.h"
 #include "dtype.h"
 #include "manifest.h"
 
 namespace kreg {
 
-inline constexpr uint64_t kTableMagic = 0x6b72656754424c35ULL;  // "kregTBL5": 3 added the routes, 4 the output hooks, 5 the signature
-inline constexpr int kTableDtypeSlots = 12;  // dtype_table().size(), checked by the test
+inline constexpr uint64_t kTableMagic = KREG_TABLE_MAGIC;
+inline constexpr int kTableDtypeSlots = KREG_TABLE_DTYPE_SLOTS;  // dtype_table().size(), checked by the test
+inline constexpr int kMaxRouteDims = KREG_TABLE_MAX_ROUTE_DIMS;
 
-struct TableDimTerm {
-  int32_t kind;  // DimTerm::Kind
-  int32_t arg;
-  int64_t a;
-  int64_t b;
-};
-
-struct TableOutputDecl {
-  int32_t dtype_code;  // a fixed dtype, or -1
-  int32_t dtype_arg;   // else the dtype of this argument
-  int32_t ndims;
-  int32_t unused;
-  TableDimTerm dims[kMaxOutputDims];
-};
-
-// A tuned route (tuned_table.h): calls whose dispatch dtype is `dtype_slot`
-// and whose first Tensor argument's shape falls in `bucket` (every dim d with
-// bucket/2 < d <= bucket, 0 for 0: shape_bucket()) run `launcher`, another
-// config's launcher of the same op.
-inline constexpr int kMaxRouteDims = 8;
-struct TableRoute {
-  int32_t dtype_slot;
-  int32_t ndims;
-  int64_t bucket[kMaxRouteDims];
-  void* launcher;
-};
-
-struct LauncherTable {
-  uint64_t magic;
-  const char* op_name;            // "kernel.op", for error messages
-  const char* dtypes;             // what the manifest lists, for error messages
-  uint64_t same_shape_mask;       // bit i: argument i
-  int32_t arg_dtypes[kMaxArgs];   // per argument: a fixed dtype code, or -1 (the dispatch dtype)
-  TableOutputDecl outputs[kMaxOutputs];
-  void* launchers[kTableDtypeSlots];  // by dtype code; null if not listed
-  int64_t route_count;                // 0 unless registry.tune's winners are in use
-  const TableRoute* routes;           // route_count of them, tried in order
-  // An isolated CPU op's table (registry/isolation/proxy.py) sets these to the
-  // shared output pool's (shared_output_pool.h): its outputs of 64 KiB and
-  // more are memory its worker maps. Null in every other table.
-  void* (*shared_output_allocate)(int64_t nbytes);
-  void (*shared_output_release)(void* pointer);
-  // The op's signature, as the shared binding (codegen.h) reads it: one
-  // compiled binding serves every signature, so the table says what the
-  // arguments are and the kernel library's entry (kreg_entry_fn) spreads them.
-  const void* entry;              // kreg_entry__<op> in the kernel library
-  int32_t arg_count;
-  int32_t return_count;
-  int32_t first_tensor;           // the first Tensor argument that is not optional
-  int32_t unused;
-  uint64_t mutated_mask;          // bit i: argument i is a Tensor(a!)
-  char arg_kinds[kMaxArgs];       // per argument: a TableArgKind
-  const char* arg_names[kMaxArgs];
-};
+using TableDimTerm = kreg_launcher_dim_term;
+using TableOutputDecl = kreg_launcher_output_decl;
+using TableRoute = kreg_launcher_route;
+using LauncherTable = kreg_launcher_table;
 
 // LauncherTable::arg_kinds.
 enum TableArgKind : char {

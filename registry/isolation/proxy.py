@@ -1,7 +1,7 @@
 """Proxy launcher tables: the binding's table with each launcher replaced by
 a function of the same C prototype that forwards the call to a worker.
 
-A table (core/launcher_table.h; mirrored below, checked by its magic) is
+A table (kreg/launcher_table.h; mirrored below, checked by its magic) is
 copied byte for byte: the binding reads the same checks, dtypes and output
 declarations from it, so everything the binding does before and after the
 launcher is the normal op's. Two things differ. launchers[]: per dtype slot
@@ -23,14 +23,19 @@ import ctypes
 import os
 import struct
 
+from registry import _core, dtypes
 from registry.isolation import guards, wire
 from registry.isolation.supervisor import SUPERVISOR, WorkerDied, WorkerTimeout
 
-MAX_ARGS, MAX_OUTPUTS, MAX_OUTPUT_DIMS, DTYPE_SLOTS = 32, 8, 8, 12  # core/codegen.h, core/launcher_table.h
-TABLE_MAGIC = 0x6B72656754424C35  # kTableMagic, "kregTBL5"
-DTYPE_NAMES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
-               "float8_e4m3fn", "float8_e5m2")
-ITEM_SIZES = (4, 2, 2, 8, 1, 2, 4, 8, 1, 1, 1, 1)
+# The table's limits, magic and dtype table are the core's (kreg/launcher_table.h,
+# core/dtype.h), read from _core; the Structures below mirror the layout, and
+# tests/test_table_layout.py compares them field by field with the compiler's.
+_LIMITS = _core.table_layout()["limits"]
+MAX_ARGS, MAX_OUTPUTS, MAX_OUTPUT_DIMS, DTYPE_SLOTS = (_LIMITS["max_args"], _LIMITS["max_outputs"],
+                                                        _LIMITS["max_output_dims"], _LIMITS["dtype_slots"])
+TABLE_MAGIC = _LIMITS["magic"]
+DTYPE_NAMES = dtypes.NAMES  # by code
+ITEM_SIZES = dtypes.ELEMENT_SIZES  # bytes per element, by code
 
 
 class _DimTerm(ctypes.Structure):
@@ -121,8 +126,6 @@ class ProxyTable:
         if backend == "cpu":
             # Large outputs from memory the worker maps (core/shared_output_pool.h):
             # written there in place, not staged and copied back.
-            from registry import _core
-
             self.table.shared_output_allocate, self.table.shared_output_release = _core.shared_output_hooks()
         self.address = ctypes.addressof(self.table)
         kinds = kinds_of(spec)
