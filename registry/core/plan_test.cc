@@ -35,7 +35,7 @@ void write_file(const fs::path& path, const std::string& text) {
   fs::last_write_time(path, fs::last_write_time(path) - std::chrono::seconds(60));
 }
 
-// <tmp>/kernels/axpy (a CPU kernel with one header), <tmp>/include/kreg/abi.h
+// <tmp>/kernels/axpy (a CPU kernel with one header), <tmp>/include/kreg/abi.h and launcher_table.h
 // (the registry's headers) and <tmp>/cache.
 class PlanTest : public ::testing::Test {
  protected:
@@ -49,6 +49,7 @@ class PlanTest : public ::testing::Test {
     write_file(dir_ + "/axpy_cpu.cpp", "#include \"axpy_math.h\"\n");
     write_file(dir_ + "/include/axpy_math.h", "// math v1\n");
     write_file(root_ + "/include/kreg/abi.h", "// abi\n");
+    write_file(root_ + "/include/kreg/launcher_table.h", "// launcher table\n");
     facts_.backend = "cpu";
     facts_.env = {{"env.torch", "2.14.1"}, {"toolchain.cxx", "/usr/bin/c++ 13"}, {"toolchain.kernel_lib", "r2"}};
     facts_.registry_include = root_ + "/include";
@@ -279,7 +280,8 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   for (const KeyInput& input : binding.inputs) names.push_back(input.name);
   // No signature: one binding serves every op.
   EXPECT_EQ(names, (std::vector<std::string>{"backend", "env.torch", "file:registry/include/kreg/abi.h",
-                                             "key.format", "kind", "source", "template", "toolchain.cxx"}));
+                                             "file:registry/include/kreg/launcher_table.h", "key.format", "kind",
+                                             "source", "template", "toolchain.cxx"}));
   EXPECT_EQ(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cpu"));
   EXPECT_NE(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cuda"));
 }
