@@ -20,3 +20,26 @@ def test_a_file_named_relative_to_the_build_is_the_kernels_own(tmp_path):
     # An absolute path in the variant's folder maps the same way; one elsewhere stays as it is.
     assert _source_of(built, str(tmp_path / "checked" / "sub" / "a.cu")) == str(tmp_path / "kernel" / "sub" / "a.cu")
     assert _source_of(built, "/usr/include/x.h") == "/usr/include/x.h"
+
+
+# An out-of-bounds write as compute-sanitizer (CUDA 13) printed it on the H200
+# for a 128-float output whose next element was written: "Access at", where
+# older versions wrote "Address".
+OUT_OF_BOUNDS = ("========= Invalid __global__ write of size 4 bytes\n"
+                 "=========     at body(float *, const float *, long, float)+0x1b0 in kernel.cu:7\n"
+                 "=========     by thread (128,0,0) in block (0,0,0)\n"
+                 "=========     Access at 0x7faab4c00200 is out of bounds\n"
+                 "=========     and is 1 bytes after the nearest allocation at 0x7faab4c00000 of size 512 bytes\n")
+
+
+def test_the_address_memcheck_names_is_placed_against_the_arguments():
+    from registry.isolation import wire
+    from registry.isolation.sanitizer_report import _MEMCHECK_ACCESS, _MEMCHECK_ADDRESS, _relative
+
+    # The worker's copies of out and x (memcheck pads them apart), as it logged them before the call.
+    log = (f"{wire.CHECKED_CALL_LOG} 0 0x7faab4c00000 0x7faab4c00200 1 0x7faab4c10200 0x7faab4c10400\n"
+           + OUT_OF_BOUNDS)
+    found = _MEMCHECK_ADDRESS.search(log, _MEMCHECK_ACCESS.search(log).end())
+    assert found is not None and found.group(1) == "0x7faab4c00200"
+    assert _relative(int(found.group(1), 16), log, ["out", "x", "n", "a"]) == \
+        "0 bytes after the end of argument 'out' (512 bytes)"

@@ -9,7 +9,8 @@ the kernel's own so the notebook shows the file the user edits.
                     "WRITE of size 4 at 0x...", "#0 0x... in fn /path/file.cpp:9"
   UBSan             "/path/file.cpp:9:12: runtime error: load of misaligned address ..."
   memcheck          "Invalid __global__ write of size 4 bytes", "at fn+0x70 in /path/file.cu:9",
-                    "Address 0x... is out of bounds", "and is 1 bytes after the nearest allocation ..."
+                    "Access at 0x... is out of bounds" (older versions: "Address 0x... is ..."),
+                    "and is 1 bytes after the nearest allocation ..."
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ _UBSAN = re.compile(r"^(/[^\s:]+):(\d+):(\d+): runtime error: (.*)$", re.M)
 _MEMCHECK_ACCESS = re.compile(r"Invalid (?:(__\w+__) )?(read|write) of size (\d+) bytes?")
 # The file as the compiler was given it: absolute, or relative to the build's folder ("kernel.cu").
 _MEMCHECK_AT = re.compile(r"at \S.*? in ([^\s:]+):(\d+)")
-_MEMCHECK_ADDRESS = re.compile(r"Address (0x[0-9a-f]+) is ([^\n]*)")
+_MEMCHECK_ADDRESS = re.compile(r"(?:Access at|Address) (0x[0-9a-f]+) is ([^\n]*)")
 _MEMCHECK_NEAREST = re.compile(r"and is ([^\n]*)")
 _MEMCHECK_OTHER = re.compile(r"=+ (Misaligned [^\n]*|Device-side assert[^\n]*|Program hit [^\n]*|[^\n]*trap[^\n]*)", re.I)
 
