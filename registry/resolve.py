@@ -56,12 +56,17 @@ def find(name: str):
     return manifest
 
 
-def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of, manifest=None) -> KernelState:
+def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of, manifest=None,
+            load_ops: bool = True) -> KernelState:
     """name: the kernel's name or its folder's. previous_of(backend, kernel name):
     the kernel's state loaded in this process for that backend, or None. Asked after the backend is chosen, so a request that
     names the backend and one that leaves it to the default share handles.
-    manifest: another config of the kernel (_core.with_config), for registry.tune
-    and the tuned table's winners; its ops are new handles, never exposed as torch.ops."""
+    manifest: a kernel derived in memory (core/derived_manifest.h): another
+    config (_core.with_config), for registry.tune and the tuned table's winners,
+    or a checked build (_core.with_extra_flags); its ops are new handles, never
+    exposed as torch.ops. load_ops=False builds, publishes and pins without
+    loading anything into this process (a checked build runs only in a worker):
+    the state's ops are then empty."""
     start = time.perf_counter()
     variant = manifest is not None
     manifest = manifest if variant else find(name)
@@ -131,7 +136,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     STATE.pins.hold(store, [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
     from registry.load import load
 
-    ops = load(manifest, plan, artifacts, previous, device, expose=not variant)
+    ops = load(manifest, plan, artifacts, previous, device, expose=not variant) if load_ops else {}
     tuned = None
     if manifest.tunable and not variant:
         if _tuned_before(name, backend, cache_root):

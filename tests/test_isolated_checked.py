@@ -75,6 +75,25 @@ def test_checked_build_is_keyed_apart_and_the_normal_op_is_unchanged(kernels_roo
     assert built.library != registry.status(name, device="cpu").artifacts["kernel library"]
 
 
+def test_a_checked_build_is_derived_in_memory_and_cached_as_any_build(kernels_root, cache_root):
+    """No copy of the kernel's folder: the checked build compiles the user's
+    files where they are, through the normal resolve, so a second process (here:
+    the variant forgotten) finds it in the cache with no compile."""
+    from registry.isolation import checked as variants
+    from registry.resolve import find, resolve
+
+    name = f"iso_checked_{next(_names)}"
+    _edit(kernels_root, name, good(2))
+    x = torch.randn(100)
+    assert torch.equal(registry.get(name, device="cpu", checked=True)(x, 1.0), x + 2)
+    assert not any(path.name.endswith("__checked") for path in cache_root.rglob("*")), \
+        "a checked build copies no kernel folder"
+    again = resolve(name, "cpu", False, lambda *_: None, variants.derive(find(name), "cpu"), load_ops=False)
+    assert again.status.outcome == "cache" and again.status.compiled == [], again.status
+    assert again.ops == {}
+    assert again.status.key != registry.status(name, device="cpu").key  # keyed apart from the normal build
+
+
 def test_isolate_magic_sets_the_knob(kernels_root, cache_root, monkeypatch):
     pytest.importorskip("IPython")
     from IPython.core.interactiveshell import InteractiveShell

@@ -5,6 +5,7 @@
 #include "codegen.h"
 #include "closest_name.h"
 #include "discovery.h"
+#include "derived_manifest.h"
 #include "dtype.h"
 #include "launcher_header.h"
 #include "output_spec.h"
@@ -57,6 +58,7 @@ void init_manifest(py::module_& m) {
       .def_readonly("namespace", &Manifest::torch_namespace)
       .def_readonly("binding", &Manifest::binding)
       .def_readonly("cflags", &Manifest::cflags)
+      .def_readonly("variant", &Manifest::variant)
       .def_readonly("cpu", &Manifest::cpu)
       .def_readonly("cuda", &Manifest::cuda)
       .def_readonly("ops", &Manifest::ops)
@@ -151,6 +153,8 @@ void init_manifest_on_demand(py::module_& m) {
       .def("default_config", &ConfigSpace::default_config)
       .def("enumerate", &ConfigSpace::enumerate);
   m.def("with_config", &with_config, py::arg("manifest"), py::arg("config"));
+  m.def("with_extra_flags", &with_extra_flags, py::arg("manifest"), py::arg("backend"), py::arg("cflags"),
+        py::arg("ldflags"), py::arg("variant"));
   m.def("config_label", &config_label, py::arg("config"));
   m.def("parse_config_label", &parse_config_label, py::arg("label"));
   m.def("config_defines", &config_defines, py::arg("config"));

@@ -207,6 +207,7 @@ struct Manifest {
   std::vector<OpSpec> ops;
   ConfigSpace tune;  // empty without a [tune] table
   Config config;     // the config whose defines cflags ends with: the default, or with_config's
+  std::string variant;  // "" for the kernel as written; a derived build's name (derived_manifest.h)
 };
 
 // Parses and validates; throws ManifestError.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "build_claim.h"
+#include "derived_manifest.h"
 #include "file_read.h"
 #include "hash.h"
 #include "launcher_header.h"
@@ -131,6 +132,27 @@ TEST_F(PlanTest, AfterABuildTheNextPlanHitsThroughTheMemoWithoutChanges) {
   for (const ArtifactPlan& a : warm.artifacts) EXPECT_FALSE(a.missing()) << a.what;
   EXPECT_TRUE(warm.changes.empty());
   EXPECT_TRUE(warm.launcher_header.empty());  // nothing to build: nothing generated
+}
+
+TEST_F(PlanTest, ADerivedBuildIsKeyedApartAndLeavesTheKernelsMemoVouching) {
+  Plan cold = make_plan(manifest(), facts_, store());
+  build_all(cold);
+  const Manifest checked = with_extra_flags(manifest(), "cpu", {"-fsanitize=address"}, {"-fsanitize=address"},
+                                            "checked");
+  EXPECT_EQ(checked.dir, manifest().dir);  // no folder of its own: sources stay where they are edited
+  Plan derived = make_plan(checked, facts_, store());
+  EXPECT_NE(derived.memo_path, cold.memo_path);
+  const ArtifactPlan& lib = derived.artifacts.front();
+  EXPECT_EQ(lib.what, "lib");
+  EXPECT_TRUE(lib.missing());
+  ASSERT_TRUE(lib.base.has_value() && cold.artifacts.front().base.has_value());
+  EXPECT_NE(lib.base->digest.hex(), cold.artifacts.front().base->digest.hex());
+  build_all(derived);
+  Plan plain = make_plan(manifest(), facts_, store());  // the kernel's own memo still vouches for its key
+  EXPECT_TRUE(plain.memo_vouched);
+  for (const ArtifactPlan& a : plain.artifacts) EXPECT_FALSE(a.missing()) << a.what;
+  EXPECT_THROW(with_extra_flags(manifest(), "cuda", {"-lineinfo"}, {}, "checked"), ManifestError);  // no [cuda]
+  EXPECT_THROW(with_extra_flags(manifest(), "cpu", {}, {}, "not a name"), ManifestError);
 }
 
 TEST_F(PlanTest, ABindingLoadedInThisProcessIsNotPlanned) {

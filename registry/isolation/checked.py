@@ -1,16 +1,14 @@
-"""Checked builds: a variant of a kernel built with sanitizer flags, keyed
-apart from the normal build (its flags are part of its key), run only in a
-worker (the parent never loads it: an ASan-instrumented library needs ASan's
+"""Checked builds: the kernel built again with sanitizer flags, run only in
+a worker (the parent never loads it: an ASan-instrumented library needs ASan's
 runtime first in the process).
 
-The variant is a generated kernel folder, <cache>/v1/checked/<name>__checked/:
-a kernel.toml equal to the kernel's own plus the flags below, and a copy of
-every other file of the kernel's folder (made again for each new normal
-build, so it follows the user's edits); a diagnostic's path maps back to the
-kernel's folder. It is planned and built as any kernel library
-(core/plan.h, kernel_build.py); the binding is the normal op's (one per
-signature) and so is the launcher table it copies, whose launchers the
-checked library's symbols replace.
+The checked build is the kernel's manifest derived in memory with the flags
+below (_core.with_extra_flags, variant "checked"), built through the normal
+resolve (plan, team cache, claim, build, publish, pin) without loading it:
+its key covers the flags, so it is cached apart, and it compiles the sources
+where the user edits them, so a diagnostic names the user's file. The binding
+is the normal op's (one per signature) and so is the launcher table it
+copies, whose launchers the checked library's symbols replace.
 
   CPU   -fsanitize=address,undefined -fno-sanitize-recover=all -g -O1
         -fno-omit-frame-pointer (the worker runs with libasan preloaded)
@@ -18,18 +16,15 @@ checked library's symbols replace.
 """
 from __future__ import annotations
 
-import json
 import os
-import tomllib
 from pathlib import Path
 
-from registry import _core, environment, knobs
-from registry.state import STATE
+from registry import _core
 
 CPU_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-g", "-O1", "-fno-omit-frame-pointer"]
 CPU_LINK_FLAGS = ["-fsanitize=address,undefined"]
 CUDA_FLAGS = ["-lineinfo"]
-SUFFIX = "__checked"
+VARIANT = "checked"
 
 
 def flavor_of(backend: str) -> str:
@@ -37,16 +32,18 @@ def flavor_of(backend: str) -> str:
 
 
 class Variant:
-    """The checked build of one kernel version: library path, launchers per op, folders."""
+    """The checked build of one kernel version: library path, launchers per op, the kernel's folder."""
 
-    def __init__(self, library: str, launchers: dict, folder: Path, original: Path, cubin: str):
-        self.library, self.launchers, self.folder, self.original, self.cubin = library, launchers, folder, original, cubin
+    def __init__(self, library: str, launchers: dict, original: Path, cubin: str):
+        self.library, self.launchers, self.original, self.cubin = library, launchers, original, cubin
 
     def original_path(self, path: str) -> str:
-        """A path the compiler recorded in the variant's folder, in the kernel's own folder."""
-        for prefix in (str(self.folder), os.path.realpath(self.folder)):
-            if path.startswith(prefix + os.sep):
-                return str(self.original / path[len(prefix) + 1:])
+        """A path the compiler recorded, as the user's file when it is one (a
+        build folder's "../" runs folded: compilers record what they were given)."""
+        normal = os.path.normpath(path)
+        for prefix in (str(self.original), os.path.realpath(self.original)):
+            if normal.startswith(prefix + os.sep):
+                return str(self.original / normal[len(prefix) + 1:])
         return path
 
 
@@ -60,88 +57,26 @@ def variant(kernel: str, backend: str, key: str) -> Variant:
     return found
 
 
+def derive(manifest, backend: str):
+    """The kernel's manifest as its checked build (core/derived_manifest.h)."""
+    if backend == "cpu":
+        return _core.with_extra_flags(manifest, backend, CPU_FLAGS, CPU_LINK_FLAGS, VARIANT)
+    return _core.with_extra_flags(manifest, backend, CUDA_FLAGS, [], VARIANT)
+
+
 def _build(kernel: str, backend: str) -> Variant:
-    from registry.resolve import find, header_packages
-
-    manifest = find(kernel)
-    original = Path(manifest.dir)
-    folder = knobs.cache_path("root") / "checked" / f"{kernel}{SUFFIX}"
-    _mirror(original, folder, backend)
-    derived = _core.parse_manifest(str(folder / "kernel.toml"))
-    cache_root = knobs.cache_dir()
-    store = _core.CacheStore(str(cache_root))
-    env = environment.build_environment_for(derived, backend, cache_root)
-    plan = _core.make_plan(derived, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), False,
-                           header_packages(derived))
-    planned = {a.what: a for a in plan.artifacts}
-    lib = planned["lib"]
-    if lib.missing:
-        from registry.build.artifacts import Target
-        from registry.build.misses import build_missing
-
-        built, _ = build_missing(store, plan, derived, {"lib": Target(lib)}, None, cache_root,
-                                 env.get("env.cuda_arch"))
-        path, key = built["lib"].path, built["lib"].entry.key
-    else:
-        path, key = str(Path(lib.hit.dir) / lib.hit.artifact), lib.hit.key
-    STATE.pins.hold(store, [key])
     from registry.dtypes import NAMES
+    from registry.resolve import find, resolve
+    from registry.state import STATE
 
-    launchers = {spec.name: {NAMES.index(dtype): (path, symbol) for dtype, symbol in plan.launchers[spec.name]}
+    derived = derive(find(kernel), backend)
+    state = resolve(kernel, backend, False, lambda *_: None, derived, load_ops=False)
+    path = state.status.artifacts["kernel library"]
+    launchers = {spec.name: {NAMES.index(dtype): (path, symbol)
+                             for dtype, symbol in zip(spec.dtypes, _core.required_launchers([spec]))}
                  for spec in derived.ops}
     cubin = ""
-    state = STATE.kernels.get((kernel, backend))
-    if state is not None:  # device code of the normal build (a cubin is bound as is, memcheck still watches it)
-        cubin = state.status.artifacts.get("device code (cubin)", "")
-    return Variant(path, launchers, folder, original, cubin)
-
-
-def _mirror(original: Path, folder: Path, backend: str) -> None:
-    # Copies, not links: a manifest's sources must lie inside its folder. Each
-    # normal build of the kernel makes the variant again (variant()), so the
-    # copies follow the user's edits.
-    import shutil
-
-    if folder.exists():
-        shutil.rmtree(folder)
-    shutil.copytree(original, folder, symlinks=False, ignore=shutil.ignore_patterns("kernel.toml", "__pycache__"))
-    data = tomllib.loads((original / "kernel.toml").read_text())
-    data.pop("name", None)
-    section = data.setdefault(backend, {})
-    if backend == "cpu":
-        section["cflags"] = list(section.get("cflags", [])) + CPU_FLAGS
-        data["ldflags"] = list(data.get("ldflags", [])) + CPU_LINK_FLAGS
-    else:
-        section["cflags"] = list(section.get("cflags", [])) + CUDA_FLAGS
-    text = "# Generated by registry/isolation/checked.py from " + str(original / "kernel.toml") + "\n" + dump_toml(data)
-    target = folder / "kernel.toml"
-    if not target.exists() or target.read_text() != text:
-        target.write_text(text)
-
-
-def _value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_value(v)}" for k, v in value.items()) + "}"
-    raise ValueError(f"cannot write {value!r} as TOML")
-
-
-def dump_toml(data: dict) -> str:
-    """The parsed manifest as TOML: scalars, then tables, then arrays of tables."""
-    lines = [f"{json.dumps(k)} = {_value(v)}" for k, v in data.items() if not isinstance(v, dict)
-             and not (isinstance(v, list) and v and all(isinstance(i, dict) for i in v))]
-    for key, table in data.items():
-        if isinstance(table, dict):
-            lines += ["", f"[{json.dumps(key)}]"] + [f"{json.dumps(k)} = {_value(v)}" for k, v in table.items()]
-    for key, tables in data.items():
-        if isinstance(tables, list) and tables and all(isinstance(i, dict) for i in tables):
-            for table in tables:
-                lines += ["", f"[[{json.dumps(key)}]]"] + [f"{json.dumps(k)} = {_value(v)}" for k, v in table.items()]
-    return "\n".join(lines) + "\n"
+    normal = STATE.kernels.get((kernel, backend))
+    if normal is not None:  # device code of the normal build (a cubin is bound as is, memcheck still watches it)
+        cubin = normal.status.artifacts.get("device code (cubin)", "")
+    return Variant(path, launchers, Path(derived.dir), cubin)

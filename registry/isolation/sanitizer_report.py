@@ -2,8 +2,7 @@
 report in the worker's log: the kind of access, the address relative to the
 nearest tensor argument (from the ranges the worker logged before the call,
 wire.CHECKED_CALL_LOG), and the kernel source's file:line (the first frame
-in the kernel's folder), mapped from the checked variant's folder back to
-the kernel's own so the notebook shows the file the user edits.
+in the kernel's folder), the file the user edits.
 
   AddressSanitizer  "ERROR: AddressSanitizer: heap-buffer-overflow on address 0x...",
                     "WRITE of size 4 at 0x...", "#0 0x... in fn /path/file.cpp:9"
@@ -98,11 +97,11 @@ def fault(op, recorded) -> KernelFault:
 
 def _source_of(built, path: str) -> str:
     """The kernel's own file for a path memcheck printed: nvcc records a source
-    as it was named on its command line, relative to the variant's folder or not."""
+    as it was named on its command line, relative to the kernel's folder or not."""
     import os
 
     if not os.path.isabs(path):
-        path = os.path.join(str(built.folder), path)
+        path = os.path.join(str(built.original), path)
     return built.original_path(path)
 
 
