@@ -143,6 +143,11 @@ def requested_device(named: str | None) -> str | None:
     return named or device()
 
 
+def nvrtc_library() -> str | None:
+    """REGISTRY_NVRTC: a libnvrtc.so to compile device code with, or None (the nvidia wheel's)."""
+    return os.environ.get("REGISTRY_NVRTC", "").strip() or None
+
+
 def ccache_enabled() -> bool:
     return os.environ.get("REGISTRY_CCACHE", "1") != "0"
 

@@ -59,7 +59,9 @@ def stop_builds_of_this_process(cache_root: str | os.PathLike) -> list[int]:
     only the main thread, and killing the workers' compilers makes their
     load() fail at once instead of finishing (and publishing) the builds."""
     found = []
-    for folder in (Path(cache_root) / "v1" / "tmp").glob(f"{os.getpid()}-*"):
+    from registry import knobs
+
+    for folder in knobs.cache_path("tmp", cache_root).glob(f"{os.getpid()}-*"):
         found += kill_build_processes(folder)
     return found
 

@@ -134,7 +134,9 @@ def _distribution_version(lib: Path, name: str) -> str:
 
 def load() -> Nvrtc:
     """The NVRTC this process uses (loaded once)."""
-    explicit = os.environ.get("REGISTRY_NVRTC", "").strip()
+    from registry import knobs
+
+    explicit = knobs.nvrtc_library()
     if explicit:
         candidates = [(Path(explicit), Path(explicit).resolve().parent.parent / "include", "")]
     else:

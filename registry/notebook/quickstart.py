@@ -8,7 +8,6 @@ the registry did and how long it took.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -32,7 +31,9 @@ def run(kernel_dir: Path) -> None:
 
     import registry
 
-    print(f"torch {torch.__version__}, cache {os.environ.get('REGISTRY_CACHE_DIR') or 'cache/'}")
+    from registry import knobs
+
+    print(f"torch {torch.__version__}, cache {knobs.cache_dir()}")
 
     axpy = timed("registry.get('axpy')", lambda: registry.get("axpy"))
     device = axpy.backend  # the registry's rule chose it: REGISTRY_DEVICE, else CUDA when available
