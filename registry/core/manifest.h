@@ -207,6 +207,9 @@ struct Manifest {
   std::vector<OpSpec> ops;
   ConfigSpace tune;  // empty without a [tune] table
   Config config;     // the config whose defines cflags ends with: the default, or with_config's
+  // Empty but for a build of only some dtypes' units (with_dtypes, core/dtype_units.h):
+  // then "<op>:<dtype>" for each dtype the build keeps.
+  std::vector<std::string> dtype_subset;
 };
 
 // Parses and validates; throws ManifestError.

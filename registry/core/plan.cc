@@ -175,6 +175,7 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
   // memo: a plain get's memo must still vouch for the default's key.
   std::vector<std::pair<std::string, std::string>> memo_fields{{"manifest", m.file}};
   if (m.config != m.tune.default_config()) memo_fields.emplace_back("config", config_label(m.config));
+  for (const std::string& kept : m.dtype_subset) memo_fields.emplace_back("dtype", kept);
   plan.memo_path = store.memo_path(m.name + "." + facts.backend + "." + hash_fields_hex(memo_fields).substr(0, 8));
   plan.memo = read_memo(plan.memo_path);
 
