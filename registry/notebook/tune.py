@@ -24,10 +24,10 @@ keep the winner per (op, dtype, shape bucket, device arch).
            orders after the GPU warmed up (tune_timing.py), in this process.
   choose   per (op, dtype, shape): the configs within 10 % of the fastest
            (at most 6) and the default are timed again, 5 rounds in turn, each
-           round's level divided out; only they can win, on those times; the
-           fastest wins only if it beats the default by MIN_GAIN and its
-           slowest round beats the default's fastest (else the default: a
-           winner must be measurably better, see beats()).
+           round's level divided out; only they can win, on those times: the
+           fastest that beats the default by MIN_GAIN with its slowest round
+           faster than the default's fastest (else the default: a winner must
+           be measurably better, see beats()).
   keep     the winners go into the tuned table of this kernel version in the
            cache (format: registry/core/tuned_table.h) and the team cache when
            one is set; this process's op dispatches to them at once.
@@ -161,11 +161,13 @@ def _tune(name: str, shapes, dtypes, *, device, ops, repeats, args, jobs, keep, 
         timed = {r["config"]: r for r in case if r["passed"] and r["config"] not in failed and r["median_us"]}
         if default_label not in timed:
             continue
-        # Only the final round's configs, on its times (tune_timing.final_round).
-        finalists = [r for r in timed.values() if r.get("round_us")]
-        best = min(finalists or timed.values(), key=lambda r: r["median_us"])
+        # Only the final round's configs, on its times (tune_timing.final_round):
+        # the fastest that beats the default measurably (a fastest with one
+        # outlier round does not, and then a steady runner-up is still better
+        # than falling back), else the default.
+        finalists = [r for r in timed.values() if r.get("round_us")] or list(timed.values())
         default = timed[default_label]
-        choice = best if beats(best, default) else default
+        choice = next((r for r in sorted(finalists, key=lambda r: r["median_us"]) if beats(r, default)), default)
         choice["chosen"] = True
         winners[(op_name, dtype, shape)] = choice["config"]
     for label in sorted(failed):
