@@ -38,7 +38,6 @@ without a sweep, each Tensor gets the shape.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
