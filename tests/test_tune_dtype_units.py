@@ -118,6 +118,11 @@ def test_the_one_dtype_build_has_its_own_key_and_drops_only_the_other_units(tune
     files = [str(kernels_root / name / "pair_f32.cpp")]
     key_of = lambda m: _core.kernel_lib_key(m, "cpu", {"env.x": "1"}, files, str(keys.REGISTRY_INCLUDE)).hex
     assert key_of(f32) != key_of(other)  # the same files: the subset alone tells them apart
+    from registry.build import recipe
+
+    f64 = _core.with_dtypes(other, "cpu", ["float64"])
+    names = {recipe._config_suffix(m) for m in (other, f32, f64)}
+    assert len(names) == 3  # each built side by side under its own load() name
 
 
 def test_a_fresh_process_loads_the_one_dtype_winner_without_compiling(tuned, cache_root, kernels_root):

@@ -66,10 +66,12 @@ def _launcher_arch(manifest, backend: str, cuda_arch: str | None) -> str:
 
 def _config_suffix(manifest) -> str:
     """A config registry.tune tries gets its own load() name: configs build side
-    by side, and load() keeps one in-memory version per name."""
-    if not manifest.tunable or manifest.config == manifest.tune.default_config():
+    by side, and load() keeps one in-memory version per name. So does each of a
+    config's one-dtype builds (core/dtype_units.h)."""
+    if not manifest.tunable or (manifest.config == manifest.tune.default_config() and not manifest.dtype_subset):
         return ""
-    return "_" + _core.hash_fields_hex([("config", _core.config_label(manifest.config))])[:12]
+    fields = [("config", _core.config_label(manifest.config))] + [("dtype", d) for d in manifest.dtype_subset]
+    return "_" + _core.hash_fields_hex(fields)[:12]
 
 
 def _launcher_header(manifest) -> str:
