@@ -110,6 +110,8 @@
 //   and to [cuda] device_cflags (so the content key covers them: each config is its own build).
 //   In an [[op]]: tune = ["THREADS"] names the parameters that op's code reads (default: all);
 //   registry.tune varies only those for it, so a kernel's ops cost the sum of their spaces.
+//   A source named like one launcher (gemm_bf16.cu for gemm's bfloat16) is that dtype's own
+//   unit: registry.tune builds each config with the tuned dtypes' units only (core/dtype_units.h).
 //   The parsed manifest carries the default config's; with_config() gives another's. Kernel
 //   code keeps its hand-set value as the fallback: #ifndef ROWS / #define ROWS 1 / #endif.
 //
