@@ -101,7 +101,11 @@ def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repe
 
     manifest = find(name)
     backend = device
-    built = tuning.build_configs(name, backend, manifest, manifest.tune.enumerate()).ops
+    # The builds tune made for `dtype` (only its own units where the kernel has one per dtype).
+    configs = manifest.tune.enumerate()
+    by_config = tuning.build_configs(name, backend, manifest, configs, dtypes=[dtype])
+    built = {label: ops for label, ops in ((_core.config_label(c), by_config.ops_for(_core.config_label(c), dtype))
+                                           for c in configs) if ops is not None}
     spec = next(s for s in manifest.ops if s.name not in {o.backward for o in manifest.ops if o.backward})
     torch_dtype = dtype_table.torch_dtype(dtype)
     flush = tune_timing.L2Flush() if backend == "cuda" else None

@@ -142,8 +142,10 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         if _tuned_before(name, backend, cache_root):
             from registry.notebook import tuned as tuned_table
 
-            tuned = tuned_table.apply(name, backend, manifest, artifacts["lib"].entry.key, ops, lambda config: resolve(
-                name, backend, False, lambda *_: None, _core.with_config(manifest, config)).ops)
+            tuned = tuned_table.apply(name, backend, manifest, artifacts["lib"].entry.key, ops,
+                                      lambda config, dtype: resolve(name, backend, False, lambda *_: None,
+                                                                    tuned_table.config_manifest(manifest, backend,
+                                                                                                config, dtype)).ops)
         else:
             tuned = "not tuned; the default config runs (registry.tune searches the manifest's [tune] space)"
 

@@ -109,3 +109,27 @@ def test_gpu_opcheck_and_fullgraph_compile():
     torch.library.opcheck(torch.ops.gemm.gemm.default, (a, b, None, bias, 1.5, 0.0))
     compiled = torch.compile(lambda x, y, z: torch.ops.gemm.gemm(x, y, None, z, 1.5, 0.0).relu(), fullgraph=True)
     assert torch.equal(compiled(a, b, bias), torch.ops.gemm.gemm(a, b, None, bias, 1.5, 0.0).relu())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_a_config_built_for_bf16_alone_computes_and_f16_still_runs():
+    """What registry.tune builds for a bf16 tune: a config with gemm_bf16.cu
+    only (core/dtype_units.h). Its op computes; the plain get still has f16."""
+    from registry import _core
+    from registry.notebook import tuned
+    from registry.resolve import find, resolve
+
+    manifest = find("gemm")
+    config = [("GEMM_CLUSTER_M", 1), ("GEMM_CLUSTER_N", 1), ("GEMM_PINGPONG", 0), ("GEMM_TILE_M", 128),
+              ("GEMM_TILE_N", 128)]
+    bf16_only = tuned.config_manifest(manifest, "cuda", config, "bfloat16")
+    assert list(bf16_only.cuda.sources) == ["gemm_bf16.cu"]
+    state = resolve("gemm", "cuda", False, lambda *_: None, bf16_only)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    m, k, n = 512, 256, 384
+    for dtype, op in [(torch.bfloat16, state.ops["gemm"]), (torch.float16, registry.get("gemm", device="cuda"))]:
+        a = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
+        b = torch.randn(k, n, device="cuda", generator=gen).to(dtype)
+        assert close(op(a, b), reference(a.cpu(), b.cpu()), dtype, k), dtype
+    assert _core.config_label(bf16_only.config) != _core.config_label(manifest.config)

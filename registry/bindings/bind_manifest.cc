@@ -7,6 +7,7 @@
 #include "discovery.h"
 #include "derived_manifest.h"
 #include "dtype.h"
+#include "dtype_units.h"
 #include "launcher_header.h"
 #include "output_spec.h"
 #include "manifest.h"
@@ -127,7 +128,8 @@ void init_manifest_on_demand(py::module_& m) {
       .def_readonly("ldflags", &Manifest::ldflags)
       .def_readonly("reference", &Manifest::reference)
       .def_readonly("tune", &Manifest::tune)
-      .def_readonly("config", &Manifest::config);
+      .def_readonly("config", &Manifest::config)
+      .def_readonly("dtype_subset", &Manifest::dtype_subset);
 
   m.def("parse_signature", &parse_signature, py::arg("text"));
   m.attr("SLICE_END") = kSliceEnd;
@@ -155,6 +157,7 @@ void init_manifest_on_demand(py::module_& m) {
   m.def("with_config", &with_config, py::arg("manifest"), py::arg("config"));
   m.def("with_extra_flags", &with_extra_flags, py::arg("manifest"), py::arg("backend"), py::arg("cflags"),
         py::arg("ldflags"), py::arg("variant"));
+  m.def("with_dtypes", &with_dtypes, py::arg("manifest"), py::arg("backend"), py::arg("dtypes"));
   m.def("config_label", &config_label, py::arg("config"));
   m.def("parse_config_label", &parse_config_label, py::arg("label"));
   m.def("config_defines", &config_defines, py::arg("config"));

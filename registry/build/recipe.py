@@ -66,10 +66,16 @@ def _launcher_arch(manifest, backend: str, cuda_arch: str | None) -> str:
 
 def _config_suffix(manifest) -> str:
     """A config registry.tune tries gets its own load() name: configs build side
-    by side, and load() keeps one in-memory version per name."""
-    if not manifest.tunable or manifest.config == manifest.tune.default_config():
-        return ""
-    return "_" + _core.hash_fields_hex([("config", _core.config_label(manifest.config))])[:12]
+    by side, and load() keeps one in-memory version per name. So does each of a
+    config's one-dtype builds (core/dtype_units.h), and a checked build
+    (core/derived_manifest.h)."""
+    fields = []
+    if manifest.tunable and manifest.config != manifest.tune.default_config():
+        fields.append(("config", _core.config_label(manifest.config)))
+    fields += [("dtype", d) for d in manifest.dtype_subset]
+    if manifest.variant:
+        fields.append(("variant", manifest.variant))
+    return "_" + _core.hash_fields_hex(fields)[:12] if fields else ""
 
 
 def _launcher_header(manifest) -> str:

@@ -150,6 +150,9 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   if (m.binding != "pybind") {
     for (const OpSpec& op : m.ops) kb.add("signature:" + op.signature.name, op.signature.canonical());
   }
+  // A build of some dtypes' units only (registry.tune's, core/dtype_units.h):
+  // never the library a plain get builds, even where the files alone would agree.
+  if (!m.dtype_subset.empty()) kb.add_list("dtype_subset", m.dtype_subset);
   const bool direct = built_directly(m, facts.backend);
   if (direct) kb.add("builder", kDirectRecipe);
   for (const auto& [name, value] : facts.env) {

@@ -3,6 +3,7 @@
 // user edits them, so a diagnostic names the user's file as it is.
 //
 //   with_config (manifest.h)  another config of the kernel's [tune] space (registry.tune)
+//   with_dtypes (dtype_units.h)  only some dtypes' own units (registry.tune of one dtype)
 //   with_extra_flags          the same kernel with compile and link flags added (checked
 //                             builds: sanitizers, -lineinfo), as a named variant
 //

@@ -110,6 +110,8 @@
 //   and to [cuda] device_cflags (so the content key covers them: each config is its own build).
 //   In an [[op]]: tune = ["THREADS"] names the parameters that op's code reads (default: all);
 //   registry.tune varies only those for it, so a kernel's ops cost the sum of their spaces.
+//   A source named like one launcher (gemm_bf16.cu for gemm's bfloat16) is that dtype's own
+//   unit: registry.tune builds each config with the tuned dtypes' units only (core/dtype_units.h).
 //   The parsed manifest carries the default config's; with_config() gives another's. Kernel
 //   code keeps its hand-set value as the fallback: #ifndef ROWS / #define ROWS 1 / #endif.
 //
@@ -208,6 +210,9 @@ struct Manifest {
   ConfigSpace tune;  // empty without a [tune] table
   Config config;     // the config whose defines cflags ends with: the default, or with_config's
   std::string variant;  // "" for the kernel as written; a derived build's name (derived_manifest.h)
+  // Empty but for a build of only some dtypes' units (with_dtypes, core/dtype_units.h):
+  // then "<op>:<dtype>" for each dtype the build keeps.
+  std::vector<std::string> dtype_subset;
 };
 
 // Parses and validates; throws ManifestError.

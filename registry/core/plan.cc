@@ -171,11 +171,13 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
   plan.env_fingerprint = fingerprint(facts);
   plan.package_stamps = package_stamps(facts.header_packages);
   // Per manifest path: two checkouts sharing a cache keep separate memos.
-  // A config other than the default (registry.tune's candidates), and a
-  // derived build (core/derived_manifest.h), keeps its own memo: a plain get's memo must still vouch for the default's key.
+  // A config other than the default (registry.tune's candidates), a build of
+  // some dtypes' units, and a checked build (core/derived_manifest.h) keep
+  // their own memos: a plain get's memo must still vouch for the default's key.
   std::vector<std::pair<std::string, std::string>> memo_fields{{"manifest", m.file}};
   if (m.config != m.tune.default_config()) memo_fields.emplace_back("config", config_label(m.config));
   if (!m.variant.empty()) memo_fields.emplace_back("variant", m.variant);  // a checked build
+  for (const std::string& kept : m.dtype_subset) memo_fields.emplace_back("dtype", kept);
   plan.memo_path = store.memo_path(m.name + "." + facts.backend + "." + hash_fields_hex(memo_fields).substr(0, 8));
   plan.memo = read_memo(plan.memo_path);
 

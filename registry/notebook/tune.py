@@ -8,22 +8,26 @@ keep the winner per (op, dtype, shape bucket, device arch).
 
   build    every config the rule accepts is its own kernel library (its
            defines are in the flags its key covers), built side by side in
-           threads, at most one per core; a cached config costs a lookup.
-           A config that fails to build is dropped and reported.
+           threads, as many at once as memory holds (build/parallelism.py);
+           a cached config costs a lookup. Where the kernel has one unit per
+           dtype (gemm_bf16.cu beside gemm_f16.cu, core/dtype_units.h), a
+           config is built with the tuned dtypes' units only, one build per
+           dtype. A config that fails to build is dropped and reported.
   check    each config runs on the same random inputs per (op, dtype,
            shape), in an isolated worker, against the manifest's float64
            reference (tune_check.py). A config that computes wrong, returns
            an error or crashes is dropped and reported, never timed or chosen;
            the notebook survives a config that segfaults or faults on the GPU.
-  time     fresh inputs per config, L2 flushed on CUDA (short calls timed
-           in batches of cold calls), the median of `repeats` samples
-           (tune_timing.py), in this process.
+  time     once every config of the case is checked: fresh inputs per
+           config, L2 flushed on CUDA (short calls timed in batches of cold
+           calls), the median of `repeats` samples, in two sweeps in opposite
+           orders after the GPU warmed up (tune_timing.py), in this process.
   choose   per (op, dtype, shape): the configs within 10 % of the fastest
-           (at most 4) and the default are timed again, 4 rounds in turn, each
-           config's time the median of its round medians; the fastest wins
-           only if it beats the default by MIN_GAIN and its slowest round
-           beats the default's fastest (else the default: a winner must be
-           measurably better, see beats()).
+           (at most 6) and the default are timed again, 5 rounds in turn, each
+           round's level divided out; only they can win, on those times: the
+           fastest that beats the default by MIN_GAIN with its slowest round
+           faster than the default's fastest (else the default: a winner must
+           be measurably better, see beats()).
   keep     the winners go into the tuned table of this kernel version in the
            cache (format: registry/core/tuned_table.h) and the team cache when
            one is set; this process's op dispatches to them at once.
@@ -34,7 +38,6 @@ without a sweep, each Tensor gets the shape.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -42,7 +45,7 @@ from registry import _core
 from registry.errors import UsageError
 from registry.notebook.tune_check import CaseCheck, first_line, stop_workers_started_since, workers_running
 from registry.notebook.tune_result import TuneResult
-from registry.notebook.tune_timing import L2Flush, final_round, median_time
+from registry.notebook.tune_timing import L2Flush, final_round, first_pass
 
 MIN_GAIN = 0.01          # a config must beat the default by 1 % to be chosen over it
 DEFAULT_REPEATS = 20
@@ -54,7 +57,7 @@ def tune(name: str, shapes=None, dtypes: list[str] | None = None, *, device: str
     """Search `name`'s config space at `shapes` (default: (4096, 1024)) and
     `dtypes` (default: each op's first), keep the winners; see the module doc.
     `args` sets scalar arguments by name; `jobs` bounds the parallel builds
-    (default: the machine's cores); keep=False measures without writing the table;
+    (default: as many as memory holds); keep=False measures without writing the table;
     isolate=False checks the configs in this process (no worker: a config that
     crashes takes the process with it).
     When this kernel version's table already has a winner for every (op,
@@ -121,7 +124,8 @@ def _tune(name: str, shapes, dtypes, *, device, ops, repeats, args, jobs, keep, 
 
     # ---- build, side by side --------------------------------------------
     build_start = time.perf_counter()
-    configs_built = build_configs(name, backend, manifest, configs, jobs)
+    tuned_dtypes = sorted({dtype for spec in specs for dtype in (dtypes or [spec.dtypes[0]])})
+    configs_built = build_configs(name, backend, manifest, configs, jobs, tuned_dtypes)
     built, dropped = configs_built.ops, configs_built.dropped
     build_seconds = time.perf_counter() - build_start
     if default_label not in built:
@@ -156,9 +160,13 @@ def _tune(name: str, shapes, dtypes, *, device, ops, repeats, args, jobs, keep, 
         timed = {r["config"]: r for r in case if r["passed"] and r["config"] not in failed and r["median_us"]}
         if default_label not in timed:
             continue
-        best = min(timed.values(), key=lambda r: r["median_us"])
+        # Only the final round's configs, on its times (tune_timing.final_round):
+        # the fastest that beats the default measurably (a fastest with one
+        # outlier round does not, and then a steady runner-up is still better
+        # than falling back), else the default.
+        finalists = [r for r in timed.values() if r.get("round_us")] or list(timed.values())
         default = timed[default_label]
-        choice = best if beats(best, default) else default
+        choice = next((r for r in sorted(finalists, key=lambda r: r["median_us"]) if beats(r, default)), default)
         choice["chosen"] = True
         winners[(op_name, dtype, shape)] = choice["config"]
     for label in sorted(failed):
@@ -170,7 +178,7 @@ def _tune(name: str, shapes, dtypes, *, device, ops, repeats, args, jobs, keep, 
     if keep and winners:
         path = _keep(name, backend, key, rows, winners, tuned_table)
         line = tuned_table.apply(name, backend, manifest, key, state.ops,
-                                 lambda config: built[_core.config_label(config)])
+                                 lambda config, dtype: configs_built.ops_for(_core.config_label(config), dtype))
         state.status.tuned = state.in_process.tuned = line
     device_label = torch.cuda.get_device_name() if backend == "cuda" else "cpu"
     return TuneResult(name, device_label, rows, winners, dropped, build_seconds, time.perf_counter() - start, path,
@@ -209,34 +217,78 @@ def _configs_per_op(manifest, specs) -> tuple[list, dict[str, list[str]]]:
 @dataclass
 class BuiltConfigs:
     """Each config that built: its ops and its build's files (Status.artifacts),
-    by label; why each other config was dropped; how many compiled."""
+    by label (every dtype's units); by (label, dtype) where a config was built
+    with one dtype's units only (config_builds); why each other config was
+    dropped; how many compiled."""
 
     ops: dict = field(default_factory=dict)
     artifacts: dict = field(default_factory=dict)
     dropped: list = field(default_factory=list)
     compiled: int = 0
+    by_dtype: dict = field(default_factory=dict)  # (label, dtype) -> (ops, artifacts)
+
+    def ops_for(self, label: str, dtype: str):
+        """The ops that run `label` for `dtype`, or None where that build failed."""
+        if (label, dtype) in self.by_dtype:
+            return self.by_dtype[(label, dtype)][0]
+        return self.ops.get(label)
+
+    def artifacts_for(self, label: str, dtype: str):
+        if (label, dtype) in self.by_dtype:
+            return self.by_dtype[(label, dtype)][1]
+        return self.artifacts.get(label)
 
 
-def build_configs(name: str, backend: str, manifest, configs, jobs: int | None = None) -> BuiltConfigs:
-    """Each config built (or found cached) side by side, at most one build per core."""
+def config_builds(manifest, backend: str, configs, dtypes: list[str] | None) -> list[tuple[str, str | None, object]]:
+    """(label, dtype or None, manifest) per build a tune needs: each config
+    with only the tuned dtypes' own units (core/dtype_units.h: gemm_bf16.cu
+    for gemm's bfloat16), one build per dtype, so a win's config is the very
+    build a later get loads for that dtype (tuned.apply); the default config
+    whole (it is the plain get's library). A kernel whose units all serve
+    every dtype builds each config once, whole (dtype None)."""
+    builds = []
+    for i, config in enumerate(configs):
+        label, whole = _core.config_label(config), _core.with_config(manifest, config)
+        parts = [(d, _core.with_dtypes(whole, backend, [d])) for d in (dtypes or [])] if i else []
+        if not parts or all(not part.dtype_subset for _, part in parts):
+            builds.append((label, None, whole))
+        else:
+            builds += [(label, d, part) for d, part in parts]
+    return builds
+
+
+def build_configs(name: str, backend: str, manifest, configs, jobs: int | None = None,
+                  dtypes: list[str] | None = None) -> BuiltConfigs:
+    """Each config built (or found cached) side by side (config_builds: only
+    the units of `dtypes` where the kernel has one per dtype): at most `jobs`
+    at once, by default as many as memory holds (build/parallelism.py says
+    why not one per core)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from registry import environment
+    from registry.build.parallelism import parallel_builds
     from registry.resolve import resolve
 
-    def build(config):
-        return resolve(name, backend, False, lambda *_: None, _core.with_config(manifest, config))
+    def build(manifest_of_build):
+        return resolve(name, backend, False, lambda *_: None, manifest_of_build)
 
     built = BuiltConfigs()
-    workers = max(1, min(len(configs), jobs or os.cpu_count() or 1))
+    builds = config_builds(manifest, backend, configs, dtypes)
+    # The compilers one build runs (the default config, first, is the plain get's: built already).
+    units = max((len(environment.section(m, backend).sources) for _, _, m in builds[1:]), default=1)
+    workers = max(1, min(len(builds), jobs or parallel_builds(len(builds), units)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [(_core.config_label(c), pool.submit(build, c)) for c in configs]
-        for label, future in futures:
+        futures = [(label, dtype, pool.submit(build, m)) for label, dtype, m in builds]
+        for label, dtype, future in futures:
             try:
                 state = future.result()
             except Exception as error:  # a config that does not build is reported, the rest go on
-                built.dropped.append(f"{label}: build failed: {first_line(error)}")
+                built.dropped.append(f"{label}{f' ({dtype})' if dtype else ''}: build failed: {first_line(error)}")
                 continue
-            built.ops[label], built.artifacts[label] = state.ops, state.status.artifacts
+            if dtype is None:
+                built.ops[label], built.artifacts[label] = state.ops, state.status.artifacts
+            else:
+                built.by_dtype[(label, dtype)] = state.ops, state.status.artifacts
             built.compiled += bool(state.status.compiled)
     return built
 
@@ -267,8 +319,8 @@ def _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tune
     if not (state.status.tuned or "").startswith("in use"):  # written by another process since this one's get
         from registry.resolve import resolve
 
-        line = tuned_table.apply(name, backend, manifest, key, state.ops, lambda config: resolve(
-            name, backend, False, lambda *_: None, _core.with_config(manifest, config)).ops)
+        line = tuned_table.apply(name, backend, manifest, key, state.ops, lambda config, dtype: resolve(
+            name, backend, False, lambda *_: None, tuned_table.config_manifest(manifest, backend, config, dtype)).ops)
         state.status.tuned = state.in_process.tuned = line
     device_label = torch.cuda.get_device_name() if backend == "cuda" else "cpu"
     return TuneResult(name, device_label, rows, winners, [], 0.0,
@@ -277,29 +329,30 @@ def _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tune
 
 def _tune_case(spec, dtype, torch_dtype, shape, backend, built: BuiltConfigs, labels, check: CaseCheck, args,
                repeats, flush, failed) -> list[dict]:
-    """Every built config at one (op, dtype, shape): checked, then timed."""
+    """Every built config at one (op, dtype, shape): all checked, then all
+    timed together (tune_timing.py: first_pass, final_round)."""
     shape_of = shape_for(spec, shape)
-    rows = []
+    rows, ops = [], {}
     for label in labels:
-        if label not in built.ops:
+        ops_of = built.ops_for(label, dtype)
+        if ops_of is None:
             continue
-        op = built.ops[label][spec.name]
+        op = ops_of[spec.name]
         row = dict(op=spec.name, dtype=dtype, shape="x".join(map(str, shape)), bucket=check.bucket, config=label,
                    passed=False, chosen=False, note="", median_us=None, gbps=None, speedup=None)
         rows.append(row)
         if label in failed:
             row["note"] = "skipped: failed at an earlier shape"
             continue
-        problem = check.problem(op, built.artifacts[label])
+        problem = check.problem(op, built.artifacts_for(label, dtype))
         if problem:
             row["note"] = problem
             failed.add(label)
             continue
         row["passed"] = True
-        seconds, moved = median_time(op, spec, torch_dtype, backend, shape_of, args, repeats, flush,
-                                     1 + labels.index(label))
-        row["median_us"], row["gbps"] = seconds * 1e6, moved / seconds / 1e9
-    final_round(rows, built.ops, spec, torch_dtype, backend, shape_of, args, repeats, flush, labels)
+        ops[label] = op
+    first_pass(rows, ops, spec, torch_dtype, backend, shape_of, args, repeats, flush, labels)
+    final_round(rows, ops, spec, torch_dtype, backend, shape_of, args, repeats, flush, labels)
     default_us = rows[0]["median_us"] if rows and rows[0]["config"] == labels[0] else None  # None: it failed
     for row in rows:
         if row["median_us"] and default_us:

@@ -1,6 +1,15 @@
 """How registry.tune times a config: fresh inputs per config (a new random
-draw); the median of `repeats` samples after warm-up. Then a final round among
-the closest configs decides (final_round).
+draw); the median of `repeats` samples after warm-up. Every config is timed
+in two sweeps, the second in reverse order (first_pass); then a final round
+among the closest configs decides (final_round).
+
+A GPU's clock drifts while a tune runs: a GEMM at full power heats the chip
+and its clock drops (in a tune of kernels/gemm on the H200 the finalists at
+8192^3 read 13 % or more slower in the final round than in the first pass,
+and a config timed in the first pass only was chosen over them). So what is
+compared was measured side by side: the first pass's sweeps in opposite orders, the
+final round's times per round (each round's level divided out), and only the
+final round's configs are chosen from.
 
 On CUDA a sample is device time between two events, with L2 flushed before it
 (a buffer twice L2's size is written, so no config runs on data the previous
@@ -24,8 +33,10 @@ import statistics
 import time
 
 FINAL_ROUND_MARGIN = 0.10  # configs this close to the fastest are timed again before one is chosen
-FINAL_ROUND_SIZE = 4
-FINAL_ROUNDS = 4
+FINAL_ROUND_SIZE = 6       # at most this many (and the default): at 4096^3, 9 of gemm's 24 read within 3 %
+FINAL_ROUNDS = 5
+FIRST_PASS_SWEEPS = 2      # the first pass's sweeps, each in the other order
+WARM_UP_S = 0.3            # CUDA: the default config runs this long before a case's first sample
 MEASURE_BUDGET_S = 0.05  # CPU: the repeats of one measurement are cut to about this long ...
 MIN_REPEATS = 5          # ... but never below this many
 BATCH_TARGET_US = 200.0  # CUDA: calls shorter than this are timed several per event pair ...
@@ -120,13 +131,55 @@ class L2Flush:
 
 
 
-def final_round(rows, built, spec, torch_dtype, backend, shape_of, args, repeats, flush, labels) -> None:
+def first_pass(rows, ops: dict, spec, torch_dtype, backend, shape_of, args, repeats, flush, labels) -> None:
+    """Each passing row's config (ops: label -> op) timed FIRST_PASS_SWEEPS
+    times, the order reversed each sweep; its time the mean of its sweeps'
+    medians: a clock that drifts through the pass slows the late configs of
+    one sweep and the early ones of the other alike. On CUDA the GPU first
+    runs the default config for WARM_UP_S, so the first configs are not timed
+    on an idle, cool GPU."""
+    passing = [r for r in rows if r["passed"]]
+    if not passing:
+        return
+    if backend == "cuda":
+        warm_up(ops[passing[0]["config"]], spec, torch_dtype, shape_of, args)
+    seconds, moved = {r["config"]: [] for r in passing}, {}
+    for sweep in range(FIRST_PASS_SWEEPS):
+        for r in passing[::1 if sweep % 2 == 0 else -1]:
+            label = r["config"]
+            time_s, moved[label] = median_time(ops[label], spec, torch_dtype, backend, shape_of, args, repeats, flush,
+                                               1 + labels.index(label) + 100 * sweep)
+            seconds[label].append(time_s)
+    for r in passing:
+        mean_s = statistics.fmean(seconds[r["config"]])
+        r["median_us"], r["gbps"] = mean_s * 1e6, moved[r["config"]] / mean_s / 1e9
+
+
+def warm_up(op, spec, torch_dtype, shape_of, args) -> None:
+    import torch
+
+    from registry.notebook import checks
+
+    inputs = checks.make_args(spec, 0, torch_dtype, "cuda", torch.Generator(device="cuda").manual_seed(0), args,
+                              shape_of=shape_of)
+    end = time.perf_counter() + WARM_UP_S
+    while time.perf_counter() < end:
+        for _ in range(8):
+            op(*inputs)
+        torch.cuda.synchronize()
+
+
+def final_round(rows, ops: dict, spec, torch_dtype, backend, shape_of, args, repeats, flush, labels) -> None:
     """The configs within FINAL_ROUND_MARGIN of the fastest (at most
-    FINAL_ROUND_SIZE, and the default) timed again, FINAL_ROUNDS times in
-    turn: what decides is the median of the rounds' medians. The first
-    measurement is left out: it is what made these the finalists, so among 24
-    configs the luckiest draws are in it (a config whose first time was noise
-    low would carry that luck into the choice)."""
+    FINAL_ROUND_SIZE, and the default; ops: label -> op) timed again,
+    FINAL_ROUNDS rounds in turn, and marked (round_us): only they can be
+    chosen, on these times, never on a first-pass time taken earlier (on a
+    cooler GPU). Each round's times are divided by that round's median over
+    the finalists (and multiplied by the rounds' median of those): a round
+    the GPU ran slower shifts every finalist alike and moves none against
+    another. What decides is the median of a config's rounds so levelled.
+    The first pass is left out: it is what made these the finalists, so
+    among 24 configs the luckiest draws are in it."""
     timed = sorted((r for r in rows if r["passed"] and r.get("median_us")), key=lambda r: r["median_us"])
     if len(timed) < 2:
         return
@@ -137,13 +190,22 @@ def final_round(rows, built, spec, torch_dtype, backend, shape_of, args, repeats
     samples = {r["config"]: [] for r in finalists}
     for round_ in range(FINAL_ROUNDS):
         for r in finalists[::1 if round_ % 2 else -1]:
-            op = built[r["config"]][spec.name]
-            seconds, _ = median_time(op, spec, torch_dtype, backend, shape_of, args, repeats, flush,
-                               1000 * (round_ + 1) + labels.index(r["config"]))
+            seconds, _ = median_time(ops[r["config"]], spec, torch_dtype, backend, shape_of, args, repeats, flush,
+                                     1000 * (round_ + 1) + labels.index(r["config"]))
             samples[r["config"]].append(seconds * 1e6)
+    levelled = levelled_rounds(samples)
     for r in finalists:
         moved = r["gbps"] * r["median_us"] / 1e6 * 1e9
-        r["round_us"] = samples[r["config"]]  # each round's, in order
-        r["median_us"] = statistics.median(samples[r["config"]])
+        r["round_us"] = levelled[r["config"]]  # each round's, in order
+        r["median_us"] = statistics.median(levelled[r["config"]])
         r["gbps"] = moved / (r["median_us"] / 1e6) / 1e9
-        r["note"] = f"final round: median of {len(samples[r['config']])} medians"
+        r["note"] = f"final round: median of {FINAL_ROUNDS} rounds, each levelled"
+
+
+def levelled_rounds(samples: dict[str, list[float]]) -> dict[str, list[float]]:
+    """{config: each round's time} with each round's level divided out: the
+    round's median over the configs, scaled to the rounds' median level."""
+    rounds = len(next(iter(samples.values())))
+    levels = [statistics.median(times[i] for times in samples.values()) for i in range(rounds)]
+    overall = statistics.median(levels)
+    return {config: [t * overall / level for t, level in zip(times, levels)] for config, times in samples.items()}

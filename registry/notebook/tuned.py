@@ -71,10 +71,17 @@ def untuned_table(op):
     return _BASE_TABLES.get(op._table.address, op._table)
 
 
+def config_manifest(manifest, backend: str, config, dtype: str):
+    """The build of a win: `config` with `dtype`'s own units only, where the
+    kernel has one per dtype (core/dtype_units.h), as registry.tune built it."""
+    return _core.with_dtypes(_core.with_config(manifest, config), backend, [dtype])
+
+
 def apply(name: str, backend: str, manifest, key: str, ops: dict, resolve_config) -> str:
     """Installs the winners of the table for `key` into `ops` (the default
-    config's handles). resolve_config(config) -> that config's ops (loaded,
-    cached builds). Returns the line status() shows."""
+    config's handles). resolve_config(config, dtype) -> the ops of that
+    config's build for dtype (config_manifest; loaded, cached builds).
+    Returns the line status() shows."""
     table = read_table(name, backend, key)
     if table is None:
         stale = _core.other_tuned_keys(tuned_dir(), name, backend, key)
@@ -87,8 +94,9 @@ def apply(name: str, backend: str, manifest, key: str, ops: dict, resolve_config
     if not wins:
         return f"tuned for {', '.join(sorted({w.arch for w in table.wins}))}, not {arch}; the default config runs"
     default_label = _core.config_label(manifest.config)
-    variants = {label: ops if label == default_label else resolve_config(_core.parse_config_label(label))
-                for label in sorted({w.config for w in wins})}
+    variants = {(label, dtype): ops if label == default_label else resolve_config(_core.parse_config_label(label),
+                                                                                  dtype)
+                for label, dtype in sorted({(w.config, w.dtype) for w in wins})}
     for op_name, op in ops.items():
         if op._table is None:  # a pybind module's function: no table to route
             continue
@@ -97,7 +105,7 @@ def apply(name: str, backend: str, manifest, key: str, ops: dict, resolve_config
         for w in wins:
             if w.op != op_name or w.config == default_label or w.bucket == "scalar":
                 continue
-            winner = variants[w.config][op_name]
+            winner = variants[(w.config, w.dtype)][op_name]
             STATE.retired_tables.append(winner._table)  # its launcher runs from the routed table: keep it
             routes.append((w.dtype, w.bucket, winner._table.launcher(w.dtype)))
         routed = _core.routed_launcher_table(base, routes) if routes else base
