@@ -97,7 +97,7 @@ def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repe
 
     from registry import _core, dtypes as dtype_table
     from registry.resolve import find
-    from registry.notebook import tune as tuning, tune_timing
+    from registry.tuning import search as tuning, tune_timing
 
     manifest = find(name)
     backend = device
@@ -157,7 +157,7 @@ def percall(name: str, dtype: str, device: str, rounds: int = 100, calls: int = 
     from registry import _core
     from registry.notebook.checks import make_args
 
-    from registry.notebook.tuned import untuned_table
+    from registry.tuned import untuned_table
 
     op = registry.get(name, device=device)
     op = op if hasattr(op, "_fast") else next(iter(op.ops.values()))

@@ -153,7 +153,7 @@ _LAZY = {
     "RegistryError": "registry.errors", "BuildError": "registry.errors",
     "KernelNotFoundError": "registry.errors", "LockTimeoutError": "registry.errors",
     "ManifestError": "registry.errors",
-    "sweep": "registry.notebook.dtype_sweep", "tune": "registry.notebook.tune", "watch": "registry.notebook.watcher",
+    "sweep": "registry.notebook.dtype_sweep", "tune": "registry.tuning.search", "watch": "registry.notebook.watcher",
     "KernelFault": "registry.isolation.faults", "register_autograd": "registry.torch_ops",
 }
 

@@ -140,7 +140,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     tuned = None
     if manifest.tunable and not variant:
         if _tuned_before(name, backend, cache_root):
-            from registry.notebook import tuned as tuned_table
+            from registry import tuned as tuned_table
 
             tuned = tuned_table.apply(name, backend, manifest, artifacts["lib"].entry.key, ops,
                                       lambda config, dtype: resolve(name, backend, False, lambda *_: None,

@@ -402,7 +402,7 @@ def test_each_op_is_tried_only_with_the_parameters_it_reads(kernels_root):
 def test_a_config_must_beat_the_default_beyond_the_rounds_noise_to_be_chosen():
     """At a few microseconds one round's noise can make a median gain: a
     winner's slowest round must also beat the default's fastest."""
-    from registry.notebook.tune import beats
+    from registry.tuning.search import beats
 
     default = {"median_us": 10.0, "round_us": [10.0, 10.1, 9.9, 10.2]}
     steady = {"median_us": 9.5, "round_us": [9.5, 9.6, 9.4, 9.7]}
@@ -424,7 +424,7 @@ def test_a_shape_names_every_sweep_size_where_the_first_tensor_does_not(tmp_path
     a shape gives all three, in the order the sweep first names them; a
     shape of the first Tensor still works where it names every size."""
     from registry.errors import UsageError
-    from registry.notebook.tune import shape_for
+    from registry.tuning.search import shape_for
 
     checkout_matmul = Path(registry.__file__).resolve().parent.parent / "kernels" / "matmul"
     plain = _core.parse_manifest(str(checkout_matmul / "kernel.toml")).ops[0]  # a = "[rows, cols]", b = "[cols, 64]"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import registry
-from registry.notebook import tune_timing
+from registry.tuning import timing as tune_timing
 
 _counter = itertools.count()
 

@@ -13,7 +13,7 @@ import pytest
 
 from registry import _core
 from registry.build import parallelism
-from registry.notebook import tune as tuning
+from registry.tuning import search as tuning
 
 MANIFEST = """\
 format = 1

@@ -15,13 +15,13 @@ keep the winner per (op, dtype, shape bucket, device arch).
            dtype. A config that fails to build is dropped and reported.
   check    each config runs on the same random inputs per (op, dtype,
            shape), in an isolated worker, against the manifest's float64
-           reference (tune_check.py). A config that computes wrong, returns
+           reference (check.py). A config that computes wrong, returns
            an error or crashes is dropped and reported, never timed or chosen;
            the notebook survives a config that segfaults or faults on the GPU.
   time     once every config of the case is checked: fresh inputs per
            config, L2 flushed on CUDA (short calls timed in batches of cold
            calls), the median of `repeats` samples, in two sweeps in opposite
-           orders after the GPU warmed up (tune_timing.py), in this process.
+           orders after the GPU warmed up (timing.py), in this process.
   choose   per (op, dtype, shape): the configs within 10 % of the fastest
            (at most 6) and the default are timed again, 5 rounds in turn, each
            round's level divided out; only they can win, on those times: the
@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 
 from registry import _core
 from registry.errors import UsageError
-from registry.notebook.tune_check import CaseCheck, first_line, stop_workers_started_since, workers_running
-from registry.notebook.tune_result import TuneResult
-from registry.notebook.tune_timing import L2Flush, final_round, first_pass
+from registry.tuning.check import CaseCheck, first_line, stop_workers_started_since, workers_running
+from registry.tuning.result import TuneResult
+from registry.tuning.timing import L2Flush, final_round, first_pass
 
 MIN_GAIN = 0.01          # a config must beat the default by 1 % to be chosen over it
 DEFAULT_REPEATS = 20
@@ -80,7 +80,7 @@ def _tune(name: str, shapes, dtypes, *, device, ops, repeats, args, jobs, keep, 
     import registry
     from registry import knobs
     from registry.resolve import find, resolve
-    from registry.notebook import tuned as tuned_table
+    from registry import tuned as tuned_table
     from registry.state import STATE
 
     start = time.perf_counter()
@@ -160,7 +160,7 @@ def _tune(name: str, shapes, dtypes, *, device, ops, repeats, args, jobs, keep, 
         timed = {r["config"]: r for r in case if r["passed"] and r["config"] not in failed and r["median_us"]}
         if default_label not in timed:
             continue
-        # Only the final round's configs, on its times (tune_timing.final_round):
+        # Only the final round's configs, on its times (timing.final_round):
         # the fastest that beats the default measurably (a fastest with one
         # outlier round does not, and then a steady runner-up is still better
         # than falling back), else the default.
@@ -330,7 +330,7 @@ def _from_table(name, backend, key, manifest, state, specs, dtypes, shapes, tune
 def _tune_case(spec, dtype, torch_dtype, shape, backend, built: BuiltConfigs, labels, check: CaseCheck, args,
                repeats, flush, failed) -> list[dict]:
     """Every built config at one (op, dtype, shape): all checked, then all
-    timed together (tune_timing.py: first_pass, final_round)."""
+    timed together (timing.py: first_pass, final_round)."""
     shape_of = shape_for(spec, shape)
     rows, ops = [], {}
     for label in labels:
