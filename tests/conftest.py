@@ -53,6 +53,22 @@ def axpy_copy(kernels_root) -> KernelCopy:
     return KernelCopy(kernels_root, "axpy", f"axpy_t{next(_counter)}")
 
 
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def lib_axpy(request, axpy_copy) -> KernelCopy:
+    """An axpy copy with binding = "torch-library" (torch.ops.<name>.axpy),
+    built for the CPU and for CUDA in turn (`.device`)."""
+    import torch
+
+    import registry
+
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nbinding = "torch-library"')
+    axpy_copy.device = request.param
+    registry.get(axpy_copy.name, device=request.param)
+    return axpy_copy
+
+
 @pytest.fixture
 def compiles():
     """The compiles run since the test started, as (kernel, kind) pairs."""
