@@ -70,6 +70,22 @@ def lib_axpy(request, axpy_copy) -> KernelCopy:
 
 
 @pytest.fixture
+def cuda_toolkit(monkeypatch) -> str:
+    """nvcc, so a CUDA kernel library compiles through torch's load() with no
+    GPU: for TORCH_CUDA_ARCH_LIST = 9.0. Skips where there is no toolkit."""
+    from registry.build.torch_extension import _import_cpp_extension
+
+    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+    if not (Path(home) / "bin" / "nvcc").exists():
+        pytest.skip("no CUDA toolkit (nvcc) on this machine")
+    # torch found its CUDA_HOME at import; make it and the registry agree on this one.
+    monkeypatch.setenv("CUDA_HOME", home)
+    monkeypatch.setattr(_import_cpp_extension(), "CUDA_HOME", home)
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    return home
+
+
+@pytest.fixture
 def compiles():
     """The compiles run since the test started, as (kernel, kind) pairs."""
     from registry.build import step
