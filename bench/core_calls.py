@@ -109,15 +109,16 @@ def main() -> None:
         "cold_get": cold["first"], "fresh_process_cached_get": cached["first"], "hot_get": cached["hot"],
     }
     figures = (f"calls into _core: cold get {cold['first']['calls']}, "
-            f"fresh-process cached get {cached['first']['calls']}, hot get {cached['hot']['calls']} "
-            f"({cached['hot']['unprofiled_seconds'] * 1e6:.1f} us per get unprofiled, "
-            f"{cached['hot']['seconds'] * 1e6:.0f} us under the profiler, the first, which adds the change watch; "
-            f"the core call alone, "
-            + ("one read() of the change watch" if cached['hot']['watched'] else "not watched: a stat() of each file")
-            + f", {cached['hot']['unchanged_call_seconds'] * 1e6:.1f} us, where a stat() of each of the "
-            f"{cached['hot']['files_stat']} files takes {cached['hot']['stat_each_file_seconds'] * 1e6:.1f} us; "
-            f"get around it {cached['hot']['around_call_seconds'] * 1e6:.1f} us); load average "
-            f"{result['load_average'][0]:.2f} on {result['cpus']} CPUs")
+               f"fresh-process cached get {cached['first']['calls']}, hot get {cached['hot']['calls']} "
+               f"({cached['hot']['unprofiled_seconds'] * 1e6:.1f} us per get unprofiled, "
+               f"{cached['hot']['seconds'] * 1e6:.0f} us under the profiler, the first, which adds the change watch; "
+               f"the core call alone, "
+               + ("one read() of the change watch" if cached['hot']['watched']
+                  else "not watched: a stat() of each file")
+               + f", {cached['hot']['unchanged_call_seconds'] * 1e6:.1f} us, where a stat() of each of the "
+               f"{cached['hot']['files_stat']} files takes {cached['hot']['stat_each_file_seconds'] * 1e6:.1f} us; "
+               f"get around it {cached['hot']['around_call_seconds'] * 1e6:.1f} us); load average "
+               f"{result['load_average'][0]:.2f} on {result['cpus']} CPUs")
     write_results(args.out, "core_calls", result, figures)
     shutil.rmtree(work, ignore_errors=True)
 

@@ -54,10 +54,10 @@ def main() -> None:
         "torch_import_ms": [t * 1e3 for t in imports],
     }
     figures = (f"fresh-process get, nothing changed: "
-            f"registry median {statistics.median(result['registry_ms']):.2f} ms, "
-            f"torch load() median {statistics.median(result['torch_load_ms']):.2f} ms (n = {args.reps}), ratio "
-            f"{statistics.median(result['registry_ms']) / statistics.median(result['torch_load_ms']):.2f} "
-            f"(load()'s own import, not counted: median {statistics.median(result['torch_import_ms']):.1f} ms)")
+               f"registry median {statistics.median(result['registry_ms']):.2f} ms, "
+               f"torch load() median {statistics.median(result['torch_load_ms']):.2f} ms (n = {args.reps}), ratio "
+               f"{statistics.median(result['registry_ms']) / statistics.median(result['torch_load_ms']):.2f} "
+               f"(load()'s own import, not counted: median {statistics.median(result['torch_import_ms']):.1f} ms)")
     write_results(args.out, "fresh_get", result, figures)
     shutil.rmtree(work, ignore_errors=True)
 

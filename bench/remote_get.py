@@ -86,10 +86,10 @@ def main() -> None:
     }
     median = statistics.median(result["remote_get_s"])
     figures = (f"a teammate's first get of axpy "
-            f"built elsewhere (fresh process, empty local cache and ccache, warm Redis on loopback, excluding "
-            f"import torch): median {median:.3f} s, max {max(result['remote_get_s']):.3f} s (n = {args.reps}; "
-            f"target <= 0.5 s on the 2-core machine, <= 0.3 s on the H200); the cold build it replaces: "
-            f"{cold['get_s']:.2f} s")
+               f"built elsewhere (fresh process, empty local cache and ccache, warm Redis on loopback, excluding "
+               f"import torch): median {median:.3f} s, max {max(result['remote_get_s']):.3f} s (n = {args.reps}; "
+               f"target <= 0.5 s on the 2-core machine, <= 0.3 s on the H200); the cold build it replaces: "
+               f"{cold['get_s']:.2f} s")
     write_results(args.out, "remote_get", result, figures)
 
 
