@@ -53,11 +53,11 @@ def main() -> None:
         "registry_ms": [r["get_s"] * 1e3 for r in ours], "torch_load_ms": [t * 1e3 for t in theirs],
         "torch_import_ms": [t * 1e3 for t in imports],
     }
-    figures = (f"fresh-process get, nothing changed: "
-               f"registry median {statistics.median(result['registry_ms']):.2f} ms, "
-               f"torch load() median {statistics.median(result['torch_load_ms']):.2f} ms (n = {args.reps}), ratio "
-               f"{statistics.median(result['registry_ms']) / statistics.median(result['torch_load_ms']):.2f} "
-               f"(load()'s own import, not counted: median {statistics.median(result['torch_import_ms']):.1f} ms)")
+    median = {k: statistics.median(result[k]) for k in ("registry_ms", "torch_load_ms", "torch_import_ms")}
+    figures = (f"fresh-process get, nothing changed: registry median {median['registry_ms']:.2f} ms, "
+               f"torch load() median {median['torch_load_ms']:.2f} ms (n = {args.reps}), "
+               f"ratio {median['registry_ms'] / median['torch_load_ms']:.2f} "
+               f"(load()'s own import, not counted: median {median['torch_import_ms']:.1f} ms)")
     write_results(args.out, "fresh_get", result, figures)
     shutil.rmtree(work, ignore_errors=True)
 

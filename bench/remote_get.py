@@ -85,9 +85,9 @@ def main() -> None:
         "cold_build_s": cold["get_s"], "remote_get_s": [s["get_s"] for s in samples],
     }
     median = statistics.median(result["remote_get_s"])
-    figures = (f"a teammate's first get of axpy "
-               f"built elsewhere (fresh process, empty local cache and ccache, warm Redis on loopback, excluding "
-               f"import torch): median {median:.3f} s, max {max(result['remote_get_s']):.3f} s (n = {args.reps}; "
+    figures = (f"a teammate's first get of axpy built elsewhere (fresh process, empty local cache and ccache, "
+               f"warm Redis on loopback, excluding import torch): median {median:.3f} s, "
+               f"max {max(result['remote_get_s']):.3f} s (n = {args.reps}; "
                f"target <= 0.5 s on the 2-core machine, <= 0.3 s on the H200); the cold build it replaces: "
                f"{cold['get_s']:.2f} s")
     write_results(args.out, "remote_get", result, figures)
