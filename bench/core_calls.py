@@ -15,17 +15,12 @@ the object it is bound to comes from `registry._core`.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+from bench_run import CHECKOUT, parse_args, run_child, run_header, write_results
 
 CHILD = r"""
 import collections, json, sys, threading, time
@@ -99,49 +94,32 @@ print(json.dumps({"first": first, "hot": hot, "outcome": outcome}))
 """
 
 
-def child(device: str, env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, device], env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"child failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", choices=["cpu", "cuda"], default=None)
-    ap.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
-    args = ap.parse_args()
-    import torch
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    args = parse_args()
+    device = args.device
     work = Path(tempfile.mkdtemp(prefix="core-calls-"))
     shutil.copytree(CHECKOUT / "kernels" / "axpy", work / "kernels" / "axpy")
     env = dict(os.environ, REGISTRY_KERNELS_PATH=str(work / "kernels"), REGISTRY_CACHE_DIR=str(work / "cache"))
-    cold = child(device, env)
-    cached = child(device, env)
+    cold = run_child(CHILD, device, env=env)
+    cached = run_child(CHILD, device, env=env)
     assert cold["outcome"] == "compiled" and cached["outcome"] in ("cache", "in-process"), (cold, cached)
     result = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": device,
-        "machine": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-        "command": f"python bench/core_calls.py --device {device}",
+        **run_header(device, f"python bench/core_calls.py --device {device}"),
         "load_average": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
         "cold_get": cold["first"], "fresh_process_cached_get": cached["first"], "hot_get": cached["hot"],
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"core_calls-{device}.json").write_text(json.dumps(result, indent=1))
-    line = (f"{result['date']} {result['machine']}: calls into _core: cold get {cold['first']['calls']}, "
-            f"fresh-process cached get {cached['first']['calls']}, hot get {cached['hot']['calls']} "
-            f"({cached['hot']['unprofiled_seconds'] * 1e6:.1f} us per get unprofiled, "
-            f"{cached['hot']['seconds'] * 1e6:.0f} us under the profiler, the first, which adds the change watch; "
-            f"the core call alone, "
-            + ("one read() of the change watch" if cached['hot']['watched'] else "not watched: a stat() of each file")
-            + f", {cached['hot']['unchanged_call_seconds'] * 1e6:.1f} us, where a stat() of each of the "
-            f"{cached['hot']['files_stat']} files takes {cached['hot']['stat_each_file_seconds'] * 1e6:.1f} us; "
-            f"get around it {cached['hot']['around_call_seconds'] * 1e6:.1f} us); load average "
-            f"{result['load_average'][0]:.2f} on {result['cpus']} CPUs; `{result['command']}`")
-    (out / f"core_calls-{device}.md").write_text(line + "\n")
-    print(line)
+    figures = (f"calls into _core: cold get {cold['first']['calls']}, "
+               f"fresh-process cached get {cached['first']['calls']}, hot get {cached['hot']['calls']} "
+               f"({cached['hot']['unprofiled_seconds'] * 1e6:.1f} us per get unprofiled, "
+               f"{cached['hot']['seconds'] * 1e6:.0f} us under the profiler, the first, which adds the change watch; "
+               f"the core call alone, "
+               + ("one read() of the change watch" if cached['hot']['watched']
+                  else "not watched: a stat() of each file")
+               + f", {cached['hot']['unchanged_call_seconds'] * 1e6:.1f} us, where a stat() of each of the "
+               f"{cached['hot']['files_stat']} files takes {cached['hot']['stat_each_file_seconds'] * 1e6:.1f} us; "
+               f"get around it {cached['hot']['around_call_seconds'] * 1e6:.1f} us); load average "
+               f"{result['load_average'][0]:.2f} on {result['cpus']} CPUs")
+    write_results(args.out, "core_calls", result, figures)
     shutil.rmtree(work, ignore_errors=True)
 
 

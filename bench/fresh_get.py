@@ -13,32 +13,24 @@ read on it. The import is recorded beside it (torch_import_ms) for context.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(CHECKOUT / "bench"))
+from bench_run import parse_args, run_header, write_results  # noqa: E402
 from edit_loop import Scratch, child_get  # noqa: E402
 from edit_loop_torch import TorchLoadBaseline  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", choices=["cpu", "cuda"], default=None)
-    ap.add_argument("--reps", type=int, default=9)
-    ap.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
-    args = ap.parse_args()
-    import torch
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    args = parse_args(reps=9)
+    device = args.device
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(CHECKOUT / "registry")], capture_output=True)
     work = Path(tempfile.mkdtemp(prefix="fresh-get-"))
     (work / "kernels").mkdir()
@@ -57,24 +49,16 @@ def main() -> None:
         imports.append(sample["import_s"])
     assert all(r["compiles"] == 0 and r["outcome"] == "cache" for r in ours), ours
     result = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": device,
-        "machine": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-        "torch": torch.__version__, "reps": args.reps,
-        "command": f"python bench/fresh_get.py --device {device} --reps {args.reps}",
+        **run_header(device, f"python bench/fresh_get.py --device {device} --reps {args.reps}"), "reps": args.reps,
         "registry_ms": [r["get_s"] * 1e3 for r in ours], "torch_load_ms": [t * 1e3 for t in theirs],
         "torch_import_ms": [t * 1e3 for t in imports],
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"fresh_get-{device}.json").write_text(json.dumps(result, indent=1))
-    line = (f"{result['date']} {result['machine']} torch {result['torch']}: fresh-process get, nothing changed: "
-            f"registry median {statistics.median(result['registry_ms']):.2f} ms, "
-            f"torch load() median {statistics.median(result['torch_load_ms']):.2f} ms (n = {args.reps}), ratio "
-            f"{statistics.median(result['registry_ms']) / statistics.median(result['torch_load_ms']):.2f} "
-            f"(load()'s own import, not counted: median {statistics.median(result['torch_import_ms']):.1f} ms); "
-            f"`{result['command']}`")
-    (out / f"fresh_get-{device}.md").write_text(line + "\n")
-    print(line)
+    median = {k: statistics.median(result[k]) for k in ("registry_ms", "torch_load_ms", "torch_import_ms")}
+    figures = (f"fresh-process get, nothing changed: registry median {median['registry_ms']:.2f} ms, "
+               f"torch load() median {median['torch_load_ms']:.2f} ms (n = {args.reps}), "
+               f"ratio {median['registry_ms'] / median['torch_load_ms']:.2f} "
+               f"(load()'s own import, not counted: median {median['torch_import_ms']:.1f} ms)")
+    write_results(args.out, "fresh_get", result, figures)
     shutil.rmtree(work, ignore_errors=True)
 
 

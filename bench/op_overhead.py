@@ -40,7 +40,7 @@ import registry
 from registry import _core
 from registry.notebook.checks import load_reference, make_args, results, shapes
 from registry.notebook.dtype_sweep import _copy_bandwidth
-from registry.notebook.timing import cuda_median_ms, median_seconds
+from registry.notebook.timing import cuda_median_ms, graph_median_ms, median_seconds
 from registry.resolve import locate
 
 KERNELS = ["softmax", "rmsnorm", "layernorm", "rowmax", "quantize", "scale"]
@@ -60,22 +60,6 @@ def per_call_us(fn, calls: int = 2000, reps: int = 5) -> float:
         torch.cuda.synchronize()
         times.append((time.perf_counter() - start) / calls)
     return statistics.median(times) * 1e6
-
-
-def graph_ms(fn, replays: int = 20) -> float:
-    """The kernels of one call of fn, replayed from a CUDA graph (no host work)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    ms = cuda_median_ms(graph.replay, iters=replays)
-    del graph
-    return ms
 
 
 def rows_for(kernel: str, copy_gbps: float) -> list[dict]:
@@ -107,8 +91,8 @@ def rows_for(kernel: str, copy_gbps: float) -> list[dict]:
             row["single_ms"] = median_seconds(op, [big], "cuda", repeats=20) * 1e3
             row["loop_ms"] = cuda_median_ms(lambda: op(*big))
             try:
-                row["kernel_ms"] = graph_ms(lambda: op(*big))
-                row["torch_kernel_ms"] = graph_ms(lambda: baseline(*big))
+                row["kernel_ms"] = graph_median_ms(lambda: op(*big))
+                row["torch_kernel_ms"] = graph_median_ms(lambda: baseline(*big))
                 row["torch_loop_ms"] = cuda_median_ms(lambda: baseline(*big))
             except Exception as error:  # a capture that fails is reported, the table goes on
                 row["note"] = f"graph: {type(error).__name__}: {str(error).splitlines()[0][:120]}"

@@ -12,8 +12,6 @@ torch`) to the op being returned; a check of the result follows, untimed.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import signal
@@ -25,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parent.parent
+from bench_run import CHECKOUT, parse_args, run_child, run_header, write_results
 
 CHILD = r"""
 import json, os, sys, time
@@ -57,23 +55,9 @@ def machine(work: Path, path: str, url: str, device: str) -> dict[str, str]:
                 REGISTRY_REMOTE_CACHE=url, DEVICE=device, PYTHONPATH=str(CHECKOUT))
 
 
-def child(env: dict[str, str]) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=str(CHECKOUT), capture_output=True,
-                         text=True, timeout=600)
-    if out.returncode != 0:
-        raise SystemExit(f"child failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", choices=["cpu", "cuda"], default=None)
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--out", default=str(CHECKOUT / "bench" / "results"))
-    args = ap.parse_args()
-    import torch
-
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    args = parse_args(reps=7)
+    device = args.device
     exe = shutil.which("redis-server") or sys.exit("redis-server not found: sudo apt-get install redis-server")
     work = Path(tempfile.mkdtemp(prefix="remote-get-"))
     port = free_port()
@@ -87,32 +71,26 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.02)
-        cold = child(machine(work, "first/checkout", url, device))
+        cold = run_child(CHILD, env=machine(work, "first/checkout", url, device), cwd=CHECKOUT)
         assert cold["ok"] and cold["outcome"] == "compiled", cold
-        samples = [child(machine(work, f"second-{i}/somewhere/else", url, device)) for i in range(args.reps)]
+        samples = [run_child(CHILD, env=machine(work, f"second-{i}/somewhere/else", url, device), cwd=CHECKOUT)
+                   for i in range(args.reps)]
         assert all(s["ok"] and s["outcome"] == "remote" and s["compiles"] == 0 for s in samples), samples
     finally:
         os.kill(server.pid, signal.SIGKILL)
         server.wait()
         shutil.rmtree(work, ignore_errors=True)
     result = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": device,
-        "machine": torch.cuda.get_device_name(0) if device == "cuda" else f"cpu, {os.cpu_count()} cores",
-        "torch": torch.__version__, "reps": args.reps,
-        "command": f"python bench/remote_get.py --device {device} --reps {args.reps}",
+        **run_header(device, f"python bench/remote_get.py --device {device} --reps {args.reps}"), "reps": args.reps,
         "cold_build_s": cold["get_s"], "remote_get_s": [s["get_s"] for s in samples],
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"remote_get-{device}.json").write_text(json.dumps(result, indent=1))
     median = statistics.median(result["remote_get_s"])
-    line = (f"{result['date']} {result['machine']} torch {result['torch']}: a teammate's first get of axpy "
-            f"built elsewhere (fresh process, empty local cache and ccache, warm Redis on loopback, excluding "
-            f"import torch): median {median:.3f} s, max {max(result['remote_get_s']):.3f} s (n = {args.reps}; "
-            f"target <= 0.5 s on the 2-core machine, <= 0.3 s on the H200); the cold build it replaces: "
-            f"{cold['get_s']:.2f} s; `{result['command']}`")
-    (out / f"remote_get-{device}.md").write_text(line + "\n")
-    print(line)
+    figures = (f"a teammate's first get of axpy built elsewhere (fresh process, empty local cache and ccache, "
+               f"warm Redis on loopback, excluding import torch): median {median:.3f} s, "
+               f"max {max(result['remote_get_s']):.3f} s (n = {args.reps}; "
+               f"target <= 0.5 s on the 2-core machine, <= 0.3 s on the H200); the cold build it replaces: "
+               f"{cold['get_s']:.2f} s")
+    write_results(args.out, "remote_get", result, figures)
 
 
 if __name__ == "__main__":

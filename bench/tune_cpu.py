@@ -10,7 +10,6 @@ the registry cache and ccache start empty. Writes DIR/tune_cpu.md and .json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -93,15 +92,7 @@ def main() -> None:
     os.environ["REGISTRY_KERNELS_PATH"] = str(kernels)
     tune_rows.fresh_caches()
     shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
-    result = tune_rows.measure("rowsum_tune", shapes, "float32", "cpu", args.out)
-    print(json.dumps(result, default=str), flush=True)
-    import platform
-
-    machine = f"CPU {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    text = tune_rows.report([result], machine, "python3 " + " ".join(sys.argv))
-    (args.out / "tune_cpu.md").write_text(text)
-    (args.out / "tune_cpu.json").write_text(json.dumps(result, indent=1, default=str))
-    print(text)
+    tune_rows.measure_and_report(["rowsum_tune"], shapes, "float32", "cpu", args.out, "tune_cpu")
 
 
 if __name__ == "__main__":

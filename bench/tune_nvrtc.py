@@ -13,7 +13,6 @@ Writes DIR/tune_nvrtc.md and .json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -56,15 +55,7 @@ def main() -> None:
     os.environ["REGISTRY_KERNELS_PATH"] = str(kernels)
     tune_rows.fresh_caches()
     shapes = [(int(n),) for n in args.sizes.split(",")]
-    result = tune_rows.measure(NAME, shapes, args.dtype, "cuda", args.out)
-    print(json.dumps(result, default=str), flush=True)
-    import torch
-
-    machine = f"{torch.cuda.get_device_name()}, {os.cpu_count()} cores"
-    text = tune_rows.report([result], machine, "python3 " + " ".join(sys.argv))
-    (args.out / "tune_nvrtc.md").write_text(text)
-    (args.out / "tune_nvrtc.json").write_text(json.dumps(result, indent=1, default=str))
-    print(text)
+    tune_rows.measure_and_report([NAME], shapes, args.dtype, "cuda", args.out, "tune_nvrtc")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -221,6 +222,26 @@ def report(results: list[dict], machine: str, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def measure_and_report(names: list[str], shapes, dtype: str, device: str, out: Path, stem: str) -> None:
+    """measure() each kernel (its result printed as one JSON line as soon as it
+    is in), then the report, printed and written to out/<stem>.md, and every
+    result to out/<stem>.json."""
+    results = []
+    for name in names:
+        results.append(measure(name, shapes, dtype, device, out))
+        print(json.dumps(results[-1], default=str), flush=True)
+    if device == "cuda":
+        import torch
+
+        where = torch.cuda.get_device_name()
+    else:
+        where = f"CPU {platform.processor() or platform.machine()}"
+    text = report(results, f"{where}, {os.cpu_count()} cores", "python3 " + " ".join(sys.argv))
+    (out / f"{stem}.md").write_text(text)
+    (out / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
+    print(text)
+
+
 def fresh_caches() -> None:
     """An empty registry cache and an empty ccache, before registry is imported."""
     os.environ["REGISTRY_CACHE_DIR"] = tempfile.mkdtemp(prefix="tune-cache-")
@@ -238,18 +259,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     fresh_caches()
     shapes = [tuple(int(d) for d in s.split("x")) for s in args.shapes.split(",")]
-    import torch
-
-    machine = (torch.cuda.get_device_name() if args.device == "cuda" else "cpu") + f", {os.cpu_count()} cores"
-    results = []
-    for name in args.kernels:
-        results.append(measure(name, shapes, args.dtype, args.device, args.out))
-        print(json.dumps(results[-1], default=str), flush=True)
-    command = "python3 " + " ".join(sys.argv)
-    text = report(results, machine, command)
-    (args.out / "tune_rows.md").write_text(text)
-    (args.out / "tune_rows.json").write_text(json.dumps(results, indent=1, default=str))
-    print(text)
+    measure_and_report(args.kernels, shapes, args.dtype, args.device, args.out, "tune_rows")
 
 
 if __name__ == "__main__":

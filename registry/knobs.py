@@ -197,14 +197,7 @@ def remote_mode() -> str:
 
 
 def remote_timeout() -> float:
-    text = os.environ.get("REGISTRY_REMOTE_TIMEOUT", "").strip() or "1"
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise _setting_error(f"REGISTRY_REMOTE_TIMEOUT must be a positive number of seconds, not {text!r}")
-    return value
+    return _positive_seconds("REGISTRY_REMOTE_TIMEOUT", os.environ.get("REGISTRY_REMOTE_TIMEOUT", "").strip() or "1")
 
 
 # os.environ's own dict, and REGISTRY_ISOLATE's key as it stores it: every `get`
@@ -242,14 +235,19 @@ def isolate_timeout() -> float:
     raw = os.environ.get("REGISTRY_ISOLATE_TIMEOUT", "")
     if raw == _isolate_timeout[0]:
         return _isolate_timeout[1]
-    text = raw.strip() or "30"
+    value = _positive_seconds("REGISTRY_ISOLATE_TIMEOUT", raw.strip() or "30")
+    _isolate_timeout = (raw, value)
+    return value
+
+
+def _positive_seconds(name: str, text: str) -> float:
+    """`text`, the value of the variable `name`, read as a number of seconds above 0."""
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value > 0:
-        raise _setting_error(f"REGISTRY_ISOLATE_TIMEOUT must be a positive number of seconds, not {text!r}")
-    _isolate_timeout = (raw, value)
+    if not value > 0:  # nan too
+        raise _setting_error(f"{name} must be a positive number of seconds, not {text!r}")
     return value
 
 

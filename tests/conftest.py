@@ -53,6 +53,38 @@ def axpy_copy(kernels_root) -> KernelCopy:
     return KernelCopy(kernels_root, "axpy", f"axpy_t{next(_counter)}")
 
 
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def lib_axpy(request, axpy_copy) -> KernelCopy:
+    """An axpy copy with binding = "torch-library" (torch.ops.<name>.axpy),
+    built for the CPU and for CUDA in turn (`.device`)."""
+    import torch
+
+    import registry
+
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nbinding = "torch-library"')
+    axpy_copy.device = request.param
+    registry.get(axpy_copy.name, device=request.param)
+    return axpy_copy
+
+
+@pytest.fixture
+def cuda_toolkit(monkeypatch) -> str:
+    """nvcc, so a CUDA kernel library compiles through torch's load() with no
+    GPU: for TORCH_CUDA_ARCH_LIST = 9.0. Skips where there is no toolkit."""
+    from registry.build.torch_extension import _import_cpp_extension
+
+    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+    if not (Path(home) / "bin" / "nvcc").exists():
+        pytest.skip("no CUDA toolkit (nvcc) on this machine")
+    # torch found its CUDA_HOME at import; make it and the registry agree on this one.
+    monkeypatch.setenv("CUDA_HOME", home)
+    monkeypatch.setattr(_import_cpp_extension(), "CUDA_HOME", home)
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    return home
+
+
 @pytest.fixture
 def compiles():
     """The compiles run since the test started, as (kernel, kind) pairs."""

@@ -88,12 +88,20 @@ def _no_escape_text(cells, name: str) -> None:
                 f"{json.dumps(text)[:400]}")
 
 
-def test_quickstart_in_jupyterlab(lab, screenshots):
+def _run_notebook(lab, name: str) -> tuple[NotebookPage, list[dict]]:
+    """Runs every cell of notebooks/<name> in the lab: none may raise (but
+    those tagged so) or show terminal control text."""
     server, driver = lab
-    page = NotebookPage(driver, server, "quickstart.ipynb")
+    page = NotebookPage(driver, server, name)
     cells = page.run_all()
-    _ran_without_errors(cells, "quickstart.ipynb")
-    _no_escape_text(cells, "quickstart.ipynb")
+    _ran_without_errors(cells, name)
+    _no_escape_text(cells, name)
+    return page, cells
+
+
+def test_quickstart_in_jupyterlab(lab, screenshots):
+    driver = lab[1]
+    page, cells = _run_notebook(lab, "quickstart.ipynb")
 
     # The op's repr, as the cell's result.
     get_cell = _cell(cells, 'axpy = registry.get("axpy")')
@@ -149,11 +157,8 @@ def test_quickstart_in_jupyterlab(lab, screenshots):
 
 
 def test_dtype_sweep_in_jupyterlab(lab, screenshots):
-    server, driver = lab
-    page = NotebookPage(driver, server, "dtype_sweep.ipynb")
-    cells = page.run_all()
-    _ran_without_errors(cells, "dtype_sweep.ipynb")
-    _no_escape_text(cells, "dtype_sweep.ipynb")
+    driver = lab[1]
+    page, cells = _run_notebook(lab, "dtype_sweep.ipynb")
     sweep_cell = _cell(cells, "registry.sweep(")
     assert "<table" in _texts(sweep_cell), "the sweep table was not displayed"
     plot_cell = _cell(cells, 'result.plot("gbps")')

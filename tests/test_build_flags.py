@@ -12,25 +12,9 @@ import pytest
 from registry import _core
 from registry.build import ccache, recipe, keys
 from registry.build.compile import run_build
-from registry.build.torch_extension import _import_cpp_extension
 
 TOP_LEVEL = 'cflags = ["-DAXPY_TOP_LEVEL_FLAG=1", "-fno-math-errno"]'
 GUARD = '#ifndef AXPY_TOP_LEVEL_FLAG\n#error "the manifest\'s top-level cflags did not reach this unit"\n#endif\n'
-
-
-@pytest.fixture
-def cuda_toolkit(monkeypatch):
-    """nvcc, so a CUDA kernel library compiles (it need not run: no GPU is
-    needed to build one for TORCH_CUDA_ARCH_LIST)."""
-    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
-    if not (Path(home) / "bin" / "nvcc").exists():
-        pytest.skip("no CUDA toolkit (nvcc) on this machine")
-    cpp_extension = _import_cpp_extension()
-    # torch found its CUDA_HOME at import; make it and the registry agree on this one.
-    monkeypatch.setenv("CUDA_HOME", home)
-    monkeypatch.setattr(cpp_extension, "CUDA_HOME", home)
-    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", os.environ.get("TORCH_CUDA_ARCH_LIST") or "8.0")
-    return home
 
 
 def _guarded_copy(copy, source: str):

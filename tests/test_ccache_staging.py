@@ -13,7 +13,6 @@ import pytest
 from registry import _core
 from registry.build import ccache, recipe
 from registry.build.compile import run_build
-from registry.build.torch_extension import _import_cpp_extension
 
 
 @pytest.fixture
@@ -24,19 +23,6 @@ def private_ccache(tmp_path, monkeypatch):
     for name in ("CCACHE_HASHDIR", "CCACHE_NOHASHDIR", "CCACHE_BASEDIR", "CCACHE_DISABLE", "CCACHE_RECACHE"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path / "ccache"
-
-
-@pytest.fixture
-def cuda_toolkit(monkeypatch):
-    """nvcc, so a CUDA kernel library compiles without a GPU (for TORCH_CUDA_ARCH_LIST)."""
-    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
-    if not (Path(home) / "bin" / "nvcc").exists():
-        pytest.skip("no CUDA toolkit (nvcc) on this machine")
-    cpp_extension = _import_cpp_extension()
-    monkeypatch.setenv("CUDA_HOME", home)
-    monkeypatch.setattr(cpp_extension, "CUDA_HOME", home)
-    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
-    return home
 
 
 def _build_in_two_staging_folders(manifest, backend: str, cache_root: Path) -> list[tuple[int, int]]:

@@ -4,11 +4,8 @@ says nothing (registry/build/compiler_warnings.py). CUDA compiles run without
 a GPU: nvcc through load() for TORCH_CUDA_ARCH_LIST, and nvcc -cubin."""
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
-
-import pytest
 
 import registry
 from device_build_helpers import NEEDS_NVCC, build, copy_example, store  # noqa: F401 (store: a fixture)
@@ -73,19 +70,6 @@ def test_a_cpu_build_shows_its_warning_once_and_a_cached_get_none(axpy_copy):
         registry.get(axpy_copy.name, device="cpu")  # unchanged: the hot path
         registry.status(axpy_copy.name, device="cpu")
     assert _compiler_warnings(caught) == []
-
-
-@pytest.fixture
-def cuda_toolkit(monkeypatch):
-    from registry.build.torch_extension import _import_cpp_extension
-
-    home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
-    if not (Path(home) / "bin" / "nvcc").exists():
-        pytest.skip("no CUDA toolkit (nvcc) on this machine")
-    monkeypatch.setenv("CUDA_HOME", home)
-    monkeypatch.setattr(_import_cpp_extension(), "CUDA_HOME", home)
-    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
-    return home
 
 
 def test_ptxas_spills_through_load_are_kept(axpy_copy, cuda_toolkit, cache_root):

@@ -13,7 +13,7 @@ import torch
 
 import registry
 from registry.notebook.checks import DEFAULT_SCALARS, check_call, load_reference
-from registry.notebook.timing import cuda_median_ms
+from registry.notebook.timing import cuda_median_ms, graph_median_ms
 from registry.op import _default_value
 from figures import figure
 from kernel_contract import manifests, op_handle, reference
@@ -83,16 +83,7 @@ def test_rowmax_nan_infinities_ties_and_signed_zeros(dtype, cols):
 
 def _seconds_per_call(fn) -> float:
     """Kernel time of one call, replayed from a CUDA graph (no host work)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return cuda_median_ms(graph.replay) / 1e3
+    return graph_median_ms(fn) / 1e3
 
 
 def _copy_gbps() -> float:

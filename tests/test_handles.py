@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import registry
+from axpy_edits import axpy_bias, axpy_inputs
 
 # A second op for the axpy copies: the launcher the copy already exports,
 # under another name, so a test can make a kernel with two ops.
@@ -19,16 +20,6 @@ signature = "axpy_again(Tensor x, Tensor y, float alpha) -> Tensor"
 launcher = "axpy"
 dtypes = ["float32"]
 '''
-
-
-def _inputs(n=17):
-    torch.manual_seed(0)
-    return torch.randn(n), torch.randn(n)
-
-
-def _bias(op) -> float:
-    x, y = _inputs()
-    return float((op(x, y, 1.5) - (1.5 * x + y)).mean())
 
 
 def test_default_and_explicit_device_give_one_handle(axpy_copy, compiles):
@@ -41,7 +32,7 @@ def test_default_and_explicit_device_give_one_handle(axpy_copy, compiles):
     # An edit reaches both spellings: the explicit one is not a stale copy.
     axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 2.0f")
     assert registry.get(axpy_copy.name, device=backend) is default
-    assert _bias(explicit) == pytest.approx(2.0, abs=1e-5)
+    assert axpy_bias(explicit) == pytest.approx(2.0, abs=1e-5)
     assert registry.get(axpy_copy.name) is default
     assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
 
@@ -77,7 +68,7 @@ def test_removed_op_leaves_the_group_and_its_old_handle_says_so(axpy_copy):
     group = registry.get(axpy_copy.name)
     assert isinstance(group, registry.OpGroup) and set(group.ops) == {"axpy", "axpy_again"}
     again = group.axpy_again
-    x, y = _inputs()
+    x, y = axpy_inputs()
     torch.testing.assert_close(again(x, y, 1.5), 1.5 * x + y)
 
     manifest.write_text(manifest.read_text().replace(SECOND_OP, ""))
@@ -100,7 +91,7 @@ def test_op_renamed_in_the_manifest_replaces_the_old_one(axpy_copy):
         'signature = "axpy_again(Tensor x, Tensor y, float alpha) -> Tensor"\nlauncher = "axpy"'))
     renamed = registry.get(axpy_copy.name)
     assert isinstance(renamed, registry.Op) and renamed.name == "axpy_again"
-    x, y = _inputs()
+    x, y = axpy_inputs()
     torch.testing.assert_close(renamed(x, y, 1.5), 1.5 * x + y)
     with pytest.raises(registry.RegistryError, match=rf"op 'axpy' .*kernel '{axpy_copy.name}'.*axpy_again"):
         op(x, y, 1.5)

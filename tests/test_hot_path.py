@@ -14,12 +14,7 @@ import torch
 import registry
 from registry import _core
 from registry.state import STATE
-
-
-def _bias(op) -> float:
-    torch.manual_seed(0)
-    x, y = torch.randn(17), torch.randn(17)
-    return float((op(x, y, 1.5) - (1.5 * x + y)).mean())
+from axpy_edits import axpy_bias
 
 
 def _restore_mtime(path, stat) -> None:
@@ -71,7 +66,7 @@ def test_each_stat_field_is_seen(tmp_path):
 
 def test_an_atomic_same_size_save_with_the_old_mtime_reaches_the_next_get(axpy_copy, compiles):
     op = registry.get(axpy_copy.name, device="cpu")
-    assert _bias(op) == pytest.approx(0, abs=1e-6)
+    assert axpy_bias(op) == pytest.approx(0, abs=1e-6)
     config = axpy_copy.path("include/axpy/config.h")  # two includes deep, through include_dirs
     before = config.stat()
     new = config.with_name("config.h.tmp")
@@ -81,7 +76,7 @@ def test_an_atomic_same_size_save_with_the_old_mtime_reaches_the_next_get(axpy_c
     assert config.stat().st_size == before.st_size
 
     assert registry.get(axpy_copy.name, device="cpu") is op
-    assert _bias(op) == pytest.approx(5.0, abs=1e-5)
+    assert axpy_bias(op) == pytest.approx(5.0, abs=1e-5)
     assert any("include/axpy/config.h changed" in c for c in registry.status(axpy_copy.name, device="cpu").changes)
 
 
@@ -112,7 +107,7 @@ def test_every_way_of_asking_finds_the_state_after_a_rebuild(axpy_copy, compiles
     _settle(axpy_copy.name, backend)
     assert registry.get(axpy_copy.name) is op
     assert registry.status(axpy_copy.name).outcome == "in-process"
-    assert _bias(op) == pytest.approx(4.0, abs=1e-5)
+    assert axpy_bias(op) == pytest.approx(4.0, abs=1e-5)
     assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
 
 
@@ -129,7 +124,7 @@ def test_once_watched_an_unchanged_get_reads_no_file_and_edits_still_reach_it(ax
     for before, after in ((0, 1), (1, 2), (2, 3)):  # same-size saves, two includes deep
         axpy_copy.edit("include/axpy/config.h", f"AXPY_BIAS {before}.0f", f"AXPY_BIAS {after}.0f")
         assert registry.get(axpy_copy.name, device="cpu") is op
-        assert _bias(op) == pytest.approx(after, abs=1e-5)
+        assert axpy_bias(op) == pytest.approx(after, abs=1e-5)
         _settle(axpy_copy.name, "cpu")
         assert registry.get(axpy_copy.name, device="cpu") is op
         assert registry.status(axpy_copy.name, device="cpu").outcome == "in-process"
@@ -149,4 +144,4 @@ def test_a_kernel_reached_through_a_symlink_is_stat_checked(axpy_copy, compiles,
     assert any(p.startswith(str(link)) for p in stamps.paths) and not stamps.watched
     axpy_copy.edit("include/axpy/config.h", "AXPY_BIAS 0.0f", "AXPY_BIAS 6.0f")  # through the real path
     assert registry.get(axpy_copy.name, device="cpu") is op
-    assert _bias(op) == pytest.approx(6.0, abs=1e-5)
+    assert axpy_bias(op) == pytest.approx(6.0, abs=1e-5)

@@ -8,22 +8,12 @@ import pytest
 import torch
 
 import registry
-
-
-def _inputs(n=17):
-    torch.manual_seed(0)
-    return torch.randn(n), torch.randn(n)
-
-
-def _bias(op) -> float:
-    """The constant the kernel adds beyond alpha * x + y."""
-    x, y = _inputs()
-    return float((op(x, y, 1.5) - (1.5 * x + y)).mean())
+from axpy_edits import axpy_bias, axpy_inputs, edit_the_macro_included_header
 
 
 def test_first_get_builds_and_is_correct(axpy_copy, compiles):
     op = registry.get(axpy_copy.name)
-    x, y = _inputs()
+    x, y = axpy_inputs()
     torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
     assert [k for _, k in compiles(axpy_copy.name)].count("kernel-lib") == 1
     assert registry.status(axpy_copy.name).outcome == "compiled"
@@ -32,11 +22,11 @@ def test_first_get_builds_and_is_correct(axpy_copy, compiles):
 def test_header_two_includes_deep_rebuilds_in_process(axpy_copy, compiles):
     # axpy_cpu.cpp -> axpy.h -> axpy_math.h
     op = registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(0, abs=1e-6)
+    assert axpy_bias(op) == pytest.approx(0, abs=1e-6)
     axpy_copy.edit("axpy_math.h", "+ AXPY_BIAS;", "+ AXPY_BIAS + 2.0f;")
     op2 = registry.get(axpy_copy.name)
     assert op2 is op  # the same handle now runs the new code
-    assert _bias(op) == pytest.approx(2.0, abs=1e-5)
+    assert axpy_bias(op) == pytest.approx(2.0, abs=1e-5)
     assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
     assert any("axpy_math.h changed" in c for c in registry.status(axpy_copy.name).changes)
 
@@ -46,7 +36,7 @@ def test_header_found_through_manifest_include_dir_rebuilds(axpy_copy, compiles)
     op = registry.get(axpy_copy.name)
     axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 3.0f")
     registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(3.0, abs=1e-5)
+    assert axpy_bias(op) == pytest.approx(3.0, abs=1e-5)
     assert any("include/axpy/config.h changed" in c for c in registry.status(axpy_copy.name).changes)
 
 
@@ -67,14 +57,14 @@ def test_revert_reuses_the_earlier_build_with_zero_compiles(axpy_copy, compiles)
     first_key = registry.status(axpy_copy.name).key
     axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 1.0f")
     registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(1.0, abs=1e-5)
+    assert axpy_bias(op) == pytest.approx(1.0, abs=1e-5)
     before = len(compiles(axpy_copy.name))
     axpy_copy.edit("include/axpy/config.h", "#define AXPY_BIAS 1.0f", "#define AXPY_BIAS 0.0f")
     registry.get(axpy_copy.name)
     assert len(compiles(axpy_copy.name)) == before
     assert registry.status(axpy_copy.name).key == first_key
     assert registry.status(axpy_copy.name).outcome == "cache"
-    assert _bias(op) == pytest.approx(0.0, abs=1e-6)
+    assert axpy_bias(op) == pytest.approx(0.0, abs=1e-6)
 
 
 def test_rebuild_true_compiles_once(axpy_copy, compiles):
@@ -82,7 +72,7 @@ def test_rebuild_true_compiles_once(axpy_copy, compiles):
     before = len(compiles(axpy_copy.name))
     op = registry.get(axpy_copy.name, rebuild=True)
     assert compiles(axpy_copy.name)[before:] == [(axpy_copy.name, "kernel-lib")]
-    x, y = _inputs()
+    x, y = axpy_inputs()
     torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
     assert registry.status(axpy_copy.name).changes == ["forced rebuild (rebuild=True)"]
 
@@ -107,7 +97,7 @@ def test_compile_error_raises_with_file_line_and_old_op_keeps_working(axpy_copy,
     first = info.value.first
     assert first is not None and first.file.endswith("axpy_math.h") and first.line > 0
     assert f"axpy_math.h:{first.line}" in str(info.value)
-    x, y = _inputs()
+    x, y = axpy_inputs()
     torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)  # the previous build still runs
     assert op.key == good_key
     # A failed build is never recorded as good: asking again compiles again and fails again.
@@ -127,39 +117,21 @@ def test_a_new_cache_dir_never_registers_a_binding_twice(axpy_copy, compiles, tm
     registry.get(axpy_copy.name)
     monkeypatch.setenv("REGISTRY_CACHE_DIR", str(tmp_path / "elsewhere"))
     op = registry.get(axpy_copy.name, rebuild=True)
-    x, y = _inputs()
+    x, y = axpy_inputs()
     torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
     assert (axpy_copy.name, "binding") not in compiles(axpy_copy.name)
 
 
-def test_header_included_through_a_macro_is_covered_by_the_depfile(axpy_copy, compiles):
+@pytest.mark.parametrize("wide_basedir", [False, True], ids=["own-basedir", "wide-ccache-basedir"])
+def test_header_included_through_a_macro_is_covered_by_the_depfile(axpy_copy, compiles, cache_root, monkeypatch,
+                                                                    wide_basedir):
     # The scanner cannot read `#include NAME`; the compiler's depfile, recorded
     # after the first build, makes the header part of every later key.
-    axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 0.0f\n")
-    axpy_copy.edit("axpy_math.h", '#include "axpy/config.h"',
-                   '#include "axpy/config.h"\n#define AXPY_EXTRA_HEADER "extra.h"\n#include AXPY_EXTRA_HEADER')
-    axpy_copy.edit("axpy_math.h", "+ AXPY_BIAS;", "+ AXPY_BIAS + AXPY_EXTRA;")
-    op = registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(0.0, abs=1e-6)
-    axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 5.0f\n")
-    registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(5.0, abs=1e-4)
-    assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2
-
-
-def test_macro_included_header_is_recorded_under_a_wide_ccache_basedir(axpy_copy, compiles, cache_root, monkeypatch):
-    # A base directory above both the kernel and the cache (a user's own
-    # CCACHE_BASEDIR, or the remote cache's) makes the compiler's depfile name
-    # the kernel's headers relative to the build folder: they must still be
-    # recorded, or the macro-included header drops out of the key.
-    monkeypatch.setenv("CCACHE_BASEDIR", os.path.commonpath([str(axpy_copy.dir), str(cache_root)]))
-    axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 0.0f\n")
-    axpy_copy.edit("axpy_math.h", '#include "axpy/config.h"',
-                   '#include "axpy/config.h"\n#define AXPY_EXTRA_HEADER "extra.h"\n#include AXPY_EXTRA_HEADER')
-    axpy_copy.edit("axpy_math.h", "+ AXPY_BIAS;", "+ AXPY_BIAS + AXPY_EXTRA;")
-    op = registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(0.0, abs=1e-6)
-    axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 5.0f\n")
-    registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(5.0, abs=1e-4)
+    if wide_basedir:
+        # A base directory above both the kernel and the cache (a user's own
+        # CCACHE_BASEDIR, or the remote cache's) makes the compiler's depfile name
+        # the kernel's headers relative to the build folder: they must still be
+        # recorded, or the macro-included header drops out of the key.
+        monkeypatch.setenv("CCACHE_BASEDIR", os.path.commonpath([str(axpy_copy.dir), str(cache_root)]))
+    edit_the_macro_included_header(axpy_copy)
     assert compiles(axpy_copy.name).count((axpy_copy.name, "kernel-lib")) == 2

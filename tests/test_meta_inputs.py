@@ -11,19 +11,6 @@ import torch
 
 import registry
 
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=[pytest.mark.gpu,
-                                pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]),
-]
-
-
-@pytest.fixture(params=DEVICES)
-def lib_axpy(request, axpy_copy):
-    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nbinding = "torch-library"')
-    axpy_copy.device = request.param
-    return axpy_copy
-
 
 def _callers(copy):
     handle = registry.get(copy.name, device=copy.device)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from axpy_edits import include_extra_through_a_macro
 from conftest import CHECKOUT, KernelCopy
 from redis_server import CuttingProxy, RedisServer, free_port, redis_server  # noqa: F401 (fixture)
 from reliability_helpers import Child, child_env, figure, seed_cache
@@ -37,6 +38,30 @@ result.update(fetches=[list(f) for f in team_cache.fetches_run], remote=status.r
               warnings=[str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)])
 say(**result)
 """
+
+# A child says it is ready, then waits for the file $GO: the test releases
+# every child at one moment, after all of them have started.
+WAIT_FOR_GO = """
+say(ready=os.getpid())
+while not os.path.exists(os.environ["GO"]):
+    time.sleep(0.001)
+"""
+
+
+def _released_together(children: list[Child], go: Path) -> list[dict]:
+    """What each child (started with WAIT_FOR_GO) says once all are released;
+    every child must exit cleanly, and none outlives the test."""
+    try:
+        for child in children:
+            child.message(timeout=180)
+        go.touch()
+        results = [child.message(timeout=300) for child in children]
+        for child in children:
+            assert child.finish() == 0, child.stderr_text()
+    finally:
+        for child in children:
+            child.kill_group()
+    return results
 
 
 class Machine:
@@ -176,18 +201,7 @@ def test_unreachable_remote_costs_one_warning_and_a_local_build(tmp_path, bindin
 def test_eight_processes_race_for_a_remote_only_kernel(tmp_path, redis_server, first_machine):
     bob = Machine(tmp_path, "bob/checkout", redis_server.url)
     go = tmp_path / "go"
-    script = "say(ready=os.getpid())\nwhile not os.path.exists(os.environ['GO']):\n    time.sleep(0.001)\n" + CHILD
-    children = [Child(script, bob.env(GO=str(go))) for _ in range(8)]
-    try:
-        for child in children:
-            child.message(timeout=180)
-        go.touch()
-        results = [child.message(timeout=300) for child in children]
-        for child in children:
-            assert child.finish() == 0, child.stderr_text()
-    finally:
-        for child in children:
-            child.kill_group()
+    results = _released_together([Child(WAIT_FOR_GO + CHILD, bob.env(GO=str(go))) for _ in range(8)], go)
     assert all(r["ok"] for r in results), results
     assert [b for r in results for b in r["builds"]] == [], results
     fetched = sorted(o for r in results for _, o in r["fetches"])
@@ -253,12 +267,9 @@ def test_cli_lists_what_the_remote_stores_for_a_kernel(tmp_path, redis_server, f
     assert down.returncode == 1 and "connection refused" in down.stderr, down.stderr
 
 
-RANK = """
+RANK = WAIT_FOR_GO + """
 local_rank = int(os.environ["LOCAL_RANK"])
 device = f"cuda:{local_rank}" if os.environ.get("RANKS_ON_GPU") else "cpu"
-say(ready=os.getpid())
-while not os.path.exists(os.environ["GO"]):
-    time.sleep(0.001)
 op = registry.get(os.environ["KERNEL"], device=device.split(":")[0])
 torch.manual_seed(local_rank)
 x, y = torch.randn(4096, device=device), torch.randn(4096, device=device)
@@ -283,16 +294,7 @@ def _ranks_build_once_per_team(tmp_path, server, seed, gpu: bool, per_host: int)
     hosts = [Machine(tmp_path, f"host{h}/job", server.url, seed=seed) for h in range(2)]
     go = tmp_path / "go"
     children = [c for h, host in enumerate(hosts) for c in _ranks(host, go, per_host, h * per_host, 2 * per_host, gpu)]
-    try:
-        for child in children:
-            child.message(timeout=180)
-        go.touch()
-        results = [child.message(timeout=300) for child in children]
-        for child in children:
-            assert child.finish() == 0, child.stderr_text()
-    finally:
-        for child in children:
-            child.kill_group()
+    results = _released_together(children, go)
     assert all(r["ok"] for r in results), results
     assert sum(b == [KERNEL, "kernel-lib"] for r in results for b in r["builds"]) == 1, results
     outcomes = [sorted(r["outcome"] for r in results[h * per_host:(h + 1) * per_host]) for h in range(2)]
@@ -328,8 +330,7 @@ def test_a_claim_left_by_a_dead_builder_only_delays_the_build(tmp_path, redis_se
     client.command("DEL", _core.remote_object_key(lib_key))
     henry = Machine(tmp_path, "henry/checkout", redis_server.url, seed=binding_seed)
     go = tmp_path / "go"
-    child = Child("say(ready=os.getpid())\nwhile not os.path.exists(os.environ['GO']):\n    time.sleep(0.001)\n"
-                  + CHILD, henry.env(GO=str(go)))
+    child = Child(WAIT_FOR_GO + CHILD, henry.env(GO=str(go)))
     try:
         child.message(timeout=180)
         client.command("SET", _core.remote_claim_key(lib_key), "elsewhere pid=1", "PX", "2000")
@@ -377,13 +378,6 @@ def _bias_get(machine: Machine) -> dict:
     return result
 
 
-def _include_extra_through_a_macro(machine: Machine, value: str) -> None:
-    machine.copy.path("extra.h").write_text(f"#define AXPY_EXTRA {value}\n")
-    machine.copy.edit("axpy_math.h", '#include "axpy/config.h"',
-                      '#include "axpy/config.h"\n#define AXPY_EXTRA_HEADER "extra.h"\n#include AXPY_EXTRA_HEADER')
-    machine.copy.edit("axpy_math.h", "+ AXPY_BIAS;", "+ AXPY_BIAS + AXPY_EXTRA;")
-
-
 def test_a_header_included_through_a_macro_is_exact_across_machines(tmp_path, redis_server, binding_seed):
     # The scan cannot see extra.h; only the builder's compiler reported it.
     # The second machine has no local record of that, so it must find the
@@ -391,8 +385,8 @@ def test_a_header_included_through_a_macro_is_exact_across_machines(tmp_path, re
     # right build with no compile for each content, never the other one.
     alice = Machine(tmp_path, "alice/src", redis_server.url, seed=binding_seed)
     bob = Machine(tmp_path, "bob/elsewhere/src", redis_server.url, seed=binding_seed)
-    _include_extra_through_a_macro(alice, "0.0f")
-    _include_extra_through_a_macro(bob, "0.0f")
+    include_extra_through_a_macro(alice.copy, "0.0f")
+    include_extra_through_a_macro(bob.copy, "0.0f")
     first = _bias_get(alice)
     assert first["bias"] == pytest.approx(0.0, abs=1e-6) and first["lib_builds"] == 1, first
     alice.copy.path("extra.h").write_text("#define AXPY_EXTRA 5.0f\n")

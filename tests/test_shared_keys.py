@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 import registry
+from axpy_edits import axpy_bias, edit_the_macro_included_header, include_extra_through_a_macro
 from conftest import CHECKOUT
 
 # A fresh process: get, then report what it computed and what it compiled.
@@ -35,26 +35,12 @@ print(json.dumps({
 """
 
 
-def _bias(op) -> float:
-    """The constant the kernel adds beyond alpha * x + y."""
-    torch.manual_seed(0)
-    x, y = torch.randn(17), torch.randn(17)
-    return float((op(x, y, 1.5) - (1.5 * x + y)).mean())
-
-
 def _get_in_another_process(name: str, kernels_root: Path) -> dict:
     env = dict(os.environ, REGISTRY_KERNELS_PATH=str(kernels_root), PYTHONPATH=str(CHECKOUT))
     done = subprocess.run([sys.executable, "-c", _CHILD, name], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _include_through_a_macro(kernel, value: str) -> None:
-    kernel.path("extra.h").write_text(f"#define AXPY_EXTRA {value}\n")
-    kernel.edit("axpy_math.h", '#include "axpy/config.h"',
-                '#include "axpy/config.h"\n#define AXPY_EXTRA_HEADER "extra.h"\n#include AXPY_EXTRA_HEADER')
-    kernel.edit("axpy_math.h", "+ AXPY_BIAS;", "+ AXPY_BIAS + AXPY_EXTRA;")
 
 
 def _checkout_copy(kernel, where: Path, extra_value: str) -> Path:
@@ -66,12 +52,7 @@ def _checkout_copy(kernel, where: Path, extra_value: str) -> Path:
 
 
 def test_two_checkouts_sharing_a_cache_each_get_their_own_content(axpy_copy, compiles, tmp_path):
-    _include_through_a_macro(axpy_copy, "0.0f")
-    op = registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(0.0, abs=1e-6)
-    axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 5.0f\n")
-    registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(5.0, abs=1e-4)
+    edit_the_macro_included_header(axpy_copy)
     edited_key = registry.status(axpy_copy.name).key
 
     # Checkout B has the same edit: it reconstructs the key and reuses the build.
@@ -88,8 +69,8 @@ def test_two_checkouts_sharing_a_cache_each_get_their_own_content(axpy_copy, com
 
 
 def test_a_process_whose_memo_is_gone_gets_the_edited_content(axpy_copy, cache_root, kernels_root):
-    _include_through_a_macro(axpy_copy, "0.0f")
-    assert _bias(registry.get(axpy_copy.name)) == pytest.approx(0.0, abs=1e-6)
+    include_extra_through_a_macro(axpy_copy, "0.0f")
+    assert axpy_bias(registry.get(axpy_copy.name)) == pytest.approx(0.0, abs=1e-6)
     axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 3.0f\n")
     memos = list((cache_root / "v1" / "memo").glob(f"{axpy_copy.name}.*"))
     assert memos
@@ -101,15 +82,15 @@ def test_a_process_whose_memo_is_gone_gets_the_edited_content(axpy_copy, cache_r
 
 
 def test_reverting_a_macro_included_header_reuses_the_first_build(axpy_copy, compiles):
-    _include_through_a_macro(axpy_copy, "0.0f")
+    include_extra_through_a_macro(axpy_copy, "0.0f")
     op = registry.get(axpy_copy.name)
     first_key = registry.status(axpy_copy.name).key
     axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 5.0f\n")
     registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(5.0, abs=1e-4)
+    assert axpy_bias(op) == pytest.approx(5.0, abs=1e-4)
     axpy_copy.path("extra.h").write_text("#define AXPY_EXTRA 0.0f\n")
     registry.get(axpy_copy.name)
-    assert _bias(op) == pytest.approx(0.0, abs=1e-6)
+    assert axpy_bias(op) == pytest.approx(0.0, abs=1e-6)
     status = registry.status(axpy_copy.name)
     assert (status.outcome, status.key) == ("cache", first_key)
     assert status.changes == ["file:extra.h changed"]

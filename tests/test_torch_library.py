@@ -8,21 +8,6 @@ import torch
 import registry
 
 
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=[pytest.mark.gpu,
-                                pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]),
-]
-
-
-@pytest.fixture(params=DEVICES)
-def lib_axpy(request, axpy_copy):
-    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nbinding = "torch-library"')
-    axpy_copy.device = request.param
-    registry.get(axpy_copy.name, device=request.param)
-    return axpy_copy
-
-
 def _ns_op(copy):
     return getattr(getattr(torch.ops, copy.name), "axpy")
 

@@ -52,12 +52,17 @@ def _library_axpy(kernels_root, namespace: str) -> KernelCopy:
     return copy
 
 
+def _assert_torch_ops_axpy(namespace: str, alpha: float) -> None:
+    """torch.ops.<namespace>.axpy computes alpha * x + y (the unedited axpy)."""
+    x, y = torch.randn(16), torch.randn(16)
+    torch.testing.assert_close(getattr(torch.ops, namespace).axpy(x, y, alpha), alpha * x + y)
+
+
 def test_namespace_key_keeps_the_labs_torch_ops_name(kernels_root):
     namespace = _unique("lab")
     copy = _library_axpy(kernels_root, namespace)
     registry.get(copy.name, device="cpu")
-    x, y = torch.randn(64), torch.randn(64)
-    torch.testing.assert_close(getattr(torch.ops, namespace).axpy(x, y, 2.0), 2.0 * x + y)
+    _assert_torch_ops_axpy(namespace, 2.0)
 
 
 def test_an_op_another_kernel_holds_is_a_registry_error_and_the_first_keeps_it(kernels_root):
@@ -71,8 +76,7 @@ def test_an_op_another_kernel_holds_is_a_registry_error_and_the_first_keeps_it(k
     message = str(info.value)
     assert f"torch.ops.{namespace}.axpy is already defined by kernel {first.name!r}" in message
     assert "namespace = " in message
-    x, y = torch.ones(8), torch.zeros(8)
-    torch.testing.assert_close(getattr(torch.ops, namespace).axpy(x, y, 3.0), 3.0 * x)  # still the first's
+    _assert_torch_ops_axpy(namespace, 3.0)  # still the first's: the second doubles alpha
 
 
 def test_an_op_other_code_defined_is_a_registry_error_other_names_share_the_namespace(kernels_root):
@@ -90,8 +94,7 @@ def test_an_op_other_code_defined_is_a_registry_error_other_names_share_the_name
     other_library.define("scale(Tensor x) -> Tensor")
     sharing = _library_axpy(kernels_root, other)
     registry.get(sharing.name, device="cpu")
-    x, y = torch.randn(16), torch.randn(16)
-    torch.testing.assert_close(getattr(torch.ops, other).axpy(x, y, 0.5), 0.5 * x + y)
+    _assert_torch_ops_axpy(other, 0.5)
 
 
 def test_hand_written_torch_library_is_refused_before_it_registers_anything(kernels_root):

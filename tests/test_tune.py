@@ -148,6 +148,18 @@ def test_the_tuned_op_dispatches_to_the_winner_of_each_shape_bucket(tuned):
     assert "probe float32 256x32: BAD=0,BLOCK=8,FAULT=0" in str(status)
 
 
+def _first_lines_in_a_fresh_process(script: str, cache_root, kernels_root) -> list[str]:
+    """The first two lines `script` prints in a new Python process on this
+    test's cache and kernels (and no remote cache)."""
+    env = dict(os.environ, REGISTRY_CACHE_DIR=str(cache_root), REGISTRY_KERNELS_PATH=str(kernels_root))
+    env.pop("REGISTRY_REMOTE_CACHE", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()[:2]
+    assert len(lines) == 2, out.stdout
+    return lines
+
+
 def test_the_table_survives_a_fresh_process(tuned, cache_root, kernels_root):
     name, _, _ = tuned
     script = textwrap.dedent(f"""
@@ -156,12 +168,9 @@ def test_the_table_survives_a_fresh_process(tuned, cache_root, kernels_root):
         print(int(op(torch.randn(256, 32))[1][0]), int(op(torch.randn(16, 32))[1][0]))
         print(registry.status({name!r}, device="cpu").tuned)
     """)
-    env = dict(os.environ, REGISTRY_CACHE_DIR=str(cache_root), REGISTRY_KERNELS_PATH=str(kernels_root))
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    first, second = out.stdout.splitlines()[:2]
-    assert first == "80 10", out.stdout
-    assert second.startswith("in use: "), out.stdout
+    first, second = _first_lines_in_a_fresh_process(script, cache_root, kernels_root)
+    assert first == "80 10"
+    assert second.startswith("in use: "), second
 
 
 def test_an_edit_makes_the_table_stale_and_the_default_runs(tuned):
@@ -293,13 +302,9 @@ def test_a_cached_get_of_a_never_tuned_kernel_imports_no_tuning_code(kernels_roo
         print(sorted(m for m in sys.modules if m.startswith("registry.notebook")))
         print(registry.status({name!r}, device="cpu").tuned)
     """)
-    env = dict(os.environ, REGISTRY_CACHE_DIR=str(cache_root), REGISTRY_KERNELS_PATH=str(kernels_root))
-    env.pop("REGISTRY_REMOTE_CACHE", None)
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    modules, line = out.stdout.splitlines()[:2]
-    assert modules == "[]", out.stdout
-    assert line.startswith("not tuned"), out.stdout
+    modules, line = _first_lines_in_a_fresh_process(script, cache_root, kernels_root)
+    assert modules == "[]"
+    assert line.startswith("not tuned"), line
 
 
 def test_builds_with_the_same_compiler_settings_share_the_environment_and_others_wait(tmp_path):

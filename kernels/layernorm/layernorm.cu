@@ -50,36 +50,26 @@ __global__ void __launch_bounds__(1024) layernorm_cached(const T* __restrict__ x
   V* yr = reinterpret_cast<V*>(y + offset);
   V v[P];
   float sum = 0;
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t p) {
+    v[i] = kreg::load_once(xr + p);
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) {
-      v[i] = kreg::load_once(xr + p);
-#pragma unroll
-      for (int l = 0; l < N; ++l) sum += kreg::acc_at(v[i], l);
-    }
-  }
+    for (int l = 0; l < N; ++l) sum += kreg::acc_at(v[i], l);
+  });
   const float mu = kreg::row_sum(sum, scratch) / float(cols);
   float var = 0;
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t) {
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) {
-#pragma unroll
-      for (int l = 0; l < N; ++l) {
-        const float d = kreg::acc_at(v[i], l) - mu;
-        var += d * d;
-      }
+    for (int l = 0; l < N; ++l) {
+      const float d = kreg::acc_at(v[i], l) - mu;
+      var += d * d;
     }
-  }
+  });
   const float rs = rsqrtf(kreg::row_sum(var, scratch) / float(cols) + eps);
   const auto* wr = reinterpret_cast<const V*>(w);
   const auto* br = reinterpret_cast<const V*>(b);
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) kreg::store_once(yr + p, normalize<T, N>(v[i], wr, br, p, mu, rs));
-  }
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t p) {
+    kreg::store_once(yr + p, normalize<T, N>(v[i], wr, br, p, mu, rs));
+  });
   if (live && threadIdx.x == 0) {
     mean_out[row] = mu;
     rstd_out[row] = rs;

@@ -38,22 +38,16 @@ __global__ void __launch_bounds__(1024) quantize_cached(const T* __restrict__ x,
   auto* qr = reinterpret_cast<kreg::Pack<int8_t, N>*>(q + offset);
   V v[P];
   float amax = 0;
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t p) {
+    v[i] = kreg::load_once(xr + p);
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) {
-      v[i] = kreg::load_once(xr + p);
-#pragma unroll
-      for (int l = 0; l < N; ++l) amax = fmaxf(amax, fabsf(kreg::acc_at(v[i], l)));
-    }
-  }
+    for (int l = 0; l < N; ++l) amax = fmaxf(amax, fabsf(kreg::acc_at(v[i], l)));
+  });
   amax = kreg::row_max(amax, scratch);
   const float inv = amax > 0 ? 127.0f / amax : 0.0f;
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) kreg::store_once(qr + p, quantize_pack<T, N>(v[i], inv));
-  }
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t p) {
+    kreg::store_once(qr + p, quantize_pack<T, N>(v[i], inv));
+  });
   if (live && threadIdx.x == 0) scale[row] = amax / 127.0f;
 }
 

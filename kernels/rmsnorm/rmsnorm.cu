@@ -42,27 +42,19 @@ __global__ void __launch_bounds__(1024) rmsnorm_cached(const T* __restrict__ x, 
   V* yr = reinterpret_cast<V*>(y + offset);
   V v[P];
   A ss = 0;
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t p) {
+    v[i] = kreg::load_once(xr + p);
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) {
-      v[i] = kreg::load_once(xr + p);
-#pragma unroll
-      for (int l = 0; l < N; ++l) ss += kreg::acc_at(v[i], l) * kreg::acc_at(v[i], l);
-    }
-  }
+    for (int l = 0; l < N; ++l) ss += kreg::acc_at(v[i], l) * kreg::acc_at(v[i], l);
+  });
   const A rstd = A(1) / sqrt(kreg::row_sum(ss, scratch) / A(cols) + A(eps));
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t p) {
+    const V wv = wr[p];
+    V out;
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) {
-      const V wv = wr[p];
-      V out;
-#pragma unroll
-      for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(kreg::acc_at(v[i], l) * rstd * kreg::acc_at(wv, l));
-      kreg::store_once(yr + p, out);
-    }
-  }
+    for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(kreg::acc_at(v[i], l) * rstd * kreg::acc_at(wv, l));
+    kreg::store_once(yr + p, out);
+  });
 }
 
 template <typename T, int N>
@@ -128,6 +120,8 @@ __global__ void __launch_bounds__(1024) rmsnorm_backward_rows(const T* __restric
     kreg::store_once(gxr + p, out);
   };
   if constexpr (P > 0) {
+    // Plain loops here, not kreg::for_each_cached_pack: around this kernel's
+    // own lambdas nvcc 13 emits other (up to 128 bytes longer) code with it.
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int64_t p = threadIdx.x + i * blockDim.x;

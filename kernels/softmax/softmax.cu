@@ -45,37 +45,25 @@ __global__ void __launch_bounds__(1024, sizeof(T) < 8 && N > 1 && P <= 4 ? 2 : 1
 
   V v[P];
   A m = -INFINITY;
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t p) {
+    v[i] = kreg::load_once(xr + p);
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) {
-      v[i] = kreg::load_once(xr + p);
-#pragma unroll
-      for (int l = 0; l < N; ++l) m = max(m, kreg::acc_at(v[i], l));
-    }
-  }
+    for (int l = 0; l < N; ++l) m = max(m, kreg::acc_at(v[i], l));
+  });
   // max(x) * scale is max(x * scale) for scale > 0.
   const A ms = kreg::row_max(m, scratch) * scale;
   A sum = 0;
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t) {
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) {
-#pragma unroll
-      for (int l = 0; l < N; ++l) sum += exp2_fma(kreg::acc_at(v[i], l), scale, ms);
-    }
-  }
+    for (int l = 0; l < N; ++l) sum += exp2_fma(kreg::acc_at(v[i], l), scale, ms);
+  });
   const A inv_sum = A(1) / kreg::row_sum(sum, scratch);
+  kreg::for_each_cached_pack<P>(live, packs, [&](int i, int64_t p) {
+    V out;
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    const int64_t p = threadIdx.x + i * blockDim.x;
-    if (live && p < packs) {
-      V out;
-#pragma unroll
-      for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(exp2_fma(kreg::acc_at(v[i], l), scale, ms) * inv_sum);
-      kreg::store_once(yr + p, out);
-    }
-  }
+    for (int l = 0; l < N; ++l) out.v[l] = kreg::from_acc<T>(exp2_fma(kreg::acc_at(v[i], l), scale, ms) * inv_sum);
+    kreg::store_once(yr + p, out);
+  });
 }
 
 template <typename T, int N>

@@ -63,6 +63,13 @@ std::string publish_sample(const CacheStore& store, const std::string& bytes = "
   return store.object_dir(kKey) + "/" + kArtifact;
 }
 
+// Looking `key` up misses, and the reason names `part`.
+void expect_miss_saying(const CacheStore& store, const std::string& key, const std::string& part) {
+  const Lookup miss = store.lookup(key);
+  EXPECT_FALSE(miss.entry) << key;
+  EXPECT_NE(miss.miss_reason.find(part), std::string::npos) << miss.miss_reason;
+}
+
 TEST(CacheStore, PublishThenLookupHits) {
   TempDir dir;
   CacheStore store(dir.path() + "/cache");
@@ -117,9 +124,7 @@ TEST(CacheStore, AlteredByteSameSizeIsAMiss) {
   CacheStore store(dir.path());
   const std::string artifact = publish_sample(store, "ELF bytes");
   write_text(artifact, "ELF bytez");
-  const Lookup miss = store.lookup(kKey);
-  EXPECT_FALSE(miss.entry);
-  EXPECT_NE(miss.miss_reason.find("XXH3"), std::string::npos) << miss.miss_reason;
+  expect_miss_saying(store, kKey, "XXH3");
   EXPECT_FALSE(fs::exists(store.object_dir(kKey)));
 }
 
@@ -127,9 +132,7 @@ TEST(CacheStore, MissingArtifactIsAMiss) {
   TempDir dir;
   CacheStore store(dir.path());
   fs::remove(publish_sample(store));
-  const Lookup miss = store.lookup(kKey);
-  EXPECT_FALSE(miss.entry);
-  EXPECT_NE(miss.miss_reason.find("missing"), std::string::npos) << miss.miss_reason;
+  expect_miss_saying(store, kKey, "missing");
 }
 
 TEST(CacheStore, GarbageEntryIsAMiss) {
@@ -137,9 +140,7 @@ TEST(CacheStore, GarbageEntryIsAMiss) {
   CacheStore store(dir.path());
   publish_sample(store);
   write_text(store.object_dir(kKey) + "/entry.toml", "format = [[[ not toml");
-  const Lookup miss = store.lookup(kKey);
-  EXPECT_FALSE(miss.entry);
-  EXPECT_NE(miss.miss_reason.find("entry.toml"), std::string::npos) << miss.miss_reason;
+  expect_miss_saying(store, kKey, "entry.toml");
   EXPECT_FALSE(fs::exists(store.object_dir(kKey)));
 }
 
@@ -152,9 +153,7 @@ TEST(CacheStore, OtherFormatIsAMiss) {
   ASSERT_EQ(text.rfind("format = 1\n", 0), 0u);
   text.replace(0, 10, "format = 2");
   write_text(entry_path, text);
-  const Lookup miss = store.lookup(kKey);
-  EXPECT_FALSE(miss.entry);
-  EXPECT_NE(miss.miss_reason.find("format 2"), std::string::npos) << miss.miss_reason;
+  expect_miss_saying(store, kKey, "format 2");
 }
 
 TEST(CacheStore, KeyMismatchIsAMiss) {
@@ -163,9 +162,7 @@ TEST(CacheStore, KeyMismatchIsAMiss) {
   publish_sample(store);
   const std::string other = hash_bytes("key two").hex();
   fs::rename(store.object_dir(kKey), store.object_dir(other));
-  const Lookup miss = store.lookup(other);
-  EXPECT_FALSE(miss.entry);
-  EXPECT_NE(miss.miss_reason.find("belongs to key"), std::string::npos) << miss.miss_reason;
+  expect_miss_saying(store, other, "belongs to key");
 }
 
 TEST(CacheStore, EntryTomlRoundTrip) {
@@ -397,9 +394,14 @@ void publish_used_at(const CacheStore& store, const std::string& key, size_t siz
 
 std::string key_named(const std::string& name) { return hash_bytes(name).hex(); }
 
-TEST(CacheStoreGc, UnderTheCapRemovesNothing) {
+// Each eviction test starts from an empty store of its own.
+class CacheStoreGc : public ::testing::Test {
+ protected:
   TempDir dir;
-  CacheStore store(dir.path());
+  CacheStore store{dir.path()};
+};
+
+TEST_F(CacheStoreGc, UnderTheCapRemovesNothing) {
   publish_used_at(store, key_named("a"), 1000, 100);
   const GcReport report = store.gc(1 << 20);
   EXPECT_TRUE(report.removed.empty());
@@ -408,9 +410,7 @@ TEST(CacheStoreGc, UnderTheCapRemovesNothing) {
   EXPECT_TRUE(store.lookup(key_named("a")).entry);
 }
 
-TEST(CacheStoreGc, RemovesLeastRecentlyUsedFirst) {
-  TempDir dir;
-  CacheStore store(dir.path());
+TEST_F(CacheStoreGc, RemovesLeastRecentlyUsedFirst) {
   // Published in an order different from their use, so publishing order
   // cannot pass for LRU order.
   publish_used_at(store, key_named("middle"), 1000, 2000);
@@ -435,9 +435,7 @@ TEST(CacheStoreGc, RemovesLeastRecentlyUsedFirst) {
   EXPECT_TRUE(fs::is_empty(dir.path() + "/v1/tmp"));  // removed folders do not linger
 }
 
-TEST(CacheStoreGc, PinnedEntryIsKeptEvenWhenOldest) {
-  TempDir dir;
-  CacheStore store(dir.path());
+TEST_F(CacheStoreGc, PinnedEntryIsKeptEvenWhenOldest) {
   publish_used_at(store, key_named("oldest"), 1000, 1000);
   publish_used_at(store, key_named("newer"), 1000, 2000);
   Pin pin = store.pin(key_named("oldest"));
@@ -459,9 +457,7 @@ TEST(CacheStoreGc, PinnedEntryIsKeptEvenWhenOldest) {
   EXPECT_EQ(report.total_bytes, 0);
 }
 
-TEST(CacheStoreGc, KeepListIsNotRemoved) {
-  TempDir dir;
-  CacheStore store(dir.path());
+TEST_F(CacheStoreGc, KeepListIsNotRemoved) {
   publish_used_at(store, key_named("just built"), 1000, 1000);
   const GcReport report = store.gc(0, {key_named("just built")});
   EXPECT_TRUE(report.removed.empty());
@@ -469,9 +465,7 @@ TEST(CacheStoreGc, KeepListIsNotRemoved) {
   EXPECT_TRUE(store.lookup(key_named("just built")).entry);
 }
 
-TEST(CacheStoreGc, PinHeldByAForkedChildLastsUntilItExits) {
-  TempDir dir;
-  CacheStore store(dir.path());
+TEST_F(CacheStoreGc, PinHeldByAForkedChildLastsUntilItExits) {
   publish_used_at(store, key_named("child's"), 1000, 1000);
   int to_parent[2], to_child[2];
   ASSERT_EQ(pipe(to_parent), 0);
@@ -507,9 +501,7 @@ TEST(CacheStoreGc, PinHeldByAForkedChildLastsUntilItExits) {
   EXPECT_EQ(report.kept_live, 0);
 }
 
-TEST(CacheStoreGc, ClearRemovesAllButPinnedAndBrokenFoldersToo) {
-  TempDir dir;
-  CacheStore store(dir.path());
+TEST_F(CacheStoreGc, ClearRemovesAllButPinnedAndBrokenFoldersToo) {
   publish_used_at(store, key_named("a"), 100, 1000);
   publish_used_at(store, key_named("b"), 100, 2000);
   publish_used_at(store, key_named("pinned"), 100, 3000);
@@ -529,9 +521,7 @@ TEST(CacheStoreGc, ClearRemovesAllButPinnedAndBrokenFoldersToo) {
   EXPECT_THROW(store.gc(-1), std::invalid_argument);
 }
 
-TEST(CacheStoreGc, PinOfAMissingEntryThrowsAndSaysWhatToDo) {
-  TempDir dir;
-  CacheStore store(dir.path());
+TEST_F(CacheStoreGc, PinOfAMissingEntryThrowsAndSaysWhatToDo) {
   try {
     store.pin(key_named("never published"));
     FAIL() << "pin() of a missing entry returned";
@@ -541,9 +531,7 @@ TEST(CacheStoreGc, PinOfAMissingEntryThrowsAndSaysWhatToDo) {
   EXPECT_FALSE(fs::exists(store.object_dir(key_named("never published"))));
 }
 
-TEST(CacheStoreGc, PinWaitingOnARemovalRefusesInsteadOfPinningNothing) {
-  TempDir dir;
-  CacheStore store(dir.path());
+TEST_F(CacheStoreGc, PinWaitingOnARemovalRefusesInsteadOfPinningNothing) {
   publish_used_at(store, key_named("a"), 100, 1000);
   // Play gc: hold the exclusive lock, let pin() block on it, remove the
   // entry, then let go. The pin must notice its file is no longer the entry's.
@@ -569,9 +557,7 @@ TEST(CacheStoreGc, PinWaitingOnARemovalRefusesInsteadOfPinningNothing) {
   EXPECT_NE(message.find("concurrent gc"), std::string::npos) << message;
 }
 
-TEST(CacheStoreGc, PinMovesAndSecondPinInOneProcessIsFine) {
-  TempDir dir;
-  CacheStore store(dir.path());
+TEST_F(CacheStoreGc, PinMovesAndSecondPinInOneProcessIsFine) {
   publish_used_at(store, key_named("a"), 100, 1000);
   Pin first = store.pin(key_named("a"));
   Pin second = store.pin(key_named("a"));  // shared locks do not conflict

@@ -42,6 +42,15 @@ class ChangeWatch : public ::testing::Test {
     stamps_unchanged_watched(stamps, state);
     if (state.mode != WatchState::kWatched) GTEST_SKIP() << "the temporary folder is not on a local filesystem";
   }
+
+  // Writes `relative` ("abc") and watches it alone, verified quiet: most
+  // tests then do one thing to the file and ask the watch.
+  void watch_one_file(const std::string& relative);
+
+  TempDir dir;
+  std::string path;
+  std::vector<FileStamp> stamps;
+  WatchState state;
 };
 
 // A watched set whose stats were just found unchanged.
@@ -57,29 +66,29 @@ WatchState verified(const std::vector<FileStamp>& stamps) {
 // a quiet watch.
 void forget_true_stat(std::vector<FileStamp>& stamps) { stamps[0].stat.size += 1000; }
 
+void ChangeWatch::watch_one_file(const std::string& relative) {
+  path = dir.write(relative, "abc");
+  stamps = stamped({path});
+  state = verified(stamps);
+}
+
 TEST_F(ChangeWatch, AQuietWatchAnswersWithoutStat) {
-  TempDir dir;
-  std::vector<FileStamp> stamps = stamped({dir.write("k/a.h", "abc"), dir.write("k/b.cu", "x")});
-  WatchState state = verified(stamps);
+  stamps = stamped({dir.write("k/a.h", "abc"), dir.write("k/b.cu", "x")});
+  state = verified(stamps);
   forget_true_stat(stamps);
   EXPECT_TRUE(stamps_unchanged_watched(stamps, state));
   EXPECT_FALSE(stamps_unchanged(stamps));  // what a stat says
 }
 
 TEST_F(ChangeWatch, AnEditIsSeen) {
-  TempDir dir;
-  const std::string path = dir.write("k/a.h", "abc");
-  std::vector<FileStamp> stamps = stamped({path});
-  WatchState state = verified(stamps);
+  watch_one_file("k/a.h");
   dir.write("k/a.h", "abd");  // same size
   EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
   EXPECT_FALSE(stamps_unchanged_watched(stamps, state));  // still changed: stat'ed again, not trusted
 }
 
 TEST_F(ChangeWatch, OtherFilesInTheFolderLeaveItQuiet) {
-  TempDir dir;
-  std::vector<FileStamp> stamps = stamped({dir.write("k/a.h", "abc")});
-  WatchState state = verified(stamps);
+  watch_one_file("k/a.h");
   forget_true_stat(stamps);
   dir.write("k/.a.h.swp", "editor state");
   dir.write("k/notes.txt", "more");
@@ -87,22 +96,18 @@ TEST_F(ChangeWatch, OtherFilesInTheFolderLeaveItQuiet) {
 }
 
 TEST_F(ChangeWatch, ASaveThatRenamesOverTheFileIsSeen) {
-  TempDir dir;
-  const std::string path = dir.write("k/a.h", "abc");
-  std::vector<FileStamp> stamps = stamped({path});
-  WatchState state = verified(stamps);
+  watch_one_file("k/a.h");
   const std::string temp = dir.write("k/a.h.tmp", "abz");
   ASSERT_EQ(std::rename(temp.c_str(), path.c_str()), 0);
   EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
 }
 
 TEST_F(ChangeWatch, AnEditThroughAHardLinkElsewhereIsSeen) {
-  TempDir dir;
-  const std::string path = dir.write("k/a.h", "abc");
+  path = dir.write("k/a.h", "abc");
   const std::string link = dir.path() + "/elsewhere.h";
-  ASSERT_EQ(::link(path.c_str(), link.c_str()), 0);
-  std::vector<FileStamp> stamps = stamped({path});
-  WatchState state = verified(stamps);
+  ASSERT_EQ(::link(path.c_str(), link.c_str()), 0);  // before the watch starts: linking is an event
+  stamps = stamped({path});
+  state = verified(stamps);
   int fd = ::open(link.c_str(), O_WRONLY);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::pwrite(fd, "Z", 1, 0), 1);
@@ -111,20 +116,14 @@ TEST_F(ChangeWatch, AnEditThroughAHardLinkElsewhereIsSeen) {
 }
 
 TEST_F(ChangeWatch, AFolderAboveReplacedIsSeen) {
-  TempDir dir;
-  const std::string path = dir.write("kernels/axpy/include/a.h", "abc");
-  std::vector<FileStamp> stamps = stamped({path});
-  WatchState state = verified(stamps);
+  watch_one_file("kernels/axpy/include/a.h");
   std::filesystem::rename(dir.path() + "/kernels", dir.path() + "/kernels.old");
   dir.write("kernels/axpy/include/a.h", "abd");
   EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
 }
 
 TEST_F(ChangeWatch, ADeletedFileIsSeenAndItsReplacementWatched) {
-  TempDir dir;
-  const std::string path = dir.write("k/a.h", "abc");
-  std::vector<FileStamp> stamps = stamped({path});
-  WatchState state = verified(stamps);
+  watch_one_file("k/a.h");
   std::filesystem::remove(path);
   EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
   dir.write("k/a.h", "abc");
@@ -135,11 +134,9 @@ TEST_F(ChangeWatch, ADeletedFileIsSeenAndItsReplacementWatched) {
 }
 
 TEST_F(ChangeWatch, PathsThroughASymlinkAreStatted) {
-  TempDir dir;
   dir.write("real/a.h", "abc");
   std::filesystem::create_directory_symlink(dir.path() + "/real", dir.path() + "/link");
-  std::vector<FileStamp> stamps = stamped({dir.path() + "/link/a.h"});
-  WatchState state;
+  stamps = stamped({dir.path() + "/link/a.h"});
   EXPECT_TRUE(stamps_unchanged_watched(stamps, state));
   EXPECT_EQ(state.mode, WatchState::kUnwatchable);
   forget_true_stat(stamps);
@@ -147,10 +144,7 @@ TEST_F(ChangeWatch, PathsThroughASymlinkAreStatted) {
 }
 
 TEST_F(ChangeWatch, AForkedChildDoesNotTakeTheParentsEvents) {
-  TempDir dir;
-  const std::string path = dir.write("k/a.h", "abc");
-  std::vector<FileStamp> stamps = stamped({path});
-  WatchState state = verified(stamps);
+  watch_one_file("k/a.h");
   dir.write("k/a.h", "abd");  // queued for the parent
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -166,10 +160,7 @@ TEST_F(ChangeWatch, AForkedChildDoesNotTakeTheParentsEvents) {
 }
 
 TEST_F(ChangeWatch, UnchangedAfterAChangeWasStattedIsQuietAgain) {
-  TempDir dir;
-  const std::string path = dir.write("k/a.h", "abc");
-  std::vector<FileStamp> stamps = stamped({path});
-  WatchState state = verified(stamps);
+  watch_one_file("k/a.h");
   ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // a touch: an event, and a new stat
   EXPECT_FALSE(stamps_unchanged_watched(stamps, state));
   stamps = stamped({path});  // what a new build stamps

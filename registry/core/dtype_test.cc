@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "../include/kreg/abi.h"
 
@@ -29,19 +31,16 @@ TEST(Dtype, NamesSuffixesAndCodesAreUniqueAndStable) {
 
 // kreg/abi.h spells the codes for C; they must be the table's.
 TEST(Dtype, AbiHeaderCodesMatchTheTable) {
-  EXPECT_EQ(KREG_DTYPE_FLOAT32, dtype_code("float32"));
-  EXPECT_EQ(KREG_DTYPE_FLOAT16, dtype_code("float16"));
-  EXPECT_EQ(KREG_DTYPE_BFLOAT16, dtype_code("bfloat16"));
-  EXPECT_EQ(KREG_DTYPE_FLOAT64, dtype_code("float64"));
-  EXPECT_EQ(KREG_DTYPE_INT8, dtype_code("int8"));
-  EXPECT_EQ(KREG_DTYPE_INT16, dtype_code("int16"));
-  EXPECT_EQ(KREG_DTYPE_INT32, dtype_code("int32"));
-  EXPECT_EQ(KREG_DTYPE_INT64, dtype_code("int64"));
-  EXPECT_EQ(KREG_DTYPE_UINT8, dtype_code("uint8"));
-  EXPECT_EQ(KREG_DTYPE_BOOL, dtype_code("bool"));
-  EXPECT_EQ(KREG_DTYPE_FLOAT8_E4M3FN, dtype_code("float8_e4m3fn"));
-  EXPECT_EQ(KREG_DTYPE_FLOAT8_E5M2, dtype_code("float8_e5m2"));
-  EXPECT_EQ(dtype_table().size(), 12u);  // a new dtype needs its KREG_DTYPE_ line too
+  const std::pair<int, const char*> abi_codes[] = {
+      {KREG_DTYPE_FLOAT32, "float32"}, {KREG_DTYPE_FLOAT16, "float16"},
+      {KREG_DTYPE_BFLOAT16, "bfloat16"}, {KREG_DTYPE_FLOAT64, "float64"},
+      {KREG_DTYPE_INT8, "int8"}, {KREG_DTYPE_INT16, "int16"},
+      {KREG_DTYPE_INT32, "int32"}, {KREG_DTYPE_INT64, "int64"},
+      {KREG_DTYPE_UINT8, "uint8"}, {KREG_DTYPE_BOOL, "bool"},
+      {KREG_DTYPE_FLOAT8_E4M3FN, "float8_e4m3fn"}, {KREG_DTYPE_FLOAT8_E5M2, "float8_e5m2"},
+  };
+  for (const auto& [code, name] : abi_codes) EXPECT_EQ(code, dtype_code(name)) << name;
+  EXPECT_EQ(dtype_table().size(), std::size(abi_codes));  // a new dtype needs its KREG_DTYPE_ line too
 }
 
 }  // namespace

@@ -16,6 +16,15 @@ OpSpec op(const std::string& signature, std::vector<std::string> dtypes) {
 }
 
 const OpSpec kAxpy = op("axpy(Tensor x, Tensor y, float alpha) -> Tensor", {"float32", "float16"});
+// The one message explain_launcher_mismatch draws from a compiler's `output`
+// on axpy's sources (`excerpts`); "" (a failure) for any other count.
+std::string explained(const std::string& output, const std::vector<std::string>& excerpts = {},
+                      const OpSpec& spec = kAxpy) {
+  const std::vector<std::string> messages = explain_launcher_mismatch({spec}, output, excerpts);
+  EXPECT_EQ(messages.size(), 1u) << output;
+  return messages.size() == 1 ? messages[0] : "";
+}
+
 const OpSpec kNorm = op("ln(Tensor x, Tensor? b, int[] dims, ScalarType? t, bool f, int k) -> (Tensor y, Tensor mean)",
                         {"bfloat16"});
 
@@ -40,12 +49,10 @@ TEST(LauncherHeader, AFloat64LauncherTakesFloatArgumentsAsDouble) {
   EXPECT_EQ(scalar_c_type("bfloat16"), "float");
   // A float64 launcher written with float is the mismatch, and is named so.
   const OpSpec wide = op("axpy(Tensor x, Tensor y, float alpha) -> Tensor", {"float64"});
-  const auto messages = explain_launcher_mismatch(
-      {wide}, "a.cpp:3:22: error: conflicting declaration of C function 'const char* axpy_f64(kreg_tensor, "
-              "kreg_tensor, kreg_tensor, float, void*)'\n", {});
-  ASSERT_EQ(messages.size(), 1u);
-  EXPECT_TRUE(contains(messages[0], "parameter 4 (float alpha) must be double but the launcher takes float"))
-      << messages[0];
+  const std::string message = explained("a.cpp:3:22: error: conflicting declaration of C function 'const char* "
+                                        "axpy_f64(kreg_tensor, kreg_tensor, kreg_tensor, float, void*)'\n",
+                                        {}, wide);
+  EXPECT_TRUE(contains(message, "parameter 4 (float alpha) must be double but the launcher takes float")) << message;
 }
 
 // The op entries spread the shared binding's values into the typed launcher.
@@ -75,11 +82,10 @@ TEST(LauncherHeader, ExplainsAWrongScalarTypeFromGccOutput) {
       "kreg_tensor, kreg_tensor, double, void*)'\n"
       "kreg_launchers.h:8:22: note: previous declaration 'const char* axpy_f32(kreg_tensor, kreg_tensor, "
       "kreg_tensor, float, void*)'\n";
-  const auto messages = explain_launcher_mismatch({kAxpy}, gcc, {});
-  ASSERT_EQ(messages.size(), 1u);
-  EXPECT_TRUE(contains(messages[0], "op axpy, launcher axpy_f32: parameter 4 (float alpha) must be float but "
-                                    "the launcher takes double"))
-      << messages[0];
+  const std::string message = explained(gcc);
+  EXPECT_TRUE(contains(message, "op axpy, launcher axpy_f32: parameter 4 (float alpha) must be float but "
+                                "the launcher takes double"))
+      << message;
 }
 
 // nvcc's front end names only the prototype; the definition comes from the source excerpt.
@@ -87,20 +93,16 @@ TEST(LauncherHeader, ExplainsPointerConstnessAndCountFromExcerpts) {
   const std::string nvcc =
       "axpy.cu(12): error: declaration is incompatible with \"const char *axpy_f32(kreg_tensor, kreg_tensor, "
       "kreg_tensor, float, void *)\" (declared at line 8 of \"kreg_launchers.h\")\n";
-  auto messages = explain_launcher_mismatch(
-      {kAxpy}, nvcc, {"KREG_API const char* axpy_f32(kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, "
-                      "const void* stream) {\n  return nullptr;\n}"});
-  ASSERT_EQ(messages.size(), 1u);
-  EXPECT_TRUE(contains(messages[0], "parameter 5 (the stream) must be void* but the launcher takes const void*"))
-      << messages[0];
+  std::string message = explained(nvcc, {"KREG_API const char* axpy_f32(kreg_tensor out, kreg_tensor x, "
+                                          "kreg_tensor y, float alpha, const void* stream) {\n  return nullptr;\n}"});
+  EXPECT_TRUE(contains(message, "parameter 5 (the stream) must be void* but the launcher takes const void*"))
+      << message;
 
-  messages = explain_launcher_mismatch(
-      {kAxpy}, nvcc, {"KREG_API const char* axpy_f32(float* out, const float* x, const float* y, float a) {"});
-  ASSERT_EQ(messages.size(), 1u);
-  EXPECT_TRUE(contains(messages[0], "it takes 4 parameters but the signature axpy(Tensor x, Tensor y, float alpha) "
-                                    "-> Tensor needs (kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, "
-                                    "void* stream)"))
-      << messages[0];
+  message = explained(nvcc, {"KREG_API const char* axpy_f32(float* out, const float* x, const float* y, float a) {"});
+  EXPECT_TRUE(contains(message, "it takes 4 parameters but the signature axpy(Tensor x, Tensor y, float alpha) "
+                                "-> Tensor needs (kreg_tensor out, kreg_tensor x, kreg_tensor y, float alpha, "
+                                "void* stream)"))
+      << message;
 }
 
 // nvcc (CUDA 12/13) on a launcher that differs from its prototype in a
@@ -110,17 +112,15 @@ TEST(LauncherHeader, ExplainsNvccsOverloadedCLinkageError) {
       "axpy.cu(2): error: more than one instance of overloaded function \"axpy_f32\" has \"C\" linkage\n"
       "  extern \"C\" __attribute__((visibility(\"default\"))) const char* axpy_f32(kreg_tensor out, kreg_tensor x, "
       "kreg_tensor y, double alpha, void* stream) {\n";
-  const auto messages = explain_launcher_mismatch({kAxpy}, nvcc, {});
-  ASSERT_EQ(messages.size(), 1u);
-  EXPECT_TRUE(contains(messages[0], "op axpy, launcher axpy_f32: parameter 4 (float alpha) must be float but the "
-                                    "launcher takes double"))
-      << messages[0];
+  const std::string message = explained(nvcc);
+  EXPECT_TRUE(contains(message, "op axpy, launcher axpy_f32: parameter 4 (float alpha) must be float but the "
+                                "launcher takes double"))
+      << message;
 }
 
 TEST(LauncherHeader, ClangConflictingTypesWithoutExcerptStillNamesThePrototype) {
-  const auto messages = explain_launcher_mismatch({kAxpy}, "a.cpp:3:13: error: conflicting types for 'axpy_f16'\n", {});
-  ASSERT_EQ(messages.size(), 1u);
-  EXPECT_TRUE(contains(messages[0], "launcher axpy_f16: its definition does not match")) << messages[0];
+  const std::string message = explained("a.cpp:3:13: error: conflicting types for 'axpy_f16'\n");
+  EXPECT_TRUE(contains(message, "launcher axpy_f16: its definition does not match")) << message;
 }
 
 TEST(LauncherHeader, NothingToExplainInOtherErrors) {

@@ -20,8 +20,11 @@ toml::table root_of(const std::string& text) {
 
 ConfigSpace space_of(const std::string& tune) { return parse_tune_table(root_of("[tune]\n" + tune)); }
 
+// The field and message of a TomlFieldError.
+using FieldError = std::pair<std::string, std::string>;
+
 // The field and message of the error reading `tune` raises.
-std::pair<std::string, std::string> error_of(const std::string& tune) {
+FieldError error_of(const std::string& tune) {
   try {
     space_of(tune);
   } catch (const TomlFieldError& e) {
@@ -79,25 +82,22 @@ TEST(TuneTableTest, RuleErrorsNameTheRuleAndTheProblem) {
 
 TEST(TuneTableTest, ParamErrors) {
   EXPECT_EQ(error_of("params = { rows = [1] }\n"),
-            std::make_pair(std::string("tune.params.rows"),
-                           std::string("a parameter is a preprocessor define: use an upper-case C identifier "
-                                       "([A-Z_][A-Z0-9_]*)")));
+            FieldError("tune.params.rows", "a parameter is a preprocessor define: use an upper-case C identifier "
+                                           "([A-Z_][A-Z0-9_]*)"));
   EXPECT_EQ(error_of("params = { 1ROWS = [1] }\n").first, "tune.params.1ROWS");
   EXPECT_EQ(error_of("params = { _R1 = [1] }\n").first, "(no error)");
   EXPECT_EQ(error_of("params = { ROWS = [] }\n"),
-            std::make_pair(std::string("tune.params.ROWS"), std::string("expected a non-empty array of integers, got an array")));
-  EXPECT_EQ(error_of("params = { ROWS = [1, 1] }\n"),
-            std::make_pair(std::string("tune.params.ROWS[1]"), std::string("the value 1 is listed twice")));
+            FieldError("tune.params.ROWS", "expected a non-empty array of integers, got an array"));
+  EXPECT_EQ(error_of("params = { ROWS = [1, 1] }\n"), FieldError("tune.params.ROWS[1]", "the value 1 is listed twice"));
   EXPECT_EQ(error_of("params = { ROWS = [1, \"2\"] }\n"),
-            std::make_pair(std::string("tune.params.ROWS[1]"), std::string("expected an integer, got a string")));
+            FieldError("tune.params.ROWS[1]", "expected an integer, got a string"));
   EXPECT_EQ(error_of("params = {}\n"),
-            std::make_pair(std::string("tune.params"), std::string("empty; name at least one parameter, or remove [tune]")));
+            FieldError("tune.params", "empty; name at least one parameter, or remove [tune]"));
   EXPECT_EQ(error_of("params = { ROWS = [1] }\ndefault = { ROWS = 3 }\n"),
-            std::make_pair(std::string("tune.default.ROWS"), std::string("3 is not one of the values tune.params.ROWS lists")));
+            FieldError("tune.default.ROWS", "3 is not one of the values tune.params.ROWS lists"));
   EXPECT_EQ(error_of("params = { ROWS = [1] }\ndefault = { COLS = 1 }\n"),
-            std::make_pair(std::string("tune.default.COLS"), std::string("not a parameter of tune.params")));
-  EXPECT_EQ(error_of("rule = \"1\"\n"),
-            std::make_pair(std::string("tune.params"), std::string("missing; add params = { NAME = [value, ...] }")));
+            FieldError("tune.default.COLS", "not a parameter of tune.params"));
+  EXPECT_EQ(error_of("rule = \"1\"\n"), FieldError("tune.params", "missing; add params = { NAME = [value, ...] }"));
   try {
     parse_tune_table(root_of("tune = 3\n"));
     ADD_FAILURE() << "tune = 3 is not a table";
@@ -109,10 +109,9 @@ TEST(TuneTableTest, ParamErrors) {
 
 TEST(TuneTableTest, UnknownKeysAreSuggestedOrListed) {
   EXPECT_EQ(error_of("params = { ROWS = [1] }\nrules = \"1\"\n"),
-            std::make_pair(std::string("tune.rules"), std::string("unknown key \"rules\" (did you mean \"rule\"?)")));
+            FieldError("tune.rules", "unknown key \"rules\" (did you mean \"rule\"?)"));
   EXPECT_EQ(error_of("params = { ROWS = [1] }\nzzzzzz = 1\n"),
-            std::make_pair(std::string("tune.zzzzzz"),
-                           std::string("unknown key \"zzzzzz\"; expected one of params, default, rule")));
+            FieldError("tune.zzzzzz", "unknown key \"zzzzzz\"; expected one of params, default, rule"));
 }
 
 TEST(TuneTableTest, AnOpNamesTheParametersItReads) {
@@ -131,22 +130,18 @@ TEST(TuneTableTest, AnOpsTuneErrors) {
     try {
       parse_op_tune(root_of(op), "op[3]", s);
     } catch (const TomlFieldError& e) {
-      return std::make_pair(e.field(), std::string(e.what()));
+      return FieldError(e.field(), e.what());
     }
-    return std::make_pair(std::string("(no error)"), std::string());
+    return FieldError("(no error)", "");
   };
   EXPECT_EQ(error("tune = [\"COLS\"]\n", space),
-            std::make_pair(std::string("op[3].tune[0]"), std::string("\"COLS\" is not a parameter of [tune]; its parameters: ROWS")));
-  EXPECT_EQ(error("tune = [\"ROWS\", \"ROWS\"]\n", space),
-            std::make_pair(std::string("op[3].tune[1]"), std::string("\"ROWS\" is listed twice")));
-  EXPECT_EQ(error("tune = \"ROWS\"\n", space),
-            std::make_pair(std::string("op[3].tune"), std::string("expected an array of strings, got a string")));
-  EXPECT_EQ(error("tune = [1]\n", space),
-            std::make_pair(std::string("op[3].tune[0]"), std::string("expected a string, got an integer")));
+            FieldError("op[3].tune[0]", "\"COLS\" is not a parameter of [tune]; its parameters: ROWS"));
+  EXPECT_EQ(error("tune = [\"ROWS\", \"ROWS\"]\n", space), FieldError("op[3].tune[1]", "\"ROWS\" is listed twice"));
+  EXPECT_EQ(error("tune = \"ROWS\"\n", space), FieldError("op[3].tune", "expected an array of strings, got a string"));
+  EXPECT_EQ(error("tune = [1]\n", space), FieldError("op[3].tune[0]", "expected a string, got an integer"));
   EXPECT_EQ(error("tune = [\"ROWS\"]\n", ConfigSpace()),
-            std::make_pair(std::string("op[3].tune"),
-                           std::string("names parameters of the kernel's [tune] table, and there is none; add [tune] "
-                                       "with params = { NAME = [value, ...] }, or remove this key")));
+            FieldError("op[3].tune", "names parameters of the kernel's [tune] table, and there is none; add [tune] "
+                                     "with params = { NAME = [value, ...] }, or remove this key"));
 }
 
 }  // namespace

@@ -56,3 +56,20 @@ def cuda_median_ms(fn, iters: int = 20, reps: int = 9) -> float:
         torch.cuda.synchronize()
         times.append(start.elapsed_time(stop) / iters)
     return statistics.median(times)
+
+
+def graph_median_ms(fn, replays: int = 20) -> float:
+    """cuda_median_ms of one call of `fn` captured in a CUDA graph and replayed:
+    the time of its kernels alone, with no host work between them."""
+    side = torch.cuda.Stream()  # warm-up before capture, on a side stream as capture wants
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    ms = cuda_median_ms(graph.replay, iters=replays)
+    del graph
+    return ms

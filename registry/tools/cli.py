@@ -201,23 +201,30 @@ def _entries(store) -> list[dict]:
 
 
 def _cache_ls(args) -> int:
-    rows = _entries(_store())
-    if args.json:
+    return _print_rows(_entries(_store()), args.json, "the cache is empty",
+                       ("KEY", "KERNEL", "BACKEND", "KIND", "SIZE", "LAST USED", "PINNED"),
+                       lambda r: (r["key"], r["kernel"], r["backend"], r["kind"], _human(r["disk_bytes"]),
+                                  _minute(r["last_used"]), "yes" if r["pinned"] else ""))
+
+
+def _print_rows(rows: list[dict], as_json: bool, empty: str, header: tuple[str, ...], cells) -> int:
+    """`rows` as JSON, or `empty` where there are none, or a table: `header`,
+    then cells(row) for each row, in columns as wide as their widest cell."""
+    if as_json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     if not rows:
-        print("the cache is empty")
+        print(empty)
         return EXIT_OK
-    header = ("KEY", "KERNEL", "BACKEND", "KIND", "SIZE", "LAST USED", "PINNED")
-    table = [header] + [
-        (r["key"], r["kernel"], r["backend"], r["kind"], _human(r["disk_bytes"]),
-         time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_used"])), "yes" if r["pinned"] else "")
-        for r in rows
-    ]
+    table = [header] + [cells(r) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
     return EXIT_OK
+
+
+def _minute(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
 
 
 def _cache_info(args) -> int:
@@ -284,22 +291,10 @@ def _remote_ls(args) -> int:
              "artifact_size": e.artifact_size, "built_at": e.built_at, "build_seconds": e.build_seconds}
             for e in entries]
     rows.sort(key=lambda r: (-r["built_at"], r["key"]))
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return EXIT_OK
-    if not rows:
-        print(f"the remote cache {team.display} stores nothing for {args.name!r}")
-        return EXIT_OK
-    header = ("KEY", "BACKEND", "KIND", "SIZE", "BUILT", "BUILD TIME")
-    table = [header] + [
-        (r["key"], r["backend"], r["kind"], _human(r["artifact_size"]),
-         time.strftime("%Y-%m-%d %H:%M", time.localtime(r["built_at"])), f"{r['build_seconds']:.1f} s")
-        for r in rows
-    ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-    return EXIT_OK
+    return _print_rows(rows, args.json, f"the remote cache {team.display} stores nothing for {args.name!r}",
+                       ("KEY", "BACKEND", "KIND", "SIZE", "BUILT", "BUILD TIME"),
+                       lambda r: (r["key"], r["backend"], r["kind"], _human(r["artifact_size"]),
+                                  _minute(r["built_at"]), f"{r['build_seconds']:.1f} s"))
 
 
 def _ccache_line(ccache) -> str:

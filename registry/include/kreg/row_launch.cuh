@@ -1,8 +1,9 @@
 // The launch side of row kernels (softmax, the norms, rowmax, quantize): one
 // row of the last dimension per block on the looping path, rows_per_block of
 // them on the register-cached one (kreg::plan_rows). The refusal of a row
-// count the grid cannot index, the choice of pack width, the grid and the
-// dispatch on packs per thread live here, so a row kernel's file holds what it
+// count the grid cannot index, the choice of pack width, the grid, the
+// dispatch on packs per thread and the walk over a thread's cached packs
+// (kreg::for_each_cached_pack) live here, so a row kernel's file holds what it
 // computes: its kernels, and launchers that check their arguments and say
 // which kernel runs for a given pack width N and packs per thread P.
 // kreg/cuda.cuh includes it.
@@ -93,6 +94,19 @@ __device__ __forceinline__ CachedRow cached_row(int64_t rows, int64_t cols) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y;
   const bool live = row < rows;
   return {row, live, (live ? row : 0) * cols};
+}
+
+// body(i, p) for each of this thread's P packs p = threadIdx.x + i * blockDim.x
+// of a register-cached row that the row has (none where the thread is not
+// live). The loop is unrolled and body inlined, so a per-pack array indexed
+// by i (the row's cached packs) stays in registers.
+template <int P, typename Body>
+__device__ __forceinline__ void for_each_cached_pack(bool live, int64_t packs, Body&& body) {
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int64_t p = threadIdx.x + i * blockDim.x;
+    if (live && p < packs) body(i, p);
+  }
 }
 
 }  // namespace kreg
