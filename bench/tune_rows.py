@@ -98,7 +98,7 @@ def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repe
 
     from registry import _core, dtypes as dtype_table
     from registry.resolve import find
-    from registry.tuning import search as tuning, tune_timing
+    from registry.tuning import search as tuning, timing as tune_timing
 
     manifest = find(name)
     backend = device

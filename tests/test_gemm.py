@@ -117,7 +117,7 @@ def test_gpu_a_config_built_for_bf16_alone_computes_and_f16_still_runs():
     """What registry.tune builds for a bf16 tune: a config with gemm_bf16.cu
     only (core/dtype_units.h). Its op computes; the plain get still has f16."""
     from registry import _core
-    from registry.notebook import tuned
+    from registry import tuned
     from registry.resolve import find, resolve
 
     manifest = find("gemm")
