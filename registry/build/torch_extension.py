@@ -1,10 +1,9 @@
 """One compile, through torch.utils.cpp_extension.load, into a staging folder.
 
-What is built (see ARCHITECTURE.md):
+What is built here (see ARCHITECTURE.md; the shared binding, on torch's
+stable ABI, is built by direct.py):
   kernel-lib  the kernel's own sources, no torch header, as a shared library
               named kreg_<kernel>_<backend>: a kernel edit recompiles only this
-  binding     the generated TORCH_LIBRARY unit for one op signature, named
-              kreg_<signature hash>; compiled once, reused by every version
   module      a hand-written PYBIND11_MODULE kernel, everything in one module
               whose name carries the key (slower: torch/extension.h each time)
 

@@ -167,7 +167,20 @@ struct Exported {
   AtenTensorHandle handle;
 };
 
+// An output as the Python tensor of the very tensor the binding allocated
+// (its storage resizable, its CUDA memory the caching allocator's, so
+// record_stream holds): torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr
+// takes the handle over. Where torch lacks it, through DLPack, whose tensor
+// wraps the memory instead.
 PyObject* to_python(OwnedTensor& out) {
+  if (python.steal != nullptr) {
+    PyObject* address = PyCapsule_New(out.handle, nullptr, nullptr);  // what its void* parameter takes
+    if (address == nullptr) return nullptr;
+    PyObject* tensor = PyObject_CallFunctionObjArgs(python.steal, address, nullptr);
+    Py_DECREF(address);
+    if (tensor != nullptr) out.release();  // now the Python tensor's
+    return tensor;
+  }
   const ArgInfo info = info_of(out.handle);
   auto* exported = new Exported{};
   exported->handle = out.release();
@@ -312,15 +325,18 @@ PyObject* kept(PyObject* object) {
 // None, torch._C._get_deterministic_algorithms,
 // torch._C._get_deterministic_fill_uninitialized_memory,
 // torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
-// torch.autograd.graph.increment_version). Returns 1 when the fast entry can
+// torch.autograd.graph.increment_version,
+// torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr or None). Returns 1 when the fast entry can
 // be had (a DLPack exchange API of version 1.2 or later), 0 when not, -1 with
 // a Python error.
 extern "C" int kreg_init(PyObject* config) {
-  PyObject *tensor_type, *capsule, *deterministic, *fill_memory, *function_mode, *dispatch_modes, *increment_version;
-  if (!PyArg_ParseTuple(config, "OOOOOOO", &tensor_type, &capsule, &deterministic, &fill_memory, &function_mode,
-                        &dispatch_modes, &increment_version)) {
+  PyObject *tensor_type, *capsule, *deterministic, *fill_memory, *function_mode, *dispatch_modes, *increment_version,
+      *steal;
+  if (!PyArg_ParseTuple(config, "OOOOOOOO", &tensor_type, &capsule, &deterministic, &fill_memory, &function_mode,
+                        &dispatch_modes, &increment_version, &steal)) {
     return -1;
   }
+  python.steal = steal == Py_None ? nullptr : kept(steal);
   python.deterministic = kept(deterministic);
   python.fill_memory = kept(fill_memory);
   python.function_mode = kept(function_mode);
