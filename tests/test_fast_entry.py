@@ -127,6 +127,18 @@ def test_outputs_come_straight_from_the_allocator():
     assert torch.allclose(softmax(x), torch.softmax(x, -1), atol=1e-6)
 
 
+def test_outputs_are_the_tensors_torch_allocated():
+    """The fast entry hands back the very tensor the binding allocated, not a
+    view of its memory: its storage can be resized (and, on CUDA, it is the
+    caching allocator's block, so record_stream holds), as any torch output's."""
+    softmax = registry.get("softmax", device="cpu")
+    layernorm = registry.get("layernorm", device="cpu")
+    x, w = torch.randn(4, 33), torch.randn(33)
+    for out in (softmax(x), *layernorm(x, w, None)):
+        out.resize_(2, 100)
+        assert out.shape == (2, 100)
+
+
 def test_deterministic_mode_still_fills_new_outputs(monkeypatch):
     """With deterministic algorithms and fill_uninitialized_memory on, torch
     fills new memory (NaN) so an output a launcher leaves unwritten shows:
