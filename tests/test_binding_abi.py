@@ -30,7 +30,7 @@ TORCH_SHIM = re.compile(r"^(aoti_torch_|aoti_record_function_|torch_)\w+$")
 # the audit explicit: a new one is added here after checking it is stable).
 PYTHON_LIMITED = {
     "PyArg_ParseTuple", "PyCMethod_New", "PyCapsule_GetPointer", "PyErr_Clear", "PyErr_Occurred",
-    "PyErr_SetString", "PyEval_RestoreThread", "PyEval_SaveThread", "PyExc_RuntimeError", "PyFloat_AsDouble", "PyCapsule_New",
+    "PyErr_SetString", "PyEval_RestoreThread", "PyEval_SaveThread", "PyExc_RuntimeError", "PyFloat_AsDouble",
     "PyFloat_Type", "PyGILState_Ensure", "PyGILState_Release", "PyLong_AsDouble", "PyLong_AsLong",
     "PyLong_AsLongLongAndOverflow", "PyLong_FromLongLong", "PyLong_Type", "PyObject_CallFunctionObjArgs",
     "PyObject_CallNoArgs", "PyObject_GetAttr", "PyTuple_New", "PyTuple_SetItem", "PyUnicode_InternFromString",

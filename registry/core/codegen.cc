@@ -28,7 +28,6 @@ struct PythonSide {
   PyObject* dispatch_modes = nullptr;    // torch._C._len_torch_dispatch_stack
   PyObject* increment_version = nullptr; // torch.autograd.graph.increment_version
   PyObject* requires_grad = nullptr;     // "requires_grad", interned
-  PyObject* steal = nullptr;             // torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr, or null
 };
 PythonSide python;
 

@@ -54,7 +54,11 @@ constexpr int32_t kCuda = 2;
 )CPP";
 
 // The conversions every fast call shares.
-constexpr const char* kHelpers = R"CPP(namespace {
+constexpr const char* kHelpers = R"CPP(// torch 2.14's stable conversion of a tensor to Python (stable/c/shim.h,
+// above the target): weak, so null on an older torch.
+extern "C" __attribute__((weak)) AOTITorchError torch_tensor_to_pyobject(AtenTensorHandle, void*, void**);
+
+namespace {
 
 const dl::ExchangeApi* dlpack() { return static_cast<const dl::ExchangeApi*>(python.dlpack); }
 
@@ -169,17 +173,17 @@ struct Exported {
 
 // An output as the Python tensor of the very tensor the binding allocated
 // (its storage resizable, its CUDA memory the caching allocator's, so
-// record_stream holds): torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr
-// takes the handle over. Where torch lacks it, through DLPack, whose tensor
-// wraps the memory instead.
+// record_stream holds), through torch 2.14's stable conversion; on an older
+// torch, through DLPack, whose Python tensor wraps the memory instead (not
+// resizable; record_stream does nothing on it).
 PyObject* to_python(OwnedTensor& out) {
-  if (python.steal != nullptr) {
-    PyObject* address = PyCapsule_New(out.handle, nullptr, nullptr);  // what its void* parameter takes
-    if (address == nullptr) return nullptr;
-    PyObject* tensor = PyObject_CallFunctionObjArgs(python.steal, address, nullptr);
-    Py_DECREF(address);
-    if (tensor != nullptr) out.release();  // now the Python tensor's
-    return tensor;
+  if (torch_tensor_to_pyobject != nullptr) {
+    void* object = nullptr;
+    if (torch_tensor_to_pyobject(out.handle, nullptr, &object) != AOTI_TORCH_SUCCESS || object == nullptr) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "kernel registry: torch could not wrap an output");
+      return nullptr;
+    }
+    return static_cast<PyObject*>(object);  // a reference of its own: `out` frees the binding's
   }
   const ArgInfo info = info_of(out.handle);
   auto* exported = new Exported{};
@@ -325,18 +329,15 @@ PyObject* kept(PyObject* object) {
 // None, torch._C._get_deterministic_algorithms,
 // torch._C._get_deterministic_fill_uninitialized_memory,
 // torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
-// torch.autograd.graph.increment_version,
-// torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr or None). Returns 1 when the fast entry can
+// torch.autograd.graph.increment_version). Returns 1 when the fast entry can
 // be had (a DLPack exchange API of version 1.2 or later), 0 when not, -1 with
 // a Python error.
 extern "C" int kreg_init(PyObject* config) {
-  PyObject *tensor_type, *capsule, *deterministic, *fill_memory, *function_mode, *dispatch_modes, *increment_version,
-      *steal;
-  if (!PyArg_ParseTuple(config, "OOOOOOOO", &tensor_type, &capsule, &deterministic, &fill_memory, &function_mode,
-                        &dispatch_modes, &increment_version, &steal)) {
+  PyObject *tensor_type, *capsule, *deterministic, *fill_memory, *function_mode, *dispatch_modes, *increment_version;
+  if (!PyArg_ParseTuple(config, "OOOOOOO", &tensor_type, &capsule, &deterministic, &fill_memory, &function_mode,
+                        &dispatch_modes, &increment_version)) {
     return -1;
   }
-  python.steal = steal == Py_None ? nullptr : kept(steal);
   python.deterministic = kept(deterministic);
   python.fill_memory = kept(fill_memory);
   python.function_mode = kept(function_mode);

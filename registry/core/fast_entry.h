@@ -19,8 +19,11 @@
 // On torch's stable ABI (stable_binding_text.h) there is no C call from a
 // Python tensor to torch's tensor before torch 2.14, so tensors are read
 // through torch.Tensor.__dlpack_c_exchange_api__ (DLPack's C exchange API:
-// data, sizes, strides, dtype, device, no allocation) and outputs handed back
-// through it; what the old entry read from c10's thread state is asked of
+// data, sizes, strides, dtype, device, no allocation). Outputs go back as the
+// very tensors allocated through torch 2.14's torch_tensor_to_pyobject (a weak
+// reference: absent before 2.14), else through DLPack, whose Python tensor
+// wraps the memory (not resizable; record_stream does nothing on it). What the
+// ATen entry read from c10's thread state is asked of
 // Python (torch function and dispatch modes, deterministic fill), and a
 // Tensor(a!) argument's version is bumped through
 // torch.autograd.graph.increment_version, as the dispatcher's ADInplaceOrView
