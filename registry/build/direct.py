@@ -97,8 +97,9 @@ def build(plan, staging: Path):
         leftover.unlink()
     if not sanitized(plan):  # a checked build: only a worker with its sanitizer runtime opens it
         check_launchers_at(plan, str(out))  # read, not loaded: registry/load.py opens the published file
-    return BuildResult(staging, plan.artifact, deps, seconds, None,
-                       compiler_warnings.warning_lines("\n".join(outputs)))
+    # The shared binding's warnings would be torch's headers', not the kernel's.
+    said = compiler_warnings.warning_lines("\n".join(outputs)) if plan.kind != "binding" else []
+    return BuildResult(staging, plan.artifact, deps, seconds, None, said)
 
 
 def _compile_command(plan, cxx: str, real_cxx: str, flags: list[str], source: str, i: int) -> list[str]:
