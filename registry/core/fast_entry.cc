@@ -72,7 +72,7 @@ bool plain_tensor(PyObject* object, dl::Tensor& dt, ArgInfo& t) {
     PyErr_Clear();
     return false;
   }
-  if (dt.dtype.lanes != 1 || dt.strides == nullptr && dt.ndim > 0) return false;
+  if (dt.dtype.lanes != 1 || (dt.strides == nullptr && dt.ndim > 0)) return false;
   int slot = -1;
   for (int i = 0; i < kDtypeCount && slot < 0; ++i) {
     if (kCodeDlTypes[i].code == dt.dtype.code && kCodeDlTypes[i].bits == dt.dtype.bits) slot = i;
