@@ -316,7 +316,7 @@ void* check_tensors(const LauncherTable& table, const ArgInfo* const* args, cons
 // kernels do. `fill`: torch fills new memory (deterministic algorithms with
 // fill_uninitialized_memory), so the dispatcher's aten::empty makes it, NaN
 // filled, and an output a launcher leaves unwritten shows.
-AtenTensorHandle new_output(const LauncherTable& table, const int64_t* shape, int64_t ndim, int slot,
+AtenTensorHandle new_output([[maybe_unused]] const LauncherTable& table, const int64_t* shape, int64_t ndim, int slot,
                             const ArgInfo& first, bool fill) {
   int64_t strides[kMaxShapeDims];
   int64_t numel = 1;
