@@ -106,13 +106,23 @@ class SharedBinding:
     """The loaded shared binding (core/codegen.h): define(namespace, schema)
     registers an op's namespace::call with its one boxed kernel; fast_entry(table
     address) gives the handle's fast Python function for that table, or None
-    (core/fast_entry.h)."""
+    (core/fast_entry.h). Built on torch's stable ABI, it is handed what it
+    needs of Python once (kreg_init): torch keeps those where no stable shim
+    reaches."""
 
     def __init__(self, path: str):
+        import torch
+
         self.path = path
         library = ctypes.PyDLL(path, mode=ctypes.RTLD_LOCAL)
         self._define = library.kreg_define
         self._define.restype, self._define.argtypes = ctypes.c_char_p, [ctypes.c_char_p, ctypes.c_char_p]
+        init = library.kreg_init
+        init.restype, init.argtypes = ctypes.c_int, [ctypes.py_object]
+        init((torch.Tensor, getattr(torch.Tensor, "__dlpack_c_exchange_api__", None),
+              torch._C._get_deterministic_algorithms, torch._C._get_deterministic_fill_uninitialized_memory,
+              torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
+              torch.autograd.graph.increment_version))
         self.fast_entry = library.kreg_fast_entry
         self.fast_entry.restype, self.fast_entry.argtypes = ctypes.py_object, [ctypes.c_int64]
         self._library = library  # never unloaded: registered ops point into it

@@ -127,6 +127,23 @@ def test_outputs_come_straight_from_the_allocator():
     assert torch.allclose(softmax(x), torch.softmax(x, -1), atol=1e-6)
 
 
+@pytest.mark.skipif(tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 14),
+                    reason="before torch 2.14 the stable ABI converts no tensor to Python: outputs come "
+                           "through DLPack, wrapping the memory (core/fast_entry.h)")
+def test_outputs_are_the_tensors_torch_allocated():
+    """The fast entry hands back the very tensor the binding allocated, not a
+    view of its memory: its storage can be resized (and, on CUDA, it is the
+    caching allocator's block, so record_stream holds), as any torch output's,
+    and nothing else holds it."""
+    softmax = registry.get("softmax", device="cpu")
+    layernorm = registry.get("layernorm", device="cpu")
+    x, w = torch.randn(4, 33), torch.randn(33)
+    for out in (softmax(x), *layernorm(x, w, None)):
+        assert out._use_count() == 1
+        out.resize_(2, 100)
+        assert out.shape == (2, 100)
+
+
 def test_deterministic_mode_still_fills_new_outputs(monkeypatch):
     """With deterministic algorithms and fill_uninitialized_memory on, torch
     fills new memory (NaN) so an output a launcher leaves unwritten shows:
@@ -138,9 +155,12 @@ def test_deterministic_mode_still_fills_new_outputs(monkeypatch):
     try:
         names = _profiled_names(lambda: softmax(x))
         got = softmax(x)
+        # The dispatcher's kernel too (it asks Python under the GIL it takes).
+        boxed = _profiled_names(lambda: softmax._fn(x, 1.0, softmax._address))
     finally:
         torch.use_deterministic_algorithms(False)
     assert "aten::empty" in names and "aten::fill_" in names, names
+    assert "aten::empty" in boxed and "aten::fill_" in boxed, boxed
     assert torch.allclose(got, torch.softmax(x, -1), atol=1e-6)
 
 

@@ -1,4 +1,5 @@
-"""Torch-free kernel libraries built by the registry's own compiler call.
+"""Torch-free kernel libraries, and the shared binding on torch's stable ABI
+(recipe.binding_plan), built by the registry's own compiler call.
 
 A kernel library includes no torch header and exports C launchers, so it
 needs none of what cpp_extension.load() brings (torch's include paths, a
@@ -27,7 +28,8 @@ wrong, at worst one compile more, once.
 
 Diagnostics read as load()'s do: file:line with the offending line marked.
 The key of such a library leaves out torch's and Python's versions
-(keys.kernel_lib_key), so upgrading torch rebuilds only the bindings.
+(keys.kernel_lib_key), and so does the binding's (keys.binding_key): upgrading
+torch rebuilds nothing.
 """
 from __future__ import annotations
 
@@ -95,8 +97,9 @@ def build(plan, staging: Path):
         leftover.unlink()
     if not sanitized(plan):  # a checked build: only a worker with its sanitizer runtime opens it
         check_launchers_at(plan, str(out))  # read, not loaded: registry/load.py opens the published file
-    return BuildResult(staging, plan.artifact, deps, seconds, None,
-                       compiler_warnings.warning_lines("\n".join(outputs)))
+    # The shared binding's warnings would be torch's headers', not the kernel's.
+    said = compiler_warnings.warning_lines("\n".join(outputs)) if plan.kind != "binding" else []
+    return BuildResult(staging, plan.artifact, deps, seconds, None, said)
 
 
 def _compile_command(plan, cxx: str, real_cxx: str, flags: list[str], source: str, i: int) -> list[str]:
@@ -106,7 +109,10 @@ def _compile_command(plan, cxx: str, real_cxx: str, flags: list[str], source: st
 
 
 def _link_flags(plan, cxx: str) -> list[str]:
-    return ["-shared", *plan.ldflags, "-Wl,--no-undefined", *_libstdcxx_flags(cxx)]
+    # The shared binding's Python symbols come from the interpreter that loads
+    # it (an extension links no libpython); everything else must resolve here.
+    undefined = [] if plan.kind == "binding" else ["-Wl,--no-undefined"]
+    return ["-shared", *plan.ldflags, *undefined, *_libstdcxx_flags(cxx)]
 
 
 # What the compiler driver would link, less libstdc++ (the runtime libraries

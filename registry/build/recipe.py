@@ -89,15 +89,36 @@ def _launcher_header(manifest) -> str:
 
 def binding_plan(manifest, backend: str, artifact) -> BuildPlan:
     """The shared binding's build (core/codegen.h). artifact: the plan's
-    (_core.ArtifactPlan), which names the module and has written the source."""
+    (_core.ArtifactPlan), which names the module and has written the source.
+
+    Built by the registry's own compiler call (direct.py), not load(): the
+    text includes only torch's stable headers and Python's limited API
+    (core/stable_binding_text.h), so it needs torch's and Python's include
+    folders and libtorch's stable C shims on the link line, nothing of
+    libtorch_python, and no CUDA header (the stream comes through the shims):
+    host C++ with or without a toolkit. Python's symbols come from the
+    interpreter that loads it, as for any extension module."""
+    torch_dir = _torch_dir()
+    torch_libs = ["-ltorch_cpu"] + (["-ltorch_cuda"] if backend == "cuda" else [])
     return BuildPlan(
         kernel=manifest.name, backend=backend, kind="binding", module_name=artifact.namespace,
-        sources=[artifact.source], cflags=["-O2"], include_paths=[str(keys.REGISTRY_INCLUDE)], project_dirs=[],
-        # No CUDA header in a binding (core/codegen.cc): it reaches streams and
-        # guards through c10, so load() builds it as host C++, with or without
-        # a toolkit: no nvcc probe, no CUDA runtime linked (core/build_keys.h).
-        cuda_toolkit=False,
+        sources=[artifact.source], cflags=["-O2"],
+        include_paths=[str(keys.REGISTRY_INCLUDE), str(torch_dir / "include"), _python_include()], project_dirs=[],
+        ldflags=[f"-L{torch_dir / 'lib'}", *torch_libs],
+        cuda_toolkit=False, direct=True,
     )
+
+
+def _torch_dir() -> Path:
+    import torch
+
+    return Path(torch.__file__).resolve().parent
+
+
+def _python_include() -> str:
+    import sysconfig
+
+    return sysconfig.get_paths()["include"]
 
 
 def _write_generated(path: Path, text: str) -> None:

@@ -1,10 +1,9 @@
 """One compile, through torch.utils.cpp_extension.load, into a staging folder.
 
-What is built (see ARCHITECTURE.md):
+What is built here (see ARCHITECTURE.md; the shared binding, on torch's
+stable ABI, is built by direct.py):
   kernel-lib  the kernel's own sources, no torch header, as a shared library
               named kreg_<kernel>_<backend>: a kernel edit recompiles only this
-  binding     the generated TORCH_LIBRARY unit for one op signature, named
-              kreg_<signature hash>; compiled once, reused by every version
   module      a hand-written PYBIND11_MODULE kernel, everything in one module
               whose name carries the key (slower: torch/extension.h each time)
 
@@ -49,7 +48,7 @@ def build(plan: BuildPlan, staging: Path) -> BuildResult:
                            extra_cuda_cflags=plan.cuda_cflags, extra_ldflags=plan.ldflags + torch_libstdcxx_flags(),
                            extra_include_paths=plan.include_paths, build_directory=str(staging),
                            verbose=knobs.verbose(), with_cuda=plan.with_cuda)
-            if plan.kind in ("kernel-lib", "binding"):
+            if plan.kind == "kernel-lib":
                 # Built, not loaded: load() would dlopen it here, in the staging
                 # folder, for the life of the process (see check_launchers_at);
                 # registry/load.py opens the published file.
@@ -73,9 +72,7 @@ def build(plan: BuildPlan, staging: Path) -> BuildResult:
     if plan.kind == "kernel-lib" and not sanitized(plan):  # a checked build: only its worker opens it
         # Its exports read from the file: never opened in the staging folder.
         check_launchers_at(plan, str(staging / plan.artifact))
-    # The shared binding's warnings would be torch's headers', not the kernel's.
-    said = compiler_warnings.warning_lines(output) if plan.kind != "binding" else []
-    return BuildResult(staging, plan.artifact, deps, seconds, loaded, said)
+    return BuildResult(staging, plan.artifact, deps, seconds, loaded, compiler_warnings.warning_lines(output))
 
 
 # The output of each ninja run in a build folder of ours, by folder: load()

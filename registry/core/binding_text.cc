@@ -23,12 +23,8 @@ constexpr const char* kCpuNewOutput = R"CPP(if (C10_UNLIKELY(table.shared_output
   }
   return at::detail::empty_cpu(shape, dtype, /*pin_memory=*/false, std::nullopt);)CPP";
 
-// The fixed part of every binding. The launcher table is filled by the core
-// (core/launcher_table.h) in the layout both sides include,
-// kreg/launcher_table.h (generated code includes no core header), and passed
-// to the op as an integer, so one compiled binding serves any number of
-// kernels and kernel versions. (Three pieces: the AOT units of
-// codegen_aot.cc use the head and the checks, with constant tables.)
+// The fixed part of every AOT unit, over constant launcher tables in the
+// layout of kreg/launcher_table.h (generated code includes no core header).
 constexpr const char* kPrologueHead = R"CPP(#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
@@ -94,18 +90,6 @@ int32_t code_of(const LauncherTable& table, const std::optional<c10::ScalarType>
 const at::Tensor* tensor_ptr(const at::Tensor& t) { return &t; }
 const at::Tensor* tensor_ptr(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? &*t : nullptr;
-}
-)CPP";
-
-// JIT only: the table arrives as an integer argument of the op. (An AOT unit
-// holds its tables as constants instead; see codegen_aot.cc.)
-constexpr const char* kTableLookup = R"CPP(
-const LauncherTable& table_at(int64_t address) {
-  const auto* table = reinterpret_cast<const LauncherTable*>(address);
-  TORCH_CHECK(table != nullptr && table->magic == kTableMagic,
-              "kernel registry: this op was called with a bad launcher table; "
-              "call it through the handle registry.get() returns");
-  return *table;
 }
 )CPP";
 
@@ -295,14 +279,13 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 
 }  // namespace
 
-// The pieces both generators emit: the JIT binding (codegen.cc) and the AOT
-// registration units (codegen_aot.cc) check, allocate and launch with the same
-// text, so they cannot drift apart.
+// The pieces the AOT registration units (codegen_aot.cc) check, allocate and
+// launch with.
 namespace binding_text {
 
-std::string prologue(const std::string& backend, bool with_table_lookup) {
+std::string prologue(const std::string& backend) {
   const bool cuda = backend == "cuda";
-  std::string text = std::string(kPrologueHead) + (with_table_lookup ? kTableLookup : "") + kChecks;
+  std::string text = std::string(kPrologueHead) + kChecks;
   std::string code_types;
   for (const DtypeInfo& d : dtype_table()) {
     code_types += (code_types.empty() ? "" : ", ") + std::string("c10::ScalarType::") + d.scalar_type;

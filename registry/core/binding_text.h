@@ -1,9 +1,8 @@
-// The text pieces of a generated op unit that both generators emit: the JIT
-// shared binding (codegen.h, one module for every signature, the signature and
-// launchers from a table filled at run time) and the AOT registration units (codegen_aot.h, launchers linked
-// in). Sharing the text means their input checks, dtype dispatch, output
-// allocation and launch cannot drift apart. Each function returns C++ (or
-// schema) text; none knows which generator calls it.
+// The text pieces of a generated AOT registration unit (codegen_aot.h): ATen
+// and torch/library.h, launchers linked in, tables constant. The JIT shared
+// binding is on torch's stable ABI instead (stable_binding_text.h); its
+// checks say word for word what these say (codegen_aot_test.cc compares
+// them). Each function returns C++ (or schema) text.
 #pragma once
 
 #include <string>
@@ -14,9 +13,8 @@ namespace kreg {
 namespace binding_text {
 
 // Includes and helpers every unit starts with: LauncherTable, dtype_slot,
-// view_of, check_tensor. with_table_lookup adds table_at, for the JIT binding
-// whose table arrives as an op argument.
-std::string prologue(const std::string& backend, bool with_table_lookup);
+// view_of, check_tensor.
+std::string prologue(const std::string& backend);
 
 // The first Tensor argument (the output is allocated like it); throws
 // std::invalid_argument naming `caller` when there is none.

@@ -9,6 +9,7 @@
 #include "codegen.h"
 #include "hash.h"
 #include "launcher_header.h"
+#include "stable_binding_text.h"
 
 namespace kreg {
 
@@ -26,9 +27,17 @@ const std::set<std::string> kNotDirectInputs = {
 // device pass.
 const std::set<std::string> kNvccLauncherInputs = {"toolchain.nvcc", "env.cuda_arch"};
 
-// What an op binding does not depend on (see binding_key).
-const std::set<std::string> kNotBindingInputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
-                                                 "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc"};
+// What the shared binding does not depend on (see binding_key): no device
+// code, no kernel library, no nvcc; and, on torch's stable ABI and Python's
+// limited API (stable_binding_text.h), not torch's or Python's exact version
+// nor torch's C++ ABI. env.cuda counts by its major only (binding_key).
+const std::set<std::string> kNotBindingInputs = {"env.cuda_arch",          "toolchain.kernel_lib", "toolchain.nvcc",
+                                                 "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.torch",
+                                                 "env.torch_cxx11_abi",    "env.python"};
+
+// "13" of "13.0": a CUDA major serves every minor of it (torch's own wheels
+// are built per major's runtime; the binding includes no CUDA header).
+std::string cuda_major(const std::string& version) { return version.substr(0, version.find('.')); }
 
 std::string join(const std::string& dir, const std::string& relative) {
   return (fs::path(dir) / relative).lexically_normal().string();
@@ -200,11 +209,17 @@ Key binding_key(const std::string& backend, const std::map<std::string, std::str
   for (const char* header : {"kreg/abi.h", "kreg/launcher_table.h"}) {
     kb.add_file(std::string("registry/include/") + header, registry_include + "/" + header);
   }
+  // The oldest torch whose stable ABI it targets: what it needs of torch.
+  kb.add("stable_abi", std::string("torch ") + kStableTargetTorch + " and later, Python 3.10 and later");
   for (const auto& [name, value] : env) {
     // Host C++ only: no device code, no kernel library, and no nvcc (a binding
-    // includes no CUDA header and reaches the stream through c10, so it is
-    // built as plain C++ with or without a toolkit; an nvcc upgrade leaves it be).
-    if (kNotBindingInputs.count(name) == 0) kb.add(name, value);
+    // includes no CUDA header and reaches the stream through torch's shims, so it
+    // is built as plain C++ with or without a toolkit; an nvcc upgrade leaves it be).
+    if (name == "env.cuda") {
+      kb.add("env.cuda_major", cuda_major(value));
+    } else if (kNotBindingInputs.count(name) == 0) {
+      kb.add(name, value);
+    }
   }
   // Inputs are kept sorted by name, so adding the source last hashes the same
   // bytes as adding it first: the memo changes no key.

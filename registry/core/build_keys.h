@@ -28,9 +28,12 @@
 //   binding (shared)      kind, backend, template, source (the generated text's digest),
 //                         file:registry/include/kreg/abi.h and
 //                         file:registry/include/kreg/launcher_table.h (what the
-//                         text includes), the environment
-//                         less env.cuda_arch, toolchain.kernel_lib and nvcc's
-//                         inputs (kNotBindingInputs: a binding is host C++)
+//                         text includes), stable_abi (the torch it targets),
+//                         the environment less env.cuda_arch,
+//                         toolchain.kernel_lib and nvcc's inputs (a binding is
+//                         host C++), less torch's and Python's versions (it is
+//                         built on their stable ABIs), env.cuda as its major
+//                         (kNotBindingInputs)
 // One binding serves every signature; an op's namespace (registered at run
 // time, kreg_define) is "kreg_" + 16 hex of (signature, backend, template).
 #pragma once

@@ -14,6 +14,7 @@
 #include "codegen.h"
 #include "hash.h"
 #include "launcher_header.h"
+#include "stable_binding_text.h"
 #include "temp_dir_for_tests.h"
 
 namespace kreg {
@@ -32,10 +33,16 @@ Key fresh_binding_key(const std::string& backend, const std::map<std::string, st
   kb.add("source", "xxh3-128:" + hash_bytes(text).hex() + " (" + std::to_string(text.size()) + " bytes generated)");
   kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");
   kb.add_file("registry/include/kreg/launcher_table.h", registry_include + "/kreg/launcher_table.h");
+  kb.add("stable_abi", std::string("torch ") + kStableTargetTorch + " and later, Python 3.10 and later");
   const std::set<std::string> not_inputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
-                                            "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc"};
+                                            "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.torch",
+                                            "env.torch_cxx11_abi", "env.python"};
   for (const auto& [name, value] : env) {
-    if (not_inputs.count(name) == 0) kb.add(name, value);
+    if (name == "env.cuda") {
+      kb.add("env.cuda_major", value.substr(0, value.find('.')));
+    } else if (not_inputs.count(name) == 0) {
+      kb.add(name, value);
+    }
   }
   return kb.finish();
 }
@@ -83,7 +90,7 @@ TEST_F(BindingKeyTest, TheMemoizedKeyIsTheFreshOne) {
 TEST_F(BindingKeyTest, AnotherInputIsHashedAgain) {
   const Key before = binding_key("cpu", env_, include_);
   std::map<std::string, std::string> env = env_;
-  env["env.torch"] = "another torch";
+  env["toolchain.cxx"] = "another compiler";
   expect_same(binding_key("cpu", env, include_), fresh_binding_key("cpu", env, include_));
   EXPECT_NE(binding_key("cpu", env, include_).digest, before.digest);
   write_abi("// abi v2\n");
@@ -91,6 +98,33 @@ TEST_F(BindingKeyTest, AnotherInputIsHashedAgain) {
   EXPECT_NE(binding_key("cpu", env_, include_).digest, before.digest);
   write_abi("// abi v1\n");
   expect_same(binding_key("cpu", env_, include_), before);
+}
+
+// On torch's stable ABI and Python's limited API, one binding serves every
+// torch from the target on and every Python from 3.10 on, for one CUDA major:
+// a teammate on another torch or Python finds the same key in the team's cache.
+TEST_F(BindingKeyTest, NeitherTorchsNorPythonsVersionIsAnInput) {
+  for (const char* backend : {"cpu", "cuda"}) {
+    std::map<std::string, std::string> here = env_, there = env_;
+    here.insert({{"env.python", "3.11 cpython-311-x86_64-linux-gnu"}, {"env.torch_cxx11_abi", "1"},
+                 {"env.cuda", "13.0"}});
+    there = here;
+    there["env.torch"] = "2.11.0+cu130";
+    there["env.python"] = "3.12 cpython-312-x86_64-linux-gnu";
+    there["env.torch_cxx11_abi"] = "0";
+    there["env.cuda"] = "13.2";
+    const Key a = binding_key(backend, here, include_);
+    expect_same(binding_key(backend, there, include_), a);
+    bool target_named = false;
+    for (const KeyInput& input : a.inputs) {
+      EXPECT_NE(input.name, "env.torch");
+      EXPECT_NE(input.name, "env.python");
+      target_named = target_named || (input.name == "stable_abi" && input.value.find("torch 2.11") == 0);
+    }
+    EXPECT_TRUE(target_named);
+    there["env.cuda"] = "12.8";  // another CUDA major: another binding
+    EXPECT_NE(binding_key(backend, there, include_).digest, a.digest);
+  }
 }
 
 // The generated text only names kreg/launcher_table.h; a layout change there

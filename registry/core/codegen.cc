@@ -6,45 +6,85 @@
 #include "binding_text.h"
 #include "dtype.h"
 #include "fast_entry.h"
+#include "stable_binding_text.h"
 
 namespace kreg {
 namespace {
 
-// The generic op: what check_tensors, allocate (binding_text.cc) and the
-// kernel library's entry need, from the values the boxed kernel or the fast
-// entry read by the table's argument kinds.
+// The generic op: what check_tensors, allocate (stable_binding_text.cc) and
+// the kernel library's entry need, from the values the boxed kernel or the
+// fast entry read by the table's argument kinds.
 constexpr const char* kGenericCall = R"CPP(
-#include <ATen/core/stack.h>
-
 namespace {
+
+// What the binding asks of Python, handed over by kreg_init (registry/load.py)
+// as objects: torch keeps these in places no stable shim reaches.
+struct PythonSide {
+  PyObject* tensor_type = nullptr;       // torch.Tensor: the fast entry's plain tensors are exactly this
+  const void* dlpack = nullptr;          // torch.Tensor.__dlpack_c_exchange_api__'s DLPackExchangeAPI
+  PyObject* deterministic = nullptr;     // torch._C._get_deterministic_algorithms
+  PyObject* fill_memory = nullptr;       // torch._C._get_deterministic_fill_uninitialized_memory
+  PyObject* function_mode = nullptr;     // torch._C._is_torch_function_mode_enabled
+  PyObject* dispatch_modes = nullptr;    // torch._C._len_torch_dispatch_stack
+  PyObject* increment_version = nullptr; // torch.autograd.graph.increment_version
+  PyObject* requires_grad = nullptr;     // "requires_grad", interned
+};
+PythonSide python;
+
+// A no-argument flag function's answer; an error counts as false.
+bool python_true(PyObject* function) {
+  PyObject* value = PyObject_CallNoArgs(function);
+  if (value == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool yes = value == Py_True;
+  Py_DECREF(value);
+  return yes;
+}
+
+// Whether torch fills new memory now (deterministic algorithms with
+// fill_uninitialized_memory): the GIL held.
+bool fills_new_memory_gil_held() {
+  return python.deterministic != nullptr && python_true(python.deterministic) && python_true(python.fill_memory);
+}
+
+// The same from the dispatcher's kernel, which may run without the GIL.
+bool fills_new_memory() {
+  if (python.deterministic == nullptr) return false;
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  const bool yes = fills_new_memory_gil_held();
+  PyGILState_Release(gil);
+  return yes;
+}
 
 // One call's arguments: tensors[i] for a Tensor argument (null for None and
 // for every other kind), values[return_count + i] for the rest.
 struct CallArgs {
-  const at::Tensor* tensors[kMaxArgs] = {};
+  ArgInfo infos[kMaxArgs];
+  const ArgInfo* tensors[kMaxArgs] = {};
   kreg_value values[kMaxOutputs + kMaxArgs] = {};
-  std::vector<int64_t> lists[kMaxArgs];  // the boxed path's int[] storage
 };
 
-using Outputs = c10::SmallVector<at::Tensor, kMaxOutputs>;
-
-Outputs run(const LauncherTable& table, CallArgs& a) {
+// Checks, allocates outs[0, return_count) and calls the kernel library's entry.
+void run(const LauncherTable& table, CallArgs& a, bool fill, OwnedTensor* outs) {
   int slot = -1;
   void* launcher = check_tensors(table, a.tensors, table.arg_names, table.arg_count, table.first_tensor, &slot,
                                  table.mutated_mask);
-  const at::Tensor& first = *a.tensors[table.first_tensor];
-  @DEVICE_GUARD@
-  Outputs outs;
+  const ArgInfo& first = *a.tensors[table.first_tensor];
+  const DeviceGuard device_guard(first);
+  ArgInfo out_infos[kMaxOutputs];
   bool nothing_written = table.return_count > 0 || table.mutated_mask != 0;
   for (int k = 0; k < table.return_count; ++k) {
-    outs.push_back(allocate(table, k, a.tensors, first));
-    nothing_written = nothing_written && outs.back().numel() == 0;
+    outs[k] = allocate(table, k, a.tensors, first, fill);
+    out_infos[k] = info_of(outs[k].handle);
+    nothing_written = nothing_written && out_infos[k].numel == 0;
   }
   for (int i = 0; i < table.arg_count && nothing_written; ++i) {
-    if ((table.mutated_mask >> i) & 1u) nothing_written = a.tensors[i] == nullptr || a.tensors[i]->numel() == 0;
+    if ((table.mutated_mask >> i) & 1u) nothing_written = a.tensors[i] == nullptr || a.tensors[i]->numel == 0;
   }
-  if (nothing_written) return outs;
-  for (int k = 0; k < table.return_count; ++k) a.values[k].tensor = view_of(outs[k]);
+  if (nothing_written) return;
+  for (int k = 0; k < table.return_count; ++k) a.values[k].tensor = view_of(out_infos[k]);
   kreg_value* args = a.values + table.return_count;
   for (int i = 0; i < table.arg_count; ++i) {
     const char kind = table.arg_kinds[i];
@@ -52,42 +92,65 @@ Outputs run(const LauncherTable& table, CallArgs& a) {
       args[i].tensor = a.tensors[i] != nullptr ? view_of(*a.tensors[i]) : kreg_tensor{nullptr, 0, -1, nullptr, nullptr};
     }
   }
-  @STREAM@
+  void* stream = current_stream(first);
   const int wide = slot == kFloat64Slot;
   const char* error = reinterpret_cast<kreg_entry_fn>(const_cast<void*>(table.entry))(launcher, a.values, stream, wide);
-  TORCH_CHECK(error == nullptr, table.op_name, ": the launcher failed: ", error);
-  return outs;
+  KREG_CHECK(error == nullptr, table.op_name, ": the launcher failed: ", error);
 }
 
-// The dispatcher's kernel of every op: <namespace>::call(<args>, int kreg_table).
-void boxed_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const size_t n = op.schema().arguments().size();
-  c10::IValue* in = stack->data() + (stack->size() - n);
-  const LauncherTable& table = table_at(in[n - 1].toInt());
-  TORCH_CHECK(static_cast<size_t>(table.arg_count) + 1 == n, table.op_name,
-              ": called with a launcher table of another signature; call it through the handle registry.get() returns");
+// The dispatcher's kernel of every op: <namespace>::call(<args>, int kreg_table),
+// boxed as the stable ABI passes it: the inputs are ours (freed here), the
+// outputs handed back in their place.
+void boxed_call(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  using torch::stable::detail::to;
+  const LauncherTable& table = table_at(to<int64_t>(stack[num_args - 1]));
+  KREG_CHECK(static_cast<uint64_t>(table.arg_count) + 1 == num_args &&
+                 static_cast<uint64_t>(table.return_count) == num_outputs,
+             table.op_name,
+             ": called with a launcher table of another signature; call it through the handle registry.get() returns");
+  std::optional<torch::stable::Tensor> tensors[kMaxArgs];
+  std::vector<int64_t> lists[kMaxArgs];
+  std::optional<torch::headeronly::ScalarType> dtypes[kMaxArgs];
   CallArgs a;
   kreg_value* values = a.values + table.return_count;
-  for (int i = 0; i < table.arg_count; ++i) {
-    c10::IValue& v = in[i];
+  for (int i = 0; i < table.arg_count; ++i) {  // every input taken off the stack before any check
     switch (table.arg_kinds[i]) {
-      case 'T': a.tensors[i] = &v.toTensor(); break;
-      case 'O': a.tensors[i] = v.isNone() ? nullptr : &v.toTensor(); break;
-      case 'f': values[i].f64 = v.toDouble(); break;
-      case 'i': values[i].i64 = v.toInt(); break;
-      case 'b': values[i].b = v.toBool(); break;
-      case 'l':
-        a.lists[i] = v.toIntVector();
-        values[i].list = kreg_int_list{a.lists[i].data(), static_cast<int64_t>(a.lists[i].size())};
-        break;
-      case 's':
-        values[i].dtype = v.isNone() ? -1 : code_of(table, v.toScalarType(), table.arg_names[i]);
-        break;
+      case 'T': tensors[i] = to<torch::stable::Tensor>(stack[i]); break;
+      case 'O': tensors[i] = to<std::optional<torch::stable::Tensor>>(stack[i]); break;
+      case 'f': values[i].f64 = to<double>(stack[i]); break;
+      case 'i': values[i].i64 = to<int64_t>(stack[i]); break;
+      case 'b': values[i].b = to<bool>(stack[i]); break;
+      case 'l': lists[i] = to<std::vector<int64_t>>(stack[i]); break;
+      case 's': dtypes[i] = to<std::optional<torch::headeronly::ScalarType>>(stack[i]); break;
     }
   }
-  Outputs outs = run(table, a);
-  torch::jit::drop(*stack, n);
-  for (at::Tensor& t : outs) stack->emplace_back(std::move(t));
+  for (int i = 0; i < table.arg_count; ++i) {
+    const char kind = table.arg_kinds[i];
+    if (tensors[i].has_value()) {
+      a.infos[i] = info_of(tensors[i]->get());
+      a.tensors[i] = &a.infos[i];
+    } else if (kind == 'l') {
+      values[i].list = kreg_int_list{lists[i].data(), static_cast<int64_t>(lists[i].size())};
+    } else if (kind == 's') {
+      values[i].dtype = -1;
+      if (dtypes[i].has_value()) {
+        const int32_t code = static_cast<int32_t>(*dtypes[i]);
+        values[i].dtype = slot_of_torch_code(code);
+        KREG_CHECK(values[i].dtype >= 0, table.op_name, ": argument '", table.arg_names[i], "' is ", dtype_text(code),
+                   ", which kernels cannot be told about (see registry/core/dtype.h)");
+      }
+    }
+  }
+  OwnedTensor outs[kMaxOutputs];
+  run(table, a, fills_new_memory(), outs);
+  for (int k = 0; k < table.return_count; ++k) stack[k] = torch::stable::detail::from(outs[k].release());
+}
+
+// Keeps a C error of torch's as the message kreg_define returns.
+bool refused(AOTITorchError error, std::string& message, const std::string& what) {
+  if (error == AOTI_TORCH_SUCCESS) return false;
+  message = what + " failed (torch logged why above)";
+  return true;
 }
 
 }  // namespace
@@ -95,55 +158,43 @@ void boxed_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // Registers <ns>::call with `schema` (binding_schema in core/codegen.h) and
 // the boxed kernel above for CPU and CUDA (so a tensor on the wrong device
 // gets the op's message, not the dispatcher's "could not run"). Returns null,
-// or what torch said. The libraries are never freed: the ops stay registered
+// or what went wrong. The libraries are never freed: the ops stay registered
 // for the process's life, as a TORCH_LIBRARY's do.
 extern "C" const char* kreg_define(const char* ns, const char* schema) {
   static std::string error;
-  try {
-    auto* definition = new torch::Library(torch::Library::DEF, ns, std::nullopt, __FILE__, __LINE__);
-    definition->def(schema);
-    for (c10::DispatchKey key : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA}) {
-      auto* impl = new torch::Library(torch::Library::IMPL, ns, key, __FILE__, __LINE__);
-      impl->impl("call", torch::CppFunction::makeFromBoxedFunction<&boxed_call>());
-    }
-    return nullptr;
-  } catch (const std::exception& e) {
-    error = e.what();
+  TorchLibraryHandle definition = nullptr;
+  if (refused(aoti_torch_library_init_def(ns, __FILE__, __LINE__, &definition), error,
+              std::string("defining the namespace ") + ns) ||
+      refused(aoti_torch_library_def(definition, schema), error, std::string("defining ") + schema)) {
     return error.c_str();
   }
+  for (const char* key : {"CPU", "CUDA"}) {
+    TorchLibraryHandle impl = nullptr;
+    if (refused(aoti_torch_library_init_impl(ns, key, __FILE__, __LINE__, &impl), error,
+                std::string("opening ") + ns + " for " + key) ||
+        refused(torch_library_impl(impl, "call", &boxed_call, TORCH_ABI_VERSION), error,
+                std::string("registering the ") + key + " kernel")) {
+      return error.c_str();
+    }
+  }
+  return nullptr;
 }
 )CPP";
-
-void replace_all(std::string& text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
-    text.replace(at, from.size(), to);
-  }
-}
 
 }  // namespace
 
 std::string generate_shared_binding(const std::string& backend) {
-  using namespace binding_text;
   if (backend != "cpu" && backend != "cuda") {
     throw std::invalid_argument("generate_shared_binding: backend must be cpu or cuda, not " + backend);
   }
-  const bool cuda = backend == "cuda";
   std::ostringstream out;
   out << "// Generated by the kernel registry: the shared binding of the " << backend
       << " backend (binding template v" << kBindingTemplateVersion
       << ").\n// Do not edit. One compiled copy serves every op of every signature: the\n"
       << "// signature arrives at run time (core/codegen.h).\n";
-  out << fast_entry_includes();  // Python's headers come first: they set feature macros
-  out << prologue(backend, /*with_table_lookup=*/true) << "\n";
-  std::string call = kGenericCall;
-  replace_all(call, "@DEVICE_GUARD@", cuda ? "const c10::DeviceGuard device_guard(first.device());" : "");
-  // The current stream of the input's device; native_handle() is its cudaStream_t.
-  replace_all(call, "@STREAM@",
-              cuda ? "void* stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream("
-                     "first.device()).native_handle();"
-                   : "void* stream = nullptr;");
+  out << stable_prologue(backend) << "\n";  // Python's header first: it sets feature macros
   out << "constexpr int kFloat64Slot = " << dtype_code("float64") << ";\n";
-  out << call << "\n";
+  out << kGenericCall << "\n";
   out << fast_entry();
   return out.str();
 }

@@ -1,10 +1,12 @@
 // The shared binding: one CPython extension that serves every op signature.
 //
 // Why one: the unit that includes torch headers is the slow one to compile
-// (15-20 s), so its text depends on no signature, no kernel and no kernel
-// code. It is compiled once per (torch, Python, CUDA, compiler, backend) and
-// reused by every op; a new signature or a kernel edit rebuilds only the
-// kernel library, which includes no torch header at all.
+// (15-50 s), so its text depends on no signature, no kernel and no kernel
+// code. Built on torch's stable ABI and Python's limited API
+// (stable_binding_text.h), it is compiled once per (stable target, CUDA
+// major, compiler, backend) and reused by every op, every torch from the
+// target on and every Python from 3.10 on; a new signature or a kernel edit
+// rebuilds only the kernel library, which includes no torch header at all.
 //
 // What is per signature travels at run time:
 //   * the schema: kreg_define(namespace, schema) registers
@@ -32,7 +34,7 @@ namespace kreg {
 
 // Bumped whenever the shared binding's text changes; part of its key and of
 // every op's namespace.
-inline constexpr int kBindingTemplateVersion = 10;  // 9: shared outputs of isolated CPU ops; 10: one binding for every signature
+inline constexpr int kBindingTemplateVersion = 11;  // 10: one binding for every signature; 11: torch's stable ABI
 
 // backend: "cpu" or "cuda".
 std::string generate_shared_binding(const std::string& backend);

@@ -168,7 +168,7 @@ std::string generate_aot_impl(const std::string& ns, const std::vector<OpSpec>& 
   const std::string key = backend == "cuda" ? "CUDA" : "CPU";
   std::ostringstream out;
   out << header("the " + key + " kernels", ns)
-      << binding_text::prologue(backend, /*with_table_lookup=*/false) << "\n"
+      << binding_text::prologue(backend) << "\n"
       << "// Launchers are linked into this module from the kernel's " << backend
       << " sources, hidden (see\n// registry/core/codegen_aot.h): the other backend's module "
          "defines the same names.\n\n";

@@ -43,16 +43,18 @@ TEST(Codegen, OneTextPerBackendNamesNoSignature) {
   const std::string cpu = generate_shared_binding("cpu");
   EXPECT_EQ(cpu, generate_shared_binding("cpu"));
   EXPECT_NE(cpu, generate_shared_binding("cuda"));
-  // The schema is registered at run time, for any namespace.
+  // The schema is registered at run time, for any namespace, through the stable C shims.
   EXPECT_TRUE(contains(cpu, "extern \"C\" const char* kreg_define(const char* ns, const char* schema)"));
-  EXPECT_TRUE(contains(cpu, "torch::CppFunction::makeFromBoxedFunction<&boxed_call>()"));
+  EXPECT_TRUE(contains(cpu, "torch_library_impl(impl, \"call\", &boxed_call, TORCH_ABI_VERSION)"));
   EXPECT_FALSE(contains(cpu, "TORCH_LIBRARY("));
 }
 
 TEST(Codegen, ReadsArgumentsByTheTablesKinds) {
   const std::string text = generate_shared_binding("cpu");
-  for (const char* part : {"case 'T': a.tensors[i] = &v.toTensor(); break;", "case 'f': values[i].f64 = v.toDouble(); break;",
-                           "a.lists[i] = v.toIntVector();", "code_of(table, v.toScalarType(), table.arg_names[i])",
+  for (const char* part : {"case 'T': tensors[i] = to<torch::stable::Tensor>(stack[i]); break;",
+                           "case 'f': values[i].f64 = to<double>(stack[i]); break;",
+                           "lists[i] = to<std::vector<int64_t>>(stack[i]);",
+                           "dtypes[i] = to<std::optional<torch::headeronly::ScalarType>>(stack[i]);",
                            "check_tensors(table, a.tensors, table.arg_names, table.arg_count, table.first_tensor, &slot,"}) {
     EXPECT_TRUE(contains(text, part)) << part;
   }
@@ -60,32 +62,33 @@ TEST(Codegen, ReadsArgumentsByTheTablesKinds) {
   EXPECT_TRUE(contains(text, "const int wide = slot == kFloat64Slot;"));
   EXPECT_TRUE(contains(text, "constexpr int kFloat64Slot = 3;"));
   EXPECT_TRUE(contains(text, "reinterpret_cast<kreg_entry_fn>(const_cast<void*>(table.entry))(launcher, a.values, stream, wide)"));
-  EXPECT_TRUE(contains(text, "c10::ScalarType::Float8_e4m3fn"));  // the dtype table, every entry
+  EXPECT_TRUE(contains(text, "&aoti_torch_dtype_float8_e4m3fn"));  // the dtype table, every entry
+  EXPECT_TRUE(contains(text, "\"Float8_e4m3fn\""));
 }
 
 TEST(Codegen, CudaBindingUsesTheCurrentStreamOfTheInputsDevice) {
   const std::string cuda = generate_shared_binding("cuda");
-  EXPECT_TRUE(contains(cuda, "c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(first.device()).native_handle()"));
-  EXPECT_TRUE(contains(cuda, "c10::DeviceGuard device_guard(first.device())"));
-  EXPECT_TRUE(contains(cuda, "t.is_cuda()"));
-  EXPECT_FALSE(contains(cuda, "c10/cuda"));  // no CUDA header: builds from the wheels alone
+  EXPECT_TRUE(contains(cuda, "aoti_torch_get_current_cuda_stream(first.device_index, &stream)"));
+  EXPECT_TRUE(contains(cuda, "aoti_torch_create_device_guard(first.device_index, &handle)"));
+  EXPECT_TRUE(contains(cuda, "const DeviceGuard device_guard(first);"));
+  EXPECT_TRUE(contains(cuda, "t.device_type == cuda_type()"));
+  EXPECT_FALSE(contains(cuda, "cuda_runtime"));  // no CUDA header: builds from the wheels alone
   const std::string cpu = generate_shared_binding("cpu");
-  EXPECT_FALSE(contains(cpu, "getStream"));
-  EXPECT_FALSE(contains(cpu, "c10/cuda"));
-  EXPECT_TRUE(contains(cpu, "t.is_cpu()"));
+  EXPECT_FALSE(contains(cpu, "aoti_torch_get_current_cuda_stream"));
+  EXPECT_TRUE(contains(cpu, "t.device_type == cpu_type()"));
 }
 
 TEST(Codegen, AllocatesThroughPyTorchAndNeverCopies) {
   const std::string text = generate_shared_binding("cuda");
-  EXPECT_TRUE(contains(text, "outs.push_back(allocate(table, k, a.tensors, first));"));
-  // From the allocator torch's CUDA ops use, without a dispatcher call; at::empty
-  // where torch fills new memory (deterministic algorithms).
-  EXPECT_TRUE(contains(text, "at::detail::getCUDAHooks().getCUDADeviceAllocator()"));
-  EXPECT_TRUE(contains(text, "deterministicFillUninitializedMemory()"));
-  EXPECT_TRUE(contains(text, "return at::empty(shape, first.options().dtype(dtype));"));
+  EXPECT_TRUE(contains(text, "outs[k] = allocate(table, k, a.tensors, first, fill);"));
+  // From the device's allocator through the shim, without a dispatcher call;
+  // the dispatcher's aten::empty where torch fills new memory (deterministic algorithms).
+  EXPECT_TRUE(contains(text, "aoti_torch_empty_strided(ndim, shape, strides, dtype"));
+  EXPECT_TRUE(contains(text, "torch::stable::empty("));
+  EXPECT_TRUE(contains(text, "python_true(python.fill_memory)"));
+  EXPECT_FALSE(contains(text, "torch_from_blob("));
   const std::string cpu = generate_shared_binding("cpu");
-  EXPECT_TRUE(contains(cpu, "at::detail::empty_cpu(shape, dtype"));
-  EXPECT_FALSE(contains(cpu, "getCUDAHooks"));
+  EXPECT_TRUE(contains(cpu, "torch_from_blob("));  // an isolated op's pooled output
   // Hints in messages mention .contiguous(), .copy_() and .to(dtype); the code calls none.
   const std::string code = without_string_literals(text);
   EXPECT_TRUE(contains(text, ".contiguous()") && contains(text, ".copy_("));
@@ -95,20 +98,28 @@ TEST(Codegen, AllocatesThroughPyTorchAndNeverCopies) {
   EXPECT_FALSE(contains(text, "cudaMalloc"));
 }
 
-TEST(Codegen, PythonOnlyThroughTheFastEntry) {
-  const std::string text = generate_shared_binding("cuda");
-  EXPECT_TRUE(contains(text, "#include <torch/csrc/autograd/python_variable.h>"));
-  EXPECT_FALSE(contains(text, "torch/extension.h"));
-  EXPECT_FALSE(contains(text, "PYBIND11_MODULE"));
+TEST(Codegen, OnlyTorchsStableAbiAndPythonsLimitedApi) {
+  for (const char* backend : {"cpu", "cuda"}) {
+    const std::string text = generate_shared_binding(backend);
+    EXPECT_TRUE(contains(text, "#define TORCH_TARGET_VERSION (((0ULL + 2) << 56) | ((0ULL + 11) << 48))"));
+    EXPECT_TRUE(contains(text, "#define Py_LIMITED_API 0x030A0000"));
+    EXPECT_TRUE(contains(text, "#include <torch/csrc/stable/library.h>"));
+    for (const char* banned : {"#include <ATen", "#include <c10", "torch/library.h", "torch/extension.h",
+                               "torch/csrc/autograd", "PYBIND11", "pybind11", "THPVariable"}) {
+      EXPECT_FALSE(contains(text, banned)) << backend << ": " << banned;
+    }
+  }
 }
 
 TEST(Codegen, TheFastEntryConvertsPlainArgumentsAndBumpsWrittenVersions) {
   const std::string text = generate_shared_binding("cpu");
   EXPECT_TRUE(contains(text, "extern \"C\" PyObject* kreg_fast_entry(int64_t address)"));
+  EXPECT_TRUE(contains(text, "extern \"C\" int kreg_init(PyObject* config)"));
   EXPECT_TRUE(contains(text, "if (nargs != table.arg_count || !plain_context()) Py_RETURN_NOTIMPLEMENTED;"));
   EXPECT_TRUE(contains(text, "if (!as_double(object, values[i].f64)) Py_RETURN_NOTIMPLEMENTED;"));
-  EXPECT_TRUE(contains(text, "pybind11::gil_scoped_release"));
-  EXPECT_TRUE(contains(text, "a.tensors[i]->unsafeGetTensorImpl()->bump_version();"));
+  EXPECT_TRUE(contains(text, "dlpack()->dltensor_from_py_object_no_sync(object, &dt)"));
+  EXPECT_TRUE(contains(text, "const WithoutGil no_gil;"));
+  EXPECT_TRUE(contains(text, "PyObject_CallFunctionObjArgs(python.increment_version, args[i], nullptr)"));
   // int[], ScalarType? and an optional Tensor(a!) take the dispatcher.
   EXPECT_TRUE(contains(text, "if (kind == 'l' || kind == 's' || (kind == 'O' && ((table.mutated_mask >> i) & 1u))) return false;"));
 }

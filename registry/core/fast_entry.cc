@@ -1,27 +1,127 @@
 #include "fast_entry.h"
 
-#include <sstream>
-
-
 namespace kreg {
 namespace {
 
-// The conversions every fast entry shares.
-constexpr const char* kHelpers = R"CPP(namespace {
+// DLPack's C exchange API (dlpack.h 1.2 on), the struct
+// torch.Tensor.__dlpack_c_exchange_api__ points to. Declared here: ATen's
+// dlpack.h refuses TORCH_TARGET_VERSION, and the layout is DLPack's ABI, not torch's.
+constexpr const char* kDlpack = R"CPP(namespace dl {
+struct Device {
+  int32_t device_type;  // kDLCPU 1, kDLCUDA 2
+  int32_t device_id;
+};
+struct DataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct Tensor {
+  void* data;
+  Device device;
+  int32_t ndim;
+  DataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct Version {
+  uint32_t major;
+  uint32_t minor;
+};
+struct ManagedTensorVersioned {
+  Version version;
+  void* manager_ctx;
+  void (*deleter)(ManagedTensorVersioned* self);
+  uint64_t flags;
+  Tensor dl_tensor;
+};
+struct ExchangeApiHeader {
+  Version version;
+  ExchangeApiHeader* prev_api;
+};
+struct ExchangeApi {
+  ExchangeApiHeader header;
+  int (*managed_tensor_allocator)(Tensor*, ManagedTensorVersioned**, void*, void (*)(void*, const char*, const char*));
+  int (*managed_tensor_from_py_object_no_sync)(void*, ManagedTensorVersioned**);
+  int (*managed_tensor_to_py_object_no_sync)(ManagedTensorVersioned*, void**);
+  int (*dltensor_from_py_object_no_sync)(void*, Tensor*);
+  int (*current_work_stream)(int32_t, int32_t, void**);
+};
+constexpr int32_t kCpu = 1;
+constexpr int32_t kCuda = 2;
+}  // namespace dl
+)CPP";
 
-bool plain_tensor(PyObject* object) {
-  if (!THPVariable_CheckExact(object)) return false;
-  const at::Tensor& t = THPVariable_Unpack(object);
-  if (!t.defined() || t.layout() != c10::kStrided || !(t.is_cpu() || t.is_cuda())) return false;
-  const c10::DispatchKeySet extra = t.key_set() - c10::autograd_dispatch_keyset - c10::autocast_dispatch_keyset -
-                                    c10::DispatchKeySet(c10::DispatchKey::ADInplaceOrView);
-  if (extra != c10::DispatchKeySet(t.is_cuda() ? c10::DispatchKey::CUDA : c10::DispatchKey::CPU)) return false;
-  return !(t.requires_grad() && c10::GradMode::is_enabled());
+// The conversions every fast call shares.
+constexpr const char* kHelpers = R"CPP(// torch 2.14's stable conversion of a tensor to Python (stable/c/shim.h,
+// above the target): weak, so null on an older torch.
+extern "C" __attribute__((weak)) AOTITorchError torch_tensor_to_pyobject(AtenTensorHandle, void*, void**);
+
+namespace {
+
+const dl::ExchangeApi* dlpack() { return static_cast<const dl::ExchangeApi*>(python.dlpack); }
+
+// A plain tensor: exactly torch.Tensor (no subclass, so no fake tensor and no
+// __torch_function__), strided memory DLPack can describe (no meta, sparse or
+// functorch wrapper: torch refuses those), a dtype of the table, on the CPU
+// or a CUDA device, not needing grad while grad mode is on.
+bool plain_tensor(PyObject* object, dl::Tensor& dt, ArgInfo& t) {
+  if (Py_TYPE(object) != reinterpret_cast<PyTypeObject*>(python.tensor_type)) return false;
+  if (dlpack()->dltensor_from_py_object_no_sync(object, &dt) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  if (dt.dtype.lanes != 1 || (dt.strides == nullptr && dt.ndim > 0)) return false;
+  int slot = -1;
+  for (int i = 0; i < kDtypeCount && slot < 0; ++i) {
+    if (kCodeDlTypes[i].code == dt.dtype.code && kCodeDlTypes[i].bits == dt.dtype.bits) slot = i;
+  }
+  if (slot < 0) return false;  // the dispatcher's kernel names it
+  if (dt.device.device_type == dl::kCpu) {
+    t.device_type = cpu_type();
+    t.device_index = -1;
+  } else if (dt.device.device_type == dl::kCuda) {
+    t.device_type = cuda_type();
+    t.device_index = dt.device.device_id;
+  } else {
+    return false;
+  }
+  if (aoti_torch_grad_mode_is_enabled()) {
+    PyObject* needs_grad = PyObject_GetAttr(object, python.requires_grad);
+    if (needs_grad == nullptr) {
+      PyErr_Clear();
+      return false;
+    }
+    Py_DECREF(needs_grad);
+    if (needs_grad == Py_True) return false;
+  }
+  t.data = static_cast<char*>(dt.data) + dt.byte_offset;
+  t.ndim = dt.ndim;
+  t.sizes = dt.shape;
+  t.strides = dt.strides;
+  t.numel = 1;
+  for (int32_t d = 0; d < dt.ndim; ++d) t.numel *= dt.shape[d];
+  // As torch decides is_contiguous(): size-1 dims have any stride; no elements, contiguous.
+  t.contiguous = true;
+  int64_t expected = 1;
+  for (int32_t d = dt.ndim - 1; d >= 0 && t.numel != 0; --d) {
+    if (dt.shape[d] == 1) continue;
+    if (dt.strides[d] != expected) {
+      t.contiguous = false;
+      break;
+    }
+    expected *= dt.shape[d];
+  }
+  t.slot = slot;
+  t.torch_dtype = torch_codes()[slot];
+  t.defined = true;
+  return true;
 }
 
 bool as_double(PyObject* object, double& value) {
   if (PyFloat_CheckExact(object)) {
-    value = PyFloat_AS_DOUBLE(object);
+    value = PyFloat_AsDouble(object);
     return true;
   }
   if (!PyLong_CheckExact(object)) return false;
@@ -50,14 +150,86 @@ bool as_bool(PyObject* object, bool& value) {
   return true;
 }
 
-// No mode, transform or tracer active: the thread includes no dispatch key
-// beyond the two it always does (a dispatch mode adds Python, functorch its
-// layers), and no torch function mode.
+// No torch function mode (torch.device as a context included) and no
+// dispatch mode (fake tensors, FlopCounterMode, ...) active: they must see the call.
 bool plain_context() {
-  const c10::DispatchKeySet always{c10::DispatchKey::BackendSelect, c10::DispatchKey::ADInplaceOrView};
-  return (c10::impl::tls_local_dispatch_key_set().included_ - always).empty() &&
-         !at::impl::torch_function_mode_enabled();
+  if (python_true(python.function_mode)) return false;
+  PyObject* depth = PyObject_CallNoArgs(python.dispatch_modes);
+  if (depth == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const long modes = PyLong_AsLong(depth);
+  Py_DECREF(depth);
+  return modes == 0;
 }
+
+// An output handed to Python through DLPack: the Python tensor owns the
+// binding's handle and frees it with itself.
+struct Exported {
+  dl::ManagedTensorVersioned managed;
+  AtenTensorHandle handle;
+};
+
+// An output as the Python tensor of the very tensor the binding allocated
+// (its storage resizable, its CUDA memory the caching allocator's, so
+// record_stream holds), through torch 2.14's stable conversion; on an older
+// torch, through DLPack, whose Python tensor wraps the memory instead (not
+// resizable; record_stream does nothing on it).
+PyObject* to_python(OwnedTensor& out) {
+  if (torch_tensor_to_pyobject != nullptr) {
+    void* object = nullptr;
+    if (torch_tensor_to_pyobject(out.handle, nullptr, &object) != AOTI_TORCH_SUCCESS || object == nullptr) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "kernel registry: torch could not wrap an output");
+      return nullptr;
+    }
+    return static_cast<PyObject*>(object);  // a reference of its own: `out` frees the binding's
+  }
+  const ArgInfo info = info_of(out.handle);
+  auto* exported = new Exported{};
+  exported->handle = out.release();
+  dl::ManagedTensorVersioned& m = exported->managed;
+  m.version = dl::Version{1, 0};
+  m.manager_ctx = exported;
+  m.deleter = [](dl::ManagedTensorVersioned* self) {
+    auto* e = static_cast<Exported*>(self->manager_ctx);
+    aoti_torch_delete_tensor_object(e->handle);
+    delete e;
+  };
+  const bool cpu = info.device_type == cpu_type();
+  m.dl_tensor = dl::Tensor{info.data, dl::Device{cpu ? dl::kCpu : dl::kCuda, cpu ? 0 : info.device_index},
+                           static_cast<int32_t>(info.ndim),
+                           dl::DataType{kCodeDlTypes[info.slot].code, kCodeDlTypes[info.slot].bits, 1},
+                           const_cast<int64_t*>(info.sizes), const_cast<int64_t*>(info.strides), 0};
+  void* object = nullptr;
+  if (dlpack()->managed_tensor_to_py_object_no_sync(&m, &object) != 0) {
+    m.deleter(&m);  // not taken: still ours
+    return nullptr;
+  }
+  return static_cast<PyObject*>(object);
+}
+
+// Other Python threads run while the kernel does, as with torch's own bindings.
+struct WithoutGil {
+  PyThreadState* state = PyEval_SaveThread();
+  WithoutGil() = default;
+  WithoutGil(const WithoutGil&) = delete;
+  WithoutGil& operator=(const WithoutGil&) = delete;
+  ~WithoutGil() { PyEval_RestoreThread(state); }
+};
+
+// The profiler sees the op by its name, as the dispatcher's op is seen as kreg_<hash>::call.
+struct Recorded {
+  AtenRecordFunctionHandle guard = nullptr;
+  explicit Recorded(const char* name) {
+    if (aoti_record_function_start(name, nullptr, nullptr, 0, &guard) != AOTI_TORCH_SUCCESS) guard = nullptr;
+  }
+  Recorded(const Recorded&) = delete;
+  Recorded& operator=(const Recorded&) = delete;
+  ~Recorded() {
+    if (guard != nullptr) aoti_record_function_end(guard);
+  }
+};
 
 )CPP";
 
@@ -75,77 +247,117 @@ bool convertible(const LauncherTable& table) {
 }
 
 PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  int64_t address = 0;
-  if (!as_int64(self, address)) Py_RETURN_NOTIMPLEMENTED;
-  const LauncherTable& table = table_at(address);
-  if (nargs != table.arg_count || !plain_context()) Py_RETURN_NOTIMPLEMENTED;
-  CallArgs a;
-  kreg_value* values = a.values + table.return_count;
-  for (int i = 0; i < table.arg_count; ++i) {
-    PyObject* object = args[i];
-    switch (table.arg_kinds[i]) {
-      case 'O':
-        if (object == Py_None) break;
-        [[fallthrough]];
-      case 'T':
-        if (!plain_tensor(object)) Py_RETURN_NOTIMPLEMENTED;
-        a.tensors[i] = &THPVariable_Unpack(object);
-        break;
-      case 'f':
-        if (!as_double(object, values[i].f64)) Py_RETURN_NOTIMPLEMENTED;
-        break;
-      case 'i':
-        if (!as_int64(object, values[i].i64)) Py_RETURN_NOTIMPLEMENTED;
-        break;
-      case 'b':
-        if (!as_bool(object, values[i].b)) Py_RETURN_NOTIMPLEMENTED;
-        break;
-      default:
-        Py_RETURN_NOTIMPLEMENTED;
+  try {
+    int64_t address = 0;
+    if (!as_int64(self, address)) Py_RETURN_NOTIMPLEMENTED;
+    const LauncherTable& table = table_at(address);
+    if (nargs != table.arg_count || !plain_context()) Py_RETURN_NOTIMPLEMENTED;
+    CallArgs a;
+    dl::Tensor views[kMaxArgs];
+    kreg_value* values = a.values + table.return_count;
+    for (int i = 0; i < table.arg_count; ++i) {
+      PyObject* object = args[i];
+      switch (table.arg_kinds[i]) {
+        case 'O':
+          if (object == Py_None) break;
+          [[fallthrough]];
+        case 'T':
+          if (!plain_tensor(object, views[i], a.infos[i])) Py_RETURN_NOTIMPLEMENTED;
+          a.tensors[i] = &a.infos[i];
+          break;
+        case 'f':
+          if (!as_double(object, values[i].f64)) Py_RETURN_NOTIMPLEMENTED;
+          break;
+        case 'i':
+          if (!as_int64(object, values[i].i64)) Py_RETURN_NOTIMPLEMENTED;
+          break;
+        case 'b':
+          if (!as_bool(object, values[i].b)) Py_RETURN_NOTIMPLEMENTED;
+          break;
+        default:
+          Py_RETURN_NOTIMPLEMENTED;
+      }
     }
-  }
-  // The profiler sees the op by its name, as the dispatcher's op is seen as kreg_<hash>::call.
-  RECORD_FUNCTION(table.op_name, std::vector<c10::IValue>());
-  Outputs outs;
-  {
-    // As torch's own bindings: other Python threads run while the op does.
-    pybind11::gil_scoped_release no_gil;
-    outs = run(table, a);
-  }
-  // A tensor written in place has its version counter bumped, as the
-  // dispatcher's ADInplaceOrView fallback does for a Tensor(a!) argument, so
-  // autograd sees the write. An inference tensor has no counter.
-  for (int i = 0; i < table.arg_count; ++i) {
-    if (((table.mutated_mask >> i) & 1u) && !a.tensors[i]->is_inference()) {
-      a.tensors[i]->unsafeGetTensorImpl()->bump_version();
+    const bool fill = fills_new_memory_gil_held();
+    OwnedTensor outs[kMaxOutputs];
+    {
+      const Recorded recorded(table.op_name);
+      const WithoutGil no_gil;
+      run(table, a, fill, outs);
     }
-  }
-  if (table.return_count == 0) Py_RETURN_NONE;
-  if (table.return_count == 1) return THPVariable_Wrap(std::move(outs[0]));
-  PyObject* tuple = PyTuple_New(table.return_count);
-  if (tuple == nullptr) return nullptr;
-  for (int k = 0; k < table.return_count; ++k) {
-    PyObject* out = THPVariable_Wrap(std::move(outs[k]));
-    if (out == nullptr) {
-      Py_DECREF(tuple);
-      return nullptr;
+    // A tensor written in place has its version counter bumped, as the
+    // dispatcher's ADInplaceOrView fallback does for a Tensor(a!) argument, so
+    // autograd sees the write (an inference tensor has none: left alone).
+    for (int i = 0; i < table.arg_count; ++i) {
+      if ((table.mutated_mask >> i) & 1u) {
+        PyObject* done = PyObject_CallFunctionObjArgs(python.increment_version, args[i], nullptr);
+        if (done == nullptr) return nullptr;
+        Py_DECREF(done);
+      }
     }
-    PyTuple_SET_ITEM(tuple, k, out);
+    if (table.return_count == 0) Py_RETURN_NONE;
+    if (table.return_count == 1) return to_python(outs[0]);
+    PyObject* tuple = PyTuple_New(table.return_count);
+    if (tuple == nullptr) return nullptr;
+    for (int k = 0; k < table.return_count; ++k) {
+      PyObject* out = to_python(outs[k]);
+      if (out == nullptr || PyTuple_SetItem(tuple, k, out) != 0) {
+        Py_DECREF(tuple);
+        return nullptr;
+      }
+    }
+    return tuple;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
   }
-  return tuple;
-  END_HANDLE_TH_ERRORS
 }
 
 PyMethodDef fast_call_def = {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fast_call)),
                              METH_FASTCALL, nullptr};
 
+// A new reference kept for the process's life.
+PyObject* kept(PyObject* object) {
+  Py_INCREF(object);
+  return object;
+}
+
 }  // namespace
 
+// What the binding needs of Python (PythonSide, codegen.cc), from
+// registry/load.py: (torch.Tensor, its __dlpack_c_exchange_api__ capsule or
+// None, torch._C._get_deterministic_algorithms,
+// torch._C._get_deterministic_fill_uninitialized_memory,
+// torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
+// torch.autograd.graph.increment_version). Returns 1 when the fast entry can
+// be had (a DLPack exchange API of version 1.2 or later), 0 when not, -1 with
+// a Python error.
+extern "C" int kreg_init(PyObject* config) {
+  PyObject *tensor_type, *capsule, *deterministic, *fill_memory, *function_mode, *dispatch_modes, *increment_version;
+  if (!PyArg_ParseTuple(config, "OOOOOOO", &tensor_type, &capsule, &deterministic, &fill_memory, &function_mode,
+                        &dispatch_modes, &increment_version)) {
+    return -1;
+  }
+  python.deterministic = kept(deterministic);
+  python.fill_memory = kept(fill_memory);
+  python.function_mode = kept(function_mode);
+  python.dispatch_modes = kept(dispatch_modes);
+  python.increment_version = kept(increment_version);
+  python.tensor_type = kept(tensor_type);
+  python.requires_grad = PyUnicode_InternFromString("requires_grad");
+  if (python.requires_grad == nullptr) return -1;
+  if (capsule == Py_None) return 0;
+  const auto* api = static_cast<const dl::ExchangeApi*>(PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
+  if (api == nullptr) return -1;
+  if (api->header.version.major != 1 || api->header.version.minor < 2) return 0;
+  python.dlpack = api;
+  return 1;
+}
+
 // A Python function bound to the table at `address`, or None for an op the
-// fast entry does not convert.
+// fast entry does not convert (or where torch offers no DLPack exchange API).
 extern "C" PyObject* kreg_fast_entry(int64_t address) {
-  if (!convertible(table_at(address))) Py_RETURN_NONE;
+  if (python.dlpack == nullptr || !convertible(table_at(address))) Py_RETURN_NONE;
   PyObject* object = PyLong_FromLongLong(address);
   if (object == nullptr) return nullptr;
   PyObject* function = PyCFunction_New(&fast_call_def, object);
@@ -156,16 +368,8 @@ extern "C" PyObject* kreg_fast_entry(int64_t address) {
 
 }  // namespace
 
-std::string fast_entry_includes() {
-  return "#include <torch/csrc/autograd/python_variable.h>\n"
-         "#include <ATen/PythonTorchFunctionTLS.h>\n"
-         "#include <ATen/record_function.h>\n"
-         "#include <c10/core/GradMode.h>\n"
-         "#include <c10/core/impl/LocalDispatchKeySet.h>\n";
-}
-
 std::string fast_entry() {
-  return std::string("// The handle's fast entry (core/fast_entry.h).\n") + kHelpers + kFastCall;
+  return std::string("// The handle's fast entry (core/fast_entry.h).\n") + kDlpack + kHelpers + kFastCall;
 }
 
 }  // namespace kreg

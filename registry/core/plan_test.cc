@@ -214,13 +214,15 @@ TEST_F(PlanTest, AnEnvironmentChangeNamesTheInput) {
   EXPECT_EQ(next.changes, (std::vector<std::string>{"toolchain.cxx: /usr/bin/c++ 13 -> /usr/bin/c++ 14"}));
 }
 
-TEST_F(PlanTest, ADirectBuildIgnoresTorchsVersionButABindingDoesNot) {
+// A direct build includes no torch header; the binding is built on torch's
+// stable ABI (stable_binding_text.h): neither is rebuilt for another torch.
+TEST_F(PlanTest, NeitherADirectBuildNorTheBindingDependsOnTorchsVersion) {
   Plan cold = make_plan(manifest(), facts_, store());
   build_all(cold);
   facts_.env["env.torch"] = "2.15.0";
   Plan next = make_plan(manifest(), facts_, store());
   EXPECT_FALSE(next.artifacts[0].missing());
-  EXPECT_TRUE(next.artifacts[1].missing());
+  EXPECT_FALSE(next.artifacts[1].missing());
 }
 
 // The binding depends on no kernel, so rebuild=True compiles
@@ -300,19 +302,21 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   Key binding = binding_key("cpu", facts_.env, facts_.registry_include);
   names.clear();
   for (const KeyInput& input : binding.inputs) names.push_back(input.name);
-  // No signature: one binding serves every op.
-  EXPECT_EQ(names, (std::vector<std::string>{"backend", "env.torch", "file:registry/include/kreg/abi.h",
+  // No signature: one binding serves every op; no torch version: it is built on the stable ABI.
+  EXPECT_EQ(names, (std::vector<std::string>{"backend", "file:registry/include/kreg/abi.h",
                                              "file:registry/include/kreg/launcher_table.h", "key.format", "kind",
-                                             "source", "template", "toolchain.cxx"}));
+                                             "source", "stable_abi", "template", "toolchain.cxx"}));
   EXPECT_EQ(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cpu"));
   EXPECT_NE(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cuda"));
 }
 
 TEST_F(PlanTest, ABindingIsHostCxxWhoseKeyNoCudaCompilerReaches) {
   // A CUDA binding includes no CUDA header: nvcc's identity (or whether there
-  // is one at all) must not rebuild it; torch's must.
+  // is one at all) must not rebuild it, nor torch's version (the stable ABI);
+  // another CUDA major must.
   Manifest m = manifest();
   std::map<std::string, std::string> env = facts_.env;
+  env["env.cuda"] = "13.0";
   const std::string plain = binding_key("cuda", env, facts_.registry_include).digest.hex();
   env["toolchain.nvcc"] = "Cuda compilation tools, release 13.0";
   env["toolchain.pytorch_nvcc"] = "/usr/local/cuda/bin/nvcc";
@@ -320,6 +324,8 @@ TEST_F(PlanTest, ABindingIsHostCxxWhoseKeyNoCudaCompilerReaches) {
   env["env.cuda_arch"] = "9.0";
   EXPECT_EQ(binding_key("cuda", env, facts_.registry_include).digest.hex(), plain);
   env["env.torch"] = "another torch";
+  EXPECT_EQ(binding_key("cuda", env, facts_.registry_include).digest.hex(), plain);
+  env["env.cuda"] = "12.8";
   EXPECT_NE(binding_key("cuda", env, facts_.registry_include).digest.hex(), plain);
 }
 

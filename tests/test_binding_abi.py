@@ -1,0 +1,124 @@
+"""The shared binding is built on torch's stable ABI and Python's limited API
+(core/stable_binding_text.h), so one file serves every torch from the target
+on and every Python from 3.10 on. What it asks the loader for says whether
+that holds: every undefined dynamic symbol must be one of torch's stable C
+shims, a symbol of Python's limited API, of the C and C++ runtimes, or of
+CUDA's runtime or driver; never a c10::/at::/torch:: C++ symbol (those change
+with every torch) nor one of libtorch_python's.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import registry
+from registry.state import STATE
+
+pytestmark = [pytest.mark.usefixtures("cache_root"),
+              pytest.mark.skipif(shutil.which("nm") is None or shutil.which("c++filt") is None,
+                                 reason="needs binutils' nm and c++filt")]
+
+# torch's stable C shims (torch/csrc/stable/c/shim.h, aoti_torch/c/shim.h).
+TORCH_SHIM = re.compile(r"^(aoti_torch_|aoti_record_function_|torch_)\w+$")
+
+# Python's limited API as the binding uses it; each is in the stable ABI
+# (Py_LIMITED_API = 3.10 makes the compiler refuse the rest; this list keeps
+# the audit explicit: a new one is added here after checking it is stable).
+PYTHON_LIMITED = {
+    "PyArg_ParseTuple", "PyCMethod_New", "PyCapsule_GetPointer", "PyErr_Clear", "PyErr_Occurred",
+    "PyErr_SetString", "PyEval_RestoreThread", "PyEval_SaveThread", "PyExc_RuntimeError", "PyFloat_AsDouble",
+    "PyFloat_Type", "PyGILState_Ensure", "PyGILState_Release", "PyLong_AsDouble", "PyLong_AsLong",
+    "PyLong_AsLongLongAndOverflow", "PyLong_FromLongLong", "PyLong_Type", "PyObject_CallFunctionObjArgs",
+    "PyObject_CallNoArgs", "PyObject_GetAttr", "PyTuple_New", "PyTuple_SetItem", "PyUnicode_InternFromString",
+    "_Py_Dealloc", "_Py_FalseStruct", "_Py_NoneStruct", "_Py_NotImplementedStruct", "_Py_TrueStruct",
+}
+
+CUDA = re.compile(r"^(cuda|cu)[A-Z]\w*$")
+
+# C++ symbols of torch's own (and pybind11's): their ABI is torch's build's.
+TORCH_CPP = re.compile(r"\b(c10|at|torch|caffe2|pybind11)::")
+
+
+def _binding_path(backend: str = "cpu") -> str:
+    registry.get("softmax", device=backend)
+    paths = [b.path for name, b in STATE.bindings.items() if name.startswith(f"kreg_binding_{backend}_")]
+    assert len(paths) == 1, paths
+    return paths[0]
+
+
+def _undefined(path: str) -> list[str]:
+    """What the loader must find for `path` (weak references it may leave unset aside)."""
+    out = subprocess.run(["nm", "-D", "--undefined-only", path], capture_output=True, text=True, check=True).stdout
+    return sorted({line.split()[-1].split("@")[0] for line in out.splitlines()
+                   if line.strip() and line.split()[0] not in ("w", "v")})
+
+
+def _demangled(names: list[str]) -> dict[str, str]:
+    out = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True, check=True).stdout
+    return dict(zip(names, out.splitlines()))
+
+
+def _runtime_symbols(path: str) -> set[str]:
+    """What the C and C++ runtimes the binding needs define (libc, libm,
+    libgcc_s, libstdc++, the loader), found where the loader finds them."""
+    libs = []
+    for line in subprocess.run(["ldd", path], capture_output=True, text=True).stdout.splitlines():
+        found = re.search(r"(lib(c|m|gcc_s|stdc\+\+|dl|pthread)\.so[.\d]*|ld-linux[-\w.]*\.so[.\d]*) => (\S+)", line)
+        if found:
+            libs.append(found.group(3))
+    symbols: set[str] = set()
+    for lib in libs:
+        out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
+        symbols |= {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+    return symbols
+
+
+def _torch_python_symbols() -> set[str]:
+    import torch
+
+    lib = Path(torch.__file__).parent / "lib" / "libtorch_python.so"
+    out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
+    return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+
+
+def unstable_symbols(path: str) -> list[str]:
+    """The binding's undefined symbols outside the stable set, each with why."""
+    undefined = _undefined(path)
+    runtime, torch_python = _runtime_symbols(path), _torch_python_symbols()
+    names = _demangled(undefined)
+    bad = []
+    for symbol in undefined:
+        readable = names.get(symbol, symbol)
+        if TORCH_CPP.search(readable):
+            bad.append(f"{readable} (a C++ symbol of torch's)")
+        elif symbol in torch_python:
+            bad.append(f"{readable} (libtorch_python's)")
+        elif TORCH_SHIM.match(symbol) or symbol in PYTHON_LIMITED or CUDA.match(symbol):
+            continue
+        elif symbol.startswith(("Py", "_Py")):
+            bad.append(f"{symbol} (not in the limited API list above)")
+        elif symbol not in runtime:
+            bad.append(f"{readable} (defined by none of the C/C++ runtimes)")
+    return bad
+
+
+def test_the_binding_asks_only_for_stable_symbols():
+    path = _binding_path("cpu")
+    assert len(_undefined(path)) > 50  # the shims, Python, the runtimes: the list is read
+    assert unstable_symbols(path) == []
+    needed = subprocess.run(["readelf", "-d", path], capture_output=True, text=True).stdout
+    assert "libtorch_python" not in needed and "libpython" not in needed and "libc10.so" not in needed, needed
+
+
+def test_the_audit_sees_a_torch_cpp_symbol(tmp_path):
+    """The audit itself fails on what it must catch: a library calling into c10."""
+    source = tmp_path / "uses_c10.cpp"
+    source.write_text("namespace c10 { void warn_about(const char*); }\n"
+                      "extern \"C\" void f() { c10::warn_about(\"x\"); }\n")
+    library = tmp_path / "libuses_c10.so"
+    subprocess.run(["c++", "-shared", "-fPIC", str(source), "-o", str(library)], check=True)
+    assert unstable_symbols(str(library)) == ["c10::warn_about(char const*) (a C++ symbol of torch's)"]
