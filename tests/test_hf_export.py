@@ -1,0 +1,200 @@
+"""The AOT package in the Hugging Face kernels layout (registry/tools/hf_export.py),
+loaded by the kernels package itself (a test dependency, pinned in pyproject's
+test extra) with kernels.get_local_kernel, offline, in a fresh interpreter.
+
+The build tests compile the package (~1-2 min on two cores), so they are
+marked slow; the CPU one needs no GPU and runs in CI. The CUDA one is marked gpu.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import registry
+from registry.errors import RegistryError
+from registry.tools import cli, hf_export
+
+DTYPES = {"float32": (torch.float32, torch.int32), "float16": (torch.float16, torch.int16),
+          "bfloat16": (torch.bfloat16, torch.int16)}
+
+# Runs in the fresh interpreter, offline: the variant as kernels loads it. Saves
+# what it computed for the parent to compare with the registry's op.
+LOAD = """
+import sys
+from pathlib import Path
+
+import kernels
+import torch
+
+repo, backend, device, out = Path(sys.argv[1]), sys.argv[2] or None, sys.argv[3], sys.argv[4]
+kernel = kernels.get_local_kernel(repo, backend=backend)
+assert Path(kernel.__file__).parent.parent == repo / "build", kernel.__file__
+assert kernel.ops is torch.ops.axpy and kernel.axpy.__doc__.startswith("axpy(Tensor x"), kernel.axpy.__doc__
+results = {}
+for name in ("float32", "float16", "bfloat16"):
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(4099, generator=gen).to(device, getattr(torch, name))
+    y = torch.randn(4099, generator=gen).to(device, getattr(torch, name))
+    results[name] = (x.cpu(), y.cpu(), kernel.axpy(x, y, 1.5).cpu(), torch.ops.axpy.axpy(x, y, -0.25).cpu())
+    if device == "cuda":  # the CUDA variant keeps the CPU kernels
+        results[name + "@cpu"] = kernel.axpy(x.cpu(), y.cpu(), 1.5)
+try:
+    kernel.axpy(x, y[:3], 1.0)
+    raise AssertionError("mismatched shapes were accepted")
+except RuntimeError as error:
+    assert "argument 'y' has shape [3]" in str(error), error
+compiled = torch.compile(lambda a, b: kernel.axpy(a, b, 1.5), fullgraph=True)
+assert torch.equal(compiled(x, y), kernel.axpy(x, y, 1.5))
+assert "registry" not in sys.modules, "the variant imported the JIT registry"
+torch.save(results, out)
+print("HF-OK")
+"""
+
+
+def _load_fresh(repo: Path, backend: str | None, device: str, tmp_path: Path) -> dict:
+    out = tmp_path / "results.pt"
+    # Offline, with an empty Hub cache: nothing may come from anywhere but the folder.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(LOAD), str(repo), backend or "", device, str(out)],
+                            capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr
+    return torch.load(out)
+
+
+def _assert_bitwise_like_the_registry(results: dict, device: str) -> None:
+    op = registry.get("axpy", device=device)
+    for name, (dtype, bits) in DTYPES.items():
+        x, y, got, got_ops = results[name]
+        x, y = x.to(device), y.to(device)
+        for alpha, value in ((1.5, got), (-0.25, got_ops)):
+            expected = op(x, y, alpha).cpu()
+            assert value.dtype == dtype and torch.equal(value.view(bits), expected.view(bits)), (name, alpha)
+        if name + "@cpu" in results:
+            expected = registry.get("axpy", device="cpu")(x.cpu(), y.cpu(), 1.5)
+            assert torch.equal(results[name + "@cpu"].view(bits), expected.view(bits)), name
+
+
+@pytest.mark.slow
+def test_cpu_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for_bit(tmp_path, cache_root, capsys):
+    from kernels._rust import Backend, Metadata
+
+    repo = tmp_path / "hub"
+    (repo / "README.md").parent.mkdir()
+    (repo / "README.md").write_text("the repository's own file\n")
+    assert cli.main(["aot", "axpy", "--hf-kernels", str(repo), "--backend", "cpu", "--license", "Apache-2.0"]) == 0
+    variant = repo / "build" / hf_export.variant_name("cpu")
+    assert f"wrote {variant}" in capsys.readouterr().out
+    assert sorted(p.name for p in variant.iterdir()) == ["_C.so", "_C_cpu.so", "__init__.py", "metadata.json"]
+    metadata = Metadata.read_from_file(variant / "metadata.json")  # the kernels package's own parser
+    assert (str(metadata.name), metadata.version, metadata.license) == ("axpy", 1, "Apache-2.0")
+    assert metadata.backend.backend_type == Backend.CPU and metadata.id.startswith("_axpy_cpu_")
+    assert (repo / "README.md").read_text() == "the repository's own file\n"  # only build/<variant> is written
+
+    results = _load_fresh(repo, "cpu", "cpu", tmp_path)
+    _assert_bitwise_like_the_registry(results, "cpu")
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for_bit(tmp_path, cache_root):
+    from kernels._rust import Metadata
+
+    repo = tmp_path / "hub"
+    variants = hf_export.export_hf_kernel("axpy", repo, backends=["cpu", "cuda"])
+    assert [v.name for v in variants] == [hf_export.variant_name("cpu"), hf_export.variant_name("cuda")]
+    cuda = variants[1]
+    assert {"_C.so", "_C_cpu.so", "_C_cuda.so"} <= {p.name for p in cuda.iterdir()}
+    capability = "{}.{}".format(*torch.cuda.get_device_capability())
+    assert Metadata.read_from_file(cuda / "metadata.json").backend.archs == [capability]
+    # No backend named: a CUDA torch picks the CUDA variant.
+    results = _load_fresh(repo, None, "cuda", tmp_path)
+    _assert_bitwise_like_the_registry(results, "cuda")
+
+
+# ---- without a build (fast) -----------------------------------------------------
+
+
+def test_variant_names_are_the_ones_kernels_accepts_for_this_torch():
+    from kernels.variants import ArchVariant, Torch, TorchStableAbi, parse_variant, resolve_variants
+
+    major, minor = torch.__version__.split(".")[:2]
+    cpu = hf_export.variant_name("cpu")
+    assert cpu == f"torch{major}{minor}-cxx11-cpu-{platform.machine()}-linux"
+    parsed = parse_variant(cpu)
+    assert isinstance(parsed, ArchVariant) and isinstance(parsed.framework, Torch)
+    assert resolve_variants([parsed], "cpu")[0] == [parsed]
+    # The stable ABI's spelling, for when the package's binding is the stable one: accepted by this torch.
+    stable = hf_export.variant_name("cpu", stable_abi=(2, 11))
+    assert stable == f"torch-stable-abi211-cpu-{platform.machine()}-linux"
+    assert isinstance(parse_variant(stable).framework, TorchStableAbi)
+    assert resolve_variants([parse_variant(stable)], "cpu")[0] == [parse_variant(stable)]
+    if torch.version.cuda:
+        cuda = hf_export.variant_name("cuda")
+        assert cuda == f"torch{major}{minor}-cxx11-cu{''.join(torch.version.cuda.split('.')[:2])}-" \
+                      f"{platform.machine()}-linux"
+        assert resolve_variants([parse_variant(cuda)], "cuda")[0] == [parse_variant(cuda)]
+
+
+def test_hub_names_are_dashed_and_a_name_kernels_refuses_says_what_to_rename():
+    from kernels._rust import KernelName
+
+    assert hf_export.hub_name("lab_02_axpy") == "lab-02-axpy"
+    assert KernelName(hf_export.hub_name("lab_02_axpy")).python_name == "lab_02_axpy"
+    for bad in ("_axpy", "axpy_", "a", "2axpy"):
+        with pytest.raises(RegistryError, match=re.escape('give the kernel such a name (name = "..."')):
+            hf_export.hub_name(bad)
+
+
+def test_a_foreign_variant_folder_is_refused_before_anything_is_built(tmp_path, monkeypatch):
+    def no_build(*args, **kwargs):
+        raise AssertionError("built before refusing")
+
+    monkeypatch.setattr(hf_export.aot, "export_package", no_build)
+    monkeypatch.setattr(hf_export, "_build", no_build)
+    foreign = tmp_path / "hub" / "build" / hf_export.variant_name("cpu")
+    foreign.mkdir(parents=True)
+    (foreign / "__init__.py").write_text("# mine\n")
+    with pytest.raises(RegistryError, match="not a variant the registry exported; move it away"):
+        hf_export.export_hf_kernel("axpy", tmp_path / "hub", backends=["cpu"])
+    assert (foreign / "__init__.py").read_text() == "# mine\n"
+    # One this registry wrote may be replaced.
+    (foreign / "__init__.py").write_text(hf_export.MARKER + " from axpy's kernel.toml\n")
+    assert hf_export._replaceable(foreign) == foreign
+
+
+@pytest.mark.skipif(torch.cuda.is_available() or bool(os.environ.get("TORCH_CUDA_ARCH_LIST")),
+                    reason="CUDA can be built here")
+def test_a_cuda_variant_that_cannot_be_built_here_is_refused_or_left_out_saying_why(tmp_path, monkeypatch,
+                                                                                   cache_root):
+    from registry.errors import BuildEnvironmentError
+
+    built = []
+    monkeypatch.setattr(hf_export, "_build", lambda manifest, source, site, archs: built.append(archs) or site)
+    monkeypatch.setattr(hf_export, "_write_variant", lambda *args: None)
+    with pytest.raises(BuildEnvironmentError, match="its CUDA variant cannot be built here: .*TORCH_CUDA_ARCH_LIST"):
+        hf_export.export_hf_kernel("axpy", tmp_path / "hub", backends=["cuda"])
+    assert built == []
+    with pytest.warns(RuntimeWarning, match="exporting without the CUDA variant.*TORCH_CUDA_ARCH_LIST"):
+        variants = hf_export.export_hf_kernel("axpy", tmp_path / "hub")
+    assert [v.name for v in variants] == [hf_export.variant_name("cpu")] and built == [None]
+
+
+def test_aot_without_a_destination_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["aot", "axpy"])
+    assert exit.value.code == 2 and "--hf-kernels DIR" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["aot", "axpy", "--out", "x", "--license", "MIT"])
+    assert "--license is for --hf-kernels" in capsys.readouterr().err
+
