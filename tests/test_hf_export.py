@@ -115,11 +115,46 @@ def test_cuda_variant_loads_offline_with_kernels_and_matches_the_registry_bit_fo
     assert [v.name for v in variants] == [hf_export.variant_name("cpu"), hf_export.variant_name("cuda")]
     cuda = variants[1]
     assert {"_C.so", "_C_cpu.so", "_C_cuda.so"} <= {p.name for p in cuda.iterdir()}
-    capability = "{}.{}".format(*torch.cuda.get_device_capability())
-    assert Metadata.read_from_file(cuda / "metadata.json").backend.archs == [capability]
+    archs = os.environ.get("TORCH_CUDA_ARCH_LIST") or "{}.{}".format(*torch.cuda.get_device_capability())
+    assert Metadata.read_from_file(cuda / "metadata.json").backend.archs == re.split(r"[;\s]+", archs.strip())
     # No backend named: a CUDA torch picks the CUDA variant.
     results = _load_fresh(repo, None, "cuda", tmp_path)
     _assert_bitwise_like_the_registry(results, "cuda")
+
+
+# Runs in the fresh interpreter: the manifest's backward, registered by the
+# variant's own _autograd.py (a relative import inside the module kernels names).
+GRADIENTS = """
+import sys
+from pathlib import Path
+
+import kernels
+import torch
+
+kernel = kernels.get_local_kernel(Path(sys.argv[1]), backend="cpu")
+gen = torch.Generator().manual_seed(0)
+x = torch.randn(6, 64, generator=gen, requires_grad=True)
+w = torch.randn(64, generator=gen, requires_grad=True)
+g = torch.randn(6, 64, generator=gen)
+(kernel.rmsnorm(x, w) * g).sum().backward()
+xd, wd = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+exact = torch.autograd.grad(xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6) * wd, (xd, wd), g.double())
+for got, want in zip((x.grad, w.grad), exact):
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=2e-5)
+assert kernel.__name__ + "._autograd" in sys.modules
+print("HF-OK")
+"""
+
+
+@pytest.mark.slow
+def test_a_variant_carries_the_manifests_backward(tmp_path, cache_root):
+    variant, = hf_export.export_hf_kernel("rmsnorm", tmp_path / "hub", backends=["cpu"])
+    assert (variant / "_autograd.py").is_file()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(GRADIENTS), str(tmp_path / "hub")],
+                            capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr
 
 
 # ---- without a build (fast) -----------------------------------------------------
@@ -180,7 +215,7 @@ def test_a_cuda_variant_that_cannot_be_built_here_is_refused_or_left_out_saying_
     from registry.errors import BuildEnvironmentError
 
     built = []
-    monkeypatch.setattr(hf_export, "_build", lambda manifest, source, site, archs: built.append(archs) or site)
+    monkeypatch.setattr(hf_export, "_build", lambda manifest, source, site, archs, kept: built.append(archs) or site)
     monkeypatch.setattr(hf_export, "_write_variant", lambda *args: None)
     with pytest.raises(BuildEnvironmentError, match="its CUDA variant cannot be built here: .*TORCH_CUDA_ARCH_LIST"):
         hf_export.export_hf_kernel("axpy", tmp_path / "hub", backends=["cuda"])

@@ -27,7 +27,8 @@ The libraries are loaded with torch.ops.load_library, not imported as
 extension modules: a variant's name carries no Python version, and a module
 file is found by import only under its interpreter's tag (cpython-311-...).
 Loaded as plain shared libraries, their static registrations run in any
-Python of that torch; their PyInit functions are never called.
+Python of that torch: they need libtorch and, of Python, only PyModule_Create2
+(their unused PyInit functions, part of the stable ABI).
 """
 from __future__ import annotations
 
@@ -126,14 +127,13 @@ def export_hf_kernel(name: str, out_dir, *, backends=None, source_dir=None, lice
     out = Path(out_dir).resolve()
     targets = {backend: _replaceable(out / "build" / variant) for backend, variant in variants.items()}
 
-    staging = Path(tempfile.mkdtemp(prefix=f"hf-export-{manifest.name}-"))
-    source = aot.export_package(name, source_dir or staging / "src", backends=chosen)
-    built = _build(manifest, source, staging / "site", archs)
-    for backend, target in targets.items():
-        # The CUDA variant keeps the CPU kernels too: a CUDA torch still calls ops on CPU tensors.
-        wanted = [b for b in chosen if b == backend or (backend == "cuda" and b == "cpu")]
-        _write_variant(manifest, hub, built, wanted, backend, target, archs, license)
-    shutil.rmtree(staging, ignore_errors=True)  # kept on a failure above: the build log names files there
+    with tempfile.TemporaryDirectory(prefix=f"hf-export-{manifest.name}-") as staging:
+        source = aot.export_package(name, source_dir or Path(staging) / "src", backends=chosen)
+        built = _build(manifest, source, Path(staging) / "site", archs, kept=source_dir is not None)
+        for backend, target in targets.items():
+            # The CUDA variant keeps the CPU kernels too: a CUDA torch still calls ops on CPU tensors.
+            wanted = [b for b in chosen if b == backend or (backend == "cuda" and b == "cpu")]
+            _write_variant(manifest, hub, built, wanted, backend, target, archs, license)
     return list(targets.values())
 
 
@@ -168,8 +168,9 @@ def _replaceable(target: Path) -> Path:
     return target
 
 
-def _build(manifest, source: Path, site: Path, archs: list[str] | None) -> Path:
-    """Builds the AOT package as its README says, into `site`; returns the package folder there."""
+def _build(manifest, source: Path, site: Path, archs: list[str] | None, kept: bool) -> Path:
+    """Builds the AOT package as its README says, into `site`; returns the package folder there.
+    kept: `source` outlives the export (source_dir), so a failure can name it."""
     from registry import knobs
 
     env = dict(os.environ)
@@ -183,10 +184,11 @@ def _build(manifest, source: Path, site: Path, archs: list[str] | None) -> Path:
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
         log = (result.stdout + result.stderr).strip()
+        again = (f"`python -m pip install --no-build-isolation {source}` runs the same build" if kept else
+                 "--out DIR (source_dir=) keeps the package's source to build by hand")
         raise RegistryError(
             f"kernel {manifest.name!r}: building its package for the Hugging Face layout failed "
-            f"(pip, in {source}):\n{log[-6000:]}\nFix what the log names and export again; the same build is "
-            f"`python -m pip install --no-build-isolation {source}`")
+            f"(pip install of the AOT package):\n{log[-6000:]}\nFix what the log names and export again; {again}")
     return site / aot.package_name(manifest.name)
 
 
@@ -218,17 +220,12 @@ def _write_variant(manifest, hub: str, built: Path, backends: list[str], backend
     for path in sorted(staging.iterdir()):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     # The id names the module in sys.modules: unique per content and backend, as the Hub's builds do.
-    metadata = {"id": f"_{manifest.name}_{variant_backend(target.name)}_{digest.hexdigest()[:10]}",
+    metadata = {"id": f"_{manifest.name}_{target.name.split('-')[-3]}_{digest.hexdigest()[:10]}",
                 "name": hub, "version": 1, "license": license, **info, "python-depends": [], "kernel-depends": []}
     (staging / "metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
     if target.exists():
         shutil.rmtree(target)
     staging.rename(target)
-
-
-def variant_backend(variant: str) -> str:
-    """The backend part of a variant's name ("cpu", "cu130")."""
-    return variant.split("-")[-3]
 
 
 def _init_py(manifest, hub: str, libraries: list[str], variant: str) -> str:
