@@ -7,7 +7,8 @@ marked slow; the CPU one needs no GPU and runs in CI. The CUDA one is marked gpu
 """
 from __future__ import annotations
 
-import json
+import contextlib
+import io
 import os
 import platform
 import re
@@ -84,24 +85,61 @@ def _assert_bitwise_like_the_registry(results: dict, device: str) -> None:
             assert torch.equal(results[name + "@cpu"].view(bits), expected.view(bits)), name
 
 
+@pytest.fixture(scope="module")
+def cpu_repo(tmp_path_factory, cache_root) -> Path:
+    """axpy exported for the CPU through the CLI, into a repository folder with a file of its own."""
+    repo = tmp_path_factory.mktemp("hub")
+    (repo / "README.md").write_text("the repository's own file\n")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli.main(["aot", "axpy", "--hf-kernels", str(repo), "--backend", "cpu", "--license", "Apache-2.0"]) == 0
+    assert f"wrote {repo / 'build' / hf_export.variant_name('cpu')}" in printed.getvalue()
+    assert "get_local_kernel(pathlib.Path(" in printed.getvalue() and "backend='cpu')" in printed.getvalue()
+    return repo
+
+
 @pytest.mark.slow
-def test_cpu_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for_bit(tmp_path, cache_root, capsys):
+def test_cpu_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for_bit(cpu_repo, tmp_path):
     from kernels._rust import Backend, Metadata
 
-    repo = tmp_path / "hub"
-    (repo / "README.md").parent.mkdir()
-    (repo / "README.md").write_text("the repository's own file\n")
-    assert cli.main(["aot", "axpy", "--hf-kernels", str(repo), "--backend", "cpu", "--license", "Apache-2.0"]) == 0
-    variant = repo / "build" / hf_export.variant_name("cpu")
-    assert f"wrote {variant}" in capsys.readouterr().out
+    variant = cpu_repo / "build" / hf_export.variant_name("cpu")
     assert sorted(p.name for p in variant.iterdir()) == ["_C.so", "_C_cpu.so", "__init__.py", "metadata.json"]
     metadata = Metadata.read_from_file(variant / "metadata.json")  # the kernels package's own parser
     assert (str(metadata.name), metadata.version, metadata.license) == ("axpy", 1, "Apache-2.0")
     assert metadata.backend.backend_type == Backend.CPU and metadata.id.startswith("_axpy_cpu_")
-    assert (repo / "README.md").read_text() == "the repository's own file\n"  # only build/<variant> is written
+    assert (cpu_repo / "README.md").read_text() == "the repository's own file\n"  # only build/<variant> is written
 
-    results = _load_fresh(repo, "cpu", "cpu", tmp_path)
+    results = _load_fresh(cpu_repo, "cpu", "cpu", tmp_path)
     _assert_bitwise_like_the_registry(results, "cpu")
+
+
+# Runs in the fresh interpreter: torch already has axpy::axpy (as the registry's
+# torch-library op makes it) when the variant is loaded.
+CLASH = """
+import sys
+from pathlib import Path
+
+import kernels
+import torch
+
+library = torch.library.Library("axpy", "FRAGMENT")
+library.define("axpy(Tensor x, Tensor y, float alpha) -> Tensor")
+try:
+    kernels.get_local_kernel(Path(sys.argv[1]), backend="cpu")
+    raise AssertionError("loaded over an op torch already had")
+except ImportError as error:
+    assert "torch.ops.axpy already has axpy in this process" in str(error), error
+print("HF-OK")
+"""
+
+
+@pytest.mark.slow
+def test_loading_over_an_op_torch_already_has_is_an_import_error_not_an_abort(cpu_repo, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(CLASH), str(cpu_repo)],
+                            capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr[-3000:]
 
 
 @pytest.mark.slow

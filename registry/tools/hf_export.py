@@ -248,6 +248,14 @@ def _init_py(manifest, hub: str, libraries: list[str], variant: str) -> str:
         "",
         "import torch",
         "",
+        "# An op torch already has here (the registry's torch-library op, the AOT package, this kernel",
+        "# from another folder) makes the libraries' registration abort the process: refuse instead.",
+        f"_held = [_name for _name in {[op.name for op in manifest.ops]!r} if hasattr(torch.ops.{ns}, _name)]",
+        "if _held:",
+        f'    raise ImportError(f"{{__name__}}: torch.ops.{ns} already has {{\', \'.join(_held)}} in this process '
+        f'(the registry\'s op with binding = \\"torch-library\\", the AOT package or this kernel from another '
+        f'folder); loading this variant would abort the process: load it in one without them")',
+        "",
         "_HERE = os.path.dirname(os.path.abspath(__file__))",
         f"for _library in {[f'{m}.so' for m in libraries]!r}:",
         "    try:",
