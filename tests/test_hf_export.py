@@ -108,6 +108,15 @@ def test_cpu_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for
     assert (str(metadata.name), metadata.version, metadata.license) == ("axpy", 1, "Apache-2.0")
     assert metadata.backend.backend_type == Backend.CPU and metadata.id.startswith("_axpy_cpu_")
     assert (cpu_repo / "README.md").read_text() == "the repository's own file\n"  # only build/<variant> is written
+    # The variant's name carries no Python version: its libraries need no libpython and, of
+    # Python's C API, only what the stable ABI has (the unused PyInit's PyModule_Create2).
+    from registry.build import elf
+
+    for library in ("_C.so", "_C_cpu.so"):
+        assert not [n for n in elf.needed_libraries(str(variant / library)) if n.startswith("libpython")], library
+        undefined = subprocess.run(["nm", "-D", "--undefined-only", str(variant / library)], check=True,
+                                   capture_output=True, text=True).stdout.split()
+        assert {s for s in undefined if s.startswith(("Py", "_Py"))} <= {"PyModule_Create2"}, library
 
     results = _load_fresh(cpu_repo, "cpu", "cpu", tmp_path)
     _assert_bitwise_like_the_registry(results, "cpu")
@@ -193,6 +202,19 @@ def test_a_variant_carries_the_manifests_backward(tmp_path, cache_root):
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(GRADIENTS), str(tmp_path / "hub")],
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_a_failed_build_shows_the_compiler_and_writes_nothing(tmp_path, axpy_copy):
+    axpy_copy.edit("axpy_cpu.cpp", '#include', '#error broken on purpose\n#include')
+    with pytest.raises(RegistryError) as caught:
+        hf_export.export_hf_kernel(axpy_copy.name, tmp_path / "hub", backends=["cpu"])
+    message = str(caught.value)
+    assert "building its package for the Hugging Face layout failed" in message, message
+    assert "broken on purpose" in message and "--out DIR" in message, message
+    # At the kernel's own file, not at the package's copy of it (gone with the staging folder).
+    assert f"{axpy_copy.dir.resolve()}/axpy_cpu.cpp:3:" in message, message
+    assert not (tmp_path / "hub" / "build").exists() or not any((tmp_path / "hub" / "build").iterdir())
 
 
 # ---- without a build (fast) -----------------------------------------------------

@@ -183,13 +183,25 @@ def _build(manifest, source: Path, site: Path, archs: list[str] | None, kept: bo
         print(" ".join(command), file=sys.stderr)
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     if result.returncode != 0:
-        log = (result.stdout + result.stderr).strip()
         again = (f"`python -m pip install --no-build-isolation {source}` runs the same build" if kept else
                  "--out DIR (source_dir=) keeps the package's source to build by hand")
         raise RegistryError(
             f"kernel {manifest.name!r}: building its package for the Hugging Face layout failed "
-            f"(pip install of the AOT package):\n{log[-6000:]}\nFix what the log names and export again; {again}")
+            f"(pip install of the AOT package):\n{_failure(manifest, source, result.stdout + result.stderr)}\n"
+            f"Fix it and export again; {again}")
     return site / aot.package_name(manifest.name)
+
+
+def _failure(manifest, source: Path, log: str) -> str:
+    """The compiler's errors in pip's log, at the kernel's own files (the package
+    copies them to csrc/kernel/), else the log's end."""
+    from registry.build.diagnostics import parse_diagnostics
+
+    # pip indents what the build printed; the compiler's lines start at a file name.
+    log = "\n".join(line.strip() for line in log.splitlines())
+    log = log.replace(f"{source / 'csrc' / 'kernel'}/", f"{Path(manifest.dir).resolve()}/")
+    errors = parse_diagnostics(log)
+    return "\n".join(f"  {d}" for d in errors[:10]) if errors else log[-4000:]
 
 
 def _library(built: Path, module: str) -> Path:
