@@ -91,7 +91,8 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
 
     aot = commands.add_parser("aot", help="export a kernel as an installable package (no JIT at run time)",
-                              description="write a setuptools package that registers torch.ops.NAME when imported")
+                              description="write a setuptools package that registers torch.ops.NAME when imported, or "
+                                          "(--hf-kernels) build it into the Hugging Face kernels layout")
     aot.add_argument("name", help="the kernel's name (its folder under kernels/)")
     aot.add_argument("--out", metavar="DIR",
                      help="the package folder to write (created; a previous export there is replaced)")

@@ -224,7 +224,7 @@ def _write_variant(manifest, hub: str, built: Path, backends: list[str], backend
         shutil.copy2(_library(built, module), staging / f"{module}.so")
     if (built / "_autograd.py").is_file():
         shutil.copy2(built / "_autograd.py", staging / "_autograd.py")
-    (staging / "__init__.py").write_text(_init_py(manifest, hub, libraries, target.name))
+    (staging / "__init__.py").write_text(_init_py(manifest, libraries, target.name))
     info = {"backend": {"type": backend}}
     if backend == "cuda":
         info["backend"]["archs"] = archs
@@ -240,7 +240,7 @@ def _write_variant(manifest, hub: str, built: Path, backends: list[str], backend
     staging.rename(target)
 
 
-def _init_py(manifest, hub: str, libraries: list[str], variant: str) -> str:
+def _init_py(manifest, libraries: list[str], variant: str) -> str:
     ns = manifest.namespace
     first = manifest.ops[0].name
     lines = [
