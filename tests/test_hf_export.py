@@ -57,11 +57,12 @@ compiled = torch.compile(lambda a, b: kernel.axpy(a, b, 1.5), fullgraph=True)
 assert torch.equal(compiled(x, y), kernel.axpy(x, y, 1.5))
 assert "registry" not in sys.modules, "the variant imported the JIT registry"
 torch.save(results, out)
-print("HF-OK")
+print("HF-OK", Path(kernel.__file__).parent.name)
 """
 
 
-def _load_fresh(repo: Path, backend: str | None, device: str, tmp_path: Path) -> dict:
+def _load_fresh(repo: Path, backend: str | None, device: str, tmp_path: Path) -> tuple[dict, str]:
+    """What LOAD computed, and the variant kernels chose."""
     out = tmp_path / "results.pt"
     # Offline, with an empty Hub cache: nothing may come from anywhere but the folder.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -69,7 +70,7 @@ def _load_fresh(repo: Path, backend: str | None, device: str, tmp_path: Path) ->
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(LOAD), str(repo), backend or "", device, str(out)],
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr
-    return torch.load(out)
+    return torch.load(out), result.stdout.split("HF-OK ")[1].split()[0]
 
 
 def _assert_bitwise_like_the_registry(results: dict, device: str) -> None:
@@ -118,7 +119,8 @@ def test_cpu_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for
                                    capture_output=True, text=True).stdout.split()
         assert {s for s in undefined if s.startswith(("Py", "_Py"))} <= {"PyModule_Create2"}, library
 
-    results = _load_fresh(cpu_repo, "cpu", "cpu", tmp_path)
+    results, chosen = _load_fresh(cpu_repo, "cpu", "cpu", tmp_path)
+    assert chosen == variant.name
     _assert_bitwise_like_the_registry(results, "cpu")
 
 
@@ -165,8 +167,37 @@ def test_cuda_variant_loads_offline_with_kernels_and_matches_the_registry_bit_fo
     archs = os.environ.get("TORCH_CUDA_ARCH_LIST") or "{}.{}".format(*torch.cuda.get_device_capability())
     assert Metadata.read_from_file(cuda / "metadata.json").backend.archs == re.split(r"[;\s]+", archs.strip())
     # No backend named: a CUDA torch picks the CUDA variant.
-    results = _load_fresh(repo, None, "cuda", tmp_path)
+    results, chosen = _load_fresh(repo, None, "cuda", tmp_path)
+    assert chosen == cuda.name
     _assert_bitwise_like_the_registry(results, "cuda")
+
+
+def _toolkit() -> str | None:
+    from registry.build.cuda_home import toolkit_candidates
+
+    found = [home for home in toolkit_candidates() if Path(home, "bin", "nvcc").is_file()]
+    return found[0] if found and torch.version.cuda else None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_toolkit() is None, reason="needs a CUDA torch and a CUDA toolkit (nvcc)")
+def test_cuda_variant_builds_without_a_gpu_and_is_the_one_kernels_picks(tmp_path, cache_root, monkeypatch):
+    """Build only (no GPU): the CUDA variant for TORCH_CUDA_ARCH_LIST's arch, picked by kernels under
+    a CUDA torch, loads its CUDA kernels and keeps the CPU ones, bit for bit the registry's."""
+    import torch.utils.cpp_extension  # noqa: F401  (its CUDA_HOME is taken now, before the one set below)
+    from kernels._rust import Metadata
+
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setenv("CUDA_HOME", _toolkit())
+    variants = hf_export.export_hf_kernel("axpy", tmp_path / "hub")
+    assert [v.name for v in variants] == [hf_export.variant_name("cpu"), hf_export.variant_name("cuda")]
+    cuda = variants[1]
+    assert sorted(p.name for p in cuda.iterdir()) == ["_C.so", "_C_cpu.so", "_C_cuda.so", "__init__.py",
+                                                      "metadata.json"]
+    assert Metadata.read_from_file(cuda / "metadata.json").backend.archs == ["9.0"]
+    results, chosen = _load_fresh(tmp_path / "hub", None, "cpu", tmp_path)
+    assert chosen == cuda.name
+    _assert_bitwise_like_the_registry(results, "cpu")
 
 
 # Runs in the fresh interpreter: the manifest's backward, registered by the

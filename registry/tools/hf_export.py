@@ -148,8 +148,17 @@ def _cuda_archs(manifest) -> tuple[list[str] | None, str | None]:
 
     if torch.version.cuda is None:
         return None, f"this torch ({torch.__version__}) is built without CUDA"
-    if CUDA_HOME is None or not (Path(CUDA_HOME) / "bin" / "nvcc").exists():
+    # What torch in the build's process will take: CUDA_HOME, CUDA_PATH, else (as here) the nvcc on PATH.
+    home = knobs.user_env("CUDA_HOME") or knobs.user_env("CUDA_PATH") or CUDA_HOME
+    if home is None or not (Path(home) / "bin" / "nvcc").exists():
         return None, "nvcc was not found; set CUDA_HOME to the CUDA toolkit"
+    if not (Path(home) / "include" / "cuda_runtime.h").exists():
+        # torch took the folder above the nvcc on PATH, a wrapper outside the toolkit (/usr/local/bin/nvcc).
+        from registry.build.cuda_home import toolkit_candidates
+
+        found = toolkit_candidates()
+        return None, (f"CUDA_HOME={home} has no include/cuda_runtime.h; set CUDA_HOME to the CUDA toolkit"
+                      + (f" (e.g. CUDA_HOME={found[0]})" if found else ""))
     try:
         arch_list = environment.cuda_arch_list(knobs.cache_dir())
     except RegistryError as error:
