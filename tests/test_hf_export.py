@@ -265,6 +265,7 @@ def test_variant_names_are_the_ones_kernels_accepts_for_this_torch():
     assert stable == f"torch-stable-abi211-cpu-{platform.machine()}-linux"
     assert isinstance(parse_variant(stable).framework, TorchStableAbi)
     assert resolve_variants([parse_variant(stable)], "cpu")[0] == [parse_variant(stable)]
+    assert hf_export.variant_name("cpu", stable_abi=None) == cpu  # today's binding: STABLE_ABI_TARGET is None
     if torch.version.cuda:
         cuda = hf_export.variant_name("cuda")
         assert cuda == f"torch{major}{minor}-cxx11-cu{''.join(torch.version.cuda.split('.')[:2])}-" \

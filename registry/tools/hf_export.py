@@ -77,11 +77,14 @@ def hub_name(kernel: str) -> str:
     return name
 
 
-def variant_name(backend: str, *, stable_abi: tuple[int, int] | None = STABLE_ABI_TARGET) -> str:
+def variant_name(backend: str, *, stable_abi: tuple[int, int] | None | str = "package") -> str:
     """The build variant for `backend` ("cpu" or "cuda") with this torch, as
-    the kernels package spells it (its variants.py): framework, backend, CPU, OS."""
+    the kernels package spells it (its variants.py): framework, backend, CPU, OS.
+    stable_abi: the ABI target, None for this torch's ABI; "package": STABLE_ABI_TARGET."""
     import torch
 
+    if stable_abi == "package":
+        stable_abi = STABLE_ABI_TARGET
     if stable_abi is not None:
         framework = f"torch-stable-abi{stable_abi[0]}{stable_abi[1]}"
     else:
