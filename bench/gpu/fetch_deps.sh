@@ -2,8 +2,9 @@
 # Run on a machine with network access, in the checkout: fills .gpu/ (ignored
 # by git) with what the GPU machine's image lacks, for bench/gpu/env.sh there:
 # Debian packages (ccache, toml++/xxHash headers for the core, redis-server for
-# the team-cache tests and benchmark) and the
-# Jupyter wheels for CPython 3.12 that executing notebooks needs.
+# the team-cache tests and benchmark), the
+# Jupyter wheels for CPython 3.12 that executing notebooks needs and the kernels
+# package (pyproject's test extra: tests/test_hf_export.py) with its dependencies.
 set -euo pipefail
 mkdir -p .gpu/debs .gpu/wheels
 (cd .gpu/debs && apt-get download ccache libhiredis0.14 libtomlplusplus-dev libxxhash-dev \
@@ -15,3 +16,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   fastjsonschema jsonschema jsonschema-specifications referencing rpds-py comm debugpy decorator jedi parso \
   matplotlib-inline prompt_toolkit wcwidth stack_data executing asttokens pure_eval pexpect ptyprocess \
   nest_asyncio ipython_pygments_lexers
+# Resolved with its dependencies (huggingface_hub, sigstore, ...), at the test extra's pin.
+KERNELS_PIN=$(python3 -c 'import tomllib; print(next(r for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["test"] if r.startswith("kernels")))')
+python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+  --platform any -d .gpu/wheels "$KERNELS_PIN"

@@ -398,8 +398,16 @@ def _init_py(manifest, backends: list[str]) -> str:
             '        warnings.warn(f"{__name__}: the CUDA kernels do not load ({_error}); only the "',
             '                      "CPU ones are registered", RuntimeWarning, stacklevel=2)',
         ]
+    return "\n".join(lines + ops_lines(manifest)) + "\n"
+
+
+def ops_lines(manifest) -> list[str]:
+    """The part of __init__.py after the libraries are loaded: `ops`, each op's
+    fake kernel and function, the backwards. The Hugging Face layout
+    (hf_export.py) loads its libraries otherwise and shares this part."""
+    ns = manifest.namespace
     names = [op.name for op in manifest.ops]
-    lines += ["", f"ops = torch.ops.{ns}", f"__all__ = {['ops', *names]!r}"]
+    lines = ["", f"ops = torch.ops.{ns}", f"__all__ = {['ops', *names]!r}"]
     for op in manifest.ops:
         args = ", ".join(a.name for a in op.signature.args)
         lines += [
@@ -413,8 +421,7 @@ def _init_py(manifest, backends: list[str]) -> str:
             f'    """{op.signature.canonical()}"""',
             f"    return ops.{op.name}(*args, **kwargs)",
         ]
-    lines += _autograd_lines(manifest)
-    return "\n".join(lines) + "\n"
+    return lines + _autograd_lines(manifest)
 
 
 def _with_backward(manifest) -> list:

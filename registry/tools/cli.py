@@ -4,6 +4,7 @@
   python -m registry build NAME [--device cpu|cuda] [--rebuild]
   python -m registry status NAME [--device cpu|cuda]
   python -m registry aot NAME --out DIR [--backend cpu|cuda]...
+  python -m registry aot NAME --hf-kernels DIR [--out DIR] [--backend cpu|cuda]... [--license SPDX]
   python -m registry cache ls [--json]
   python -m registry cache info
   python -m registry cache gc [--max-bytes SIZE]
@@ -90,13 +91,19 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
 
     aot = commands.add_parser("aot", help="export a kernel as an installable package (no JIT at run time)",
-                              description="write a setuptools package that registers torch.ops.NAME when imported")
+                              description="write a setuptools package that registers torch.ops.NAME when imported, or "
+                                          "(--hf-kernels) build it into the Hugging Face kernels layout")
     aot.add_argument("name", help="the kernel's name (its folder under kernels/)")
-    aot.add_argument("--out", required=True, metavar="DIR",
+    aot.add_argument("--out", metavar="DIR",
                      help="the package folder to write (created; a previous export there is replaced)")
+    aot.add_argument("--hf-kernels", metavar="DIR",
+                     help="build the package and write it in the Hugging Face kernels layout, DIR/build/<variant>/, "
+                          "which kernels.get_local_kernel(DIR) loads (--out also keeps the source package)")
+    aot.add_argument("--license", metavar="SPDX",
+                     help="with --hf-kernels: the license metadata.json names, e.g. Apache-2.0 (default: NOASSERTION)")
     aot.add_argument("--backend", action="append", choices=("cpu", "cuda"), dest="backends",
                      help="export only this backend (repeatable; default: every backend the manifest has)")
-    aot.set_defaults(run=_aot)
+    aot.set_defaults(run=_aot, parser=aot)
 
     cache = commands.add_parser("cache", help="inspect or trim the artifact cache")
     cache_commands = cache.add_subparsers(dest="cache_command", required=True, metavar="CACHE_COMMAND")
@@ -168,8 +175,29 @@ def _status(args) -> int:
 def _aot(args) -> int:
     from registry.tools.aot import export_package
 
+    if args.hf_kernels:
+        return _hf_kernels(args)
+    if not args.out:
+        args.parser.error("give --out DIR (an installable package) or --hf-kernels DIR (the Hugging Face layout)")
+    if args.license:
+        args.parser.error("--license is for --hf-kernels (a setuptools package names none)")
     path = export_package(args.name, args.out, backends=args.backends)
     print(f"wrote {path}; build it where it will run: python -m pip install --no-build-isolation {path}")
+    return EXIT_OK
+
+
+def _hf_kernels(args) -> int:
+    from registry.tools import hf_export
+
+    print(f"building {args.name}'s package (a minute or more: the compiler runs for each backend)", file=sys.stderr)
+    variants = hf_export.export_hf_kernel(args.name, args.hf_kernels, backends=args.backends, source_dir=args.out,
+                                          license=args.license or hf_export.NO_LICENSE)
+    for variant in variants:
+        print(f"wrote {variant}")
+    # Without a CUDA variant, backend="cpu": a CUDA torch would otherwise look for one.
+    cpu_only = all("-cpu-" in v.name for v in variants)
+    print(f"load it with: kernels.get_local_kernel(pathlib.Path({str(variants[0].parent.parent)!r})"
+          f"{', backend=' + repr('cpu') if cpu_only else ''})")
     return EXIT_OK
 
 
