@@ -1,0 +1,102 @@
+// The call channel between a process and its isolated CPU worker
+// (registry/isolation/): one shared mapping holding a single-slot mailbox.
+// Calls are serialized (one in flight per worker), so one request slot and
+// one reply slot are all a ring would ever hold.
+//
+// Layout, version 1 (kCallRingVersion; the mapping is a memfd the parent
+// makes and sends over the worker's socket as wire.py's "Q" message):
+//
+//   offset 0      u64 magic "kregRNG1", u32 version, u32 total size in bytes
+//   offset 64     u32 request_seq   the futex word the worker sleeps on: the
+//                                   parent bumps it to post a request
+//                 u32 worker_asleep 1 while the worker is in (or entering)
+//                                   FUTEX_WAIT on request_seq
+//                 u32 request_kind  kRequestCall or kRequestYield
+//                 u32 request_bytes
+//   offset 128    u32 reply_seq     the futex word the parent sleeps on: the
+//                                   worker sets it to request_seq once the
+//                                   request is done (its reply written)
+//                 u32 parent_asleep 1 while the parent is in FUTEX_WAIT on reply_seq
+//                 u32 reply_bytes
+//   offset 4096   the request: a wire.py "C" message, byte for byte
+//   offset 4096 + kRequestCapacity   the reply: wire.py's K / E + text
+//
+// Each side spins a bounded time on the other's word, then sleeps on a futex;
+// the waker issues FUTEX_WAKE only when the sleeper's flag says it sleeps
+// (flag and word are both sequentially consistent, so a wake is never lost:
+// the sleeper sets its flag, then re-reads the word before it sleeps).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace kreg {
+
+inline constexpr uint64_t kCallRingMagic = 0x31474e5267657262ULL;  // "kregRNG1" little-endian
+inline constexpr uint32_t kCallRingVersion = 1;
+inline constexpr uint32_t kRequestCall = 1;   // run the "C" message in the request area, reply
+inline constexpr uint32_t kRequestYield = 2;  // leave the ring loop: socket messages follow
+inline constexpr size_t kRequestOffset = 4096;
+inline constexpr size_t kRequestCapacity = 1 << 20;  // wire.MAX_MESSAGE
+inline constexpr size_t kReplyOffset = kRequestOffset + kRequestCapacity;
+inline constexpr size_t kReplyCapacity = 64 * 1024;
+inline constexpr size_t kCallRingBytes = kReplyOffset + kReplyCapacity;
+
+struct CallRingHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t size;
+  alignas(64) std::atomic<uint32_t> request_seq;
+  std::atomic<uint32_t> worker_asleep;
+  uint32_t request_kind;
+  uint32_t request_bytes;
+  alignas(64) std::atomic<uint32_t> reply_seq;
+  std::atomic<uint32_t> parent_asleep;
+  uint32_t reply_bytes;
+};
+static_assert(sizeof(CallRingHeader) <= kRequestOffset, "the header fits its page");
+
+enum class WaitResult { kReady, kTimedOut, kInterrupted };
+
+// A mapped channel, as either side sees it.
+class CallRing {
+ public:
+  // A new channel: a memfd of kCallRingBytes, mapped, its header written. Throws on failure.
+  static CallRing create();
+  // The channel of `fd` (the parent's, received over the socket); checks magic and version.
+  static CallRing attach(int fd);
+  CallRing() = default;
+  CallRing(CallRing&& other) noexcept;
+  CallRing& operator=(CallRing&& other) noexcept;
+  CallRing(const CallRing&) = delete;
+  CallRing& operator=(const CallRing&) = delete;
+  ~CallRing();
+
+  int fd() const { return fd_; }
+  CallRingHeader* header() const { return header_; }
+  uint8_t* request() const { return base() + kRequestOffset; }
+  uint8_t* reply() const { return base() + kReplyOffset; }
+
+  // Parent: true when the last request is done (a new one may be posted).
+  bool idle() const;
+  // Parent: posts the request already written to request() (`bytes` of it).
+  void post(uint32_t kind, uint32_t bytes);
+  // Parent: spins up to spin_ns for the reply; false if it has not come.
+  bool spin_for_reply(int64_t spin_ns) const;
+  // Parent: sleeps up to timeout_ns for the reply (EINTR: kInterrupted).
+  WaitResult wait_for_reply(int64_t timeout_ns);
+
+  // Worker: the next request (spins spin_ns, then sleeps); its kind and bytes.
+  void next_request(int64_t spin_ns, uint32_t* kind, uint32_t* bytes);
+  // Worker: the request is done; `bytes` of reply() hold the reply.
+  void finish(uint32_t bytes);
+
+ private:
+  uint8_t* base() const { return reinterpret_cast<uint8_t*>(header_); }
+  int fd_ = -1;
+  CallRingHeader* header_ = nullptr;
+  uint32_t seen_ = 0;  // worker: the last request_seq it took
+};
+
+}  // namespace kreg
