@@ -1,6 +1,7 @@
 #include "call_ring.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -39,15 +40,30 @@ void futex_wake(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, 1, nullptr, nullptr, 0);
 }
 
-// Spins until `done` or spin_ns have passed (the clock read every 64 turns: ~20 ns each).
+// Spins until `done` or spin_ns have passed (the clock read every 64 turns:
+// ~20 ns each). After the first kBusySpinNs it yields the core on every turn:
+// on a machine with more runnable threads than cores, the other side may be
+// waiting for this very core, and a pure spin only delays it.
+constexpr int64_t kBusySpinNs = 2000;
+
 template <typename Done>
 bool spin(int64_t spin_ns, Done done) {
   if (done()) return true;
-  const int64_t until = now_ns() + spin_ns;
+  const int64_t start = now_ns(), until = start + spin_ns;
+  bool yielding = false;
   for (unsigned turn = 1;; ++turn) {
     if (done()) return true;
+    if (yielding) {
+      sched_yield();
+      if (now_ns() > until) return done();
+      continue;
+    }
     relax();
-    if ((turn & 63) == 0 && now_ns() > until) return done();
+    if ((turn & 63) == 0) {
+      const int64_t now = now_ns();
+      if (now > until) return done();
+      yielding = now - start > kBusySpinNs;
+    }
   }
 }
 
