@@ -101,7 +101,7 @@ void init_ring_on_demand(py::module_& m) {
         c.ring.post(kRequestCall, static_cast<uint32_t>(text.size()));
       })
       .def("post_yield", [](Channel& c) { c.ring.post(kRequestYield, 0); })
-      .def("spin", [](const Channel& c, int64_t spin_ns) { return c.ring.spin_for_reply(spin_ns); })
+      .def("spin", [](Channel& c, int64_t spin_ns) { return c.ring.spin_for_reply(spin_ns); })
       // Sleeps up to `seconds` for the reply: True when it came. Ctrl-C raises KeyboardInterrupt.
       .def("wait", [](Channel& c, double seconds) {
         WaitResult result;

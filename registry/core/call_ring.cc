@@ -108,6 +108,8 @@ CallRing& CallRing::operator=(CallRing&& other) noexcept {
     fd_ = other.fd_;
     header_ = other.header_;
     seen_ = other.seen_;
+    spin_ = other.spin_;
+    spin_max_ns_ = other.spin_max_ns_;
     other.fd_ = -1;
     other.header_ = nullptr;
   }
@@ -130,9 +132,12 @@ void CallRing::post(uint32_t kind, uint32_t bytes) {
   if (header_->worker_asleep.load()) futex_wake(&header_->request_seq);
 }
 
-bool CallRing::spin_for_reply(int64_t spin_ns) const {
+bool CallRing::spin_for_reply(int64_t max_spin_ns) {
+  if (max_spin_ns != spin_max_ns_) spin_.set_max(spin_max_ns_ = max_spin_ns);
   const uint32_t expected = header_->request_seq.load(std::memory_order_relaxed);
-  return spin(spin_ns, [&] { return header_->reply_seq.load(std::memory_order_acquire) == expected; });
+  const bool caught = spin(spin_.next(), [&] { return header_->reply_seq.load(std::memory_order_acquire) == expected; });
+  spin_.done(caught);
+  return caught;
 }
 
 WaitResult CallRing::wait_for_reply(int64_t timeout_ns) {
@@ -149,14 +154,16 @@ WaitResult CallRing::wait_for_reply(int64_t timeout_ns) {
   return result != 0 && error == EINTR ? WaitResult::kInterrupted : WaitResult::kTimedOut;
 }
 
-void CallRing::next_request(int64_t spin_ns, uint32_t* kind, uint32_t* bytes) {
+void CallRing::next_request(int64_t max_spin_ns, uint32_t* kind, uint32_t* bytes) {
+  if (max_spin_ns != spin_max_ns_) spin_.set_max(spin_max_ns_ = max_spin_ns);
   auto posted = [&] { return header_->request_seq.load(std::memory_order_acquire) != seen_; };
-  while (!spin(spin_ns, posted)) {
+  const bool caught = spin(spin_.next(), posted);
+  spin_.done(caught);
+  while (!caught && !posted()) {
     header_->worker_asleep.store(1);
     const uint32_t now = header_->request_seq.load();
     if (now == seen_) futex_wait(&header_->request_seq, now, -1);  // no timeout: the parent's death kills us
     header_->worker_asleep.store(0);
-    if (posted()) break;
   }
   seen_ = header_->request_seq.load(std::memory_order_acquire);
   *kind = header_->request_kind;

@@ -60,3 +60,28 @@ TEST(CallRing, AttachRefusesAnotherLayout) {
 
 }  // namespace
 }  // namespace kreg
+
+namespace kreg {
+namespace {
+
+TEST(SpinPolicy, HalvesAfterMissesRestoresOnACatchAndProbesAtTheFloor) {
+  SpinPolicy policy(64000);
+  EXPECT_EQ(policy.next(), 64000);
+  for (int64_t expected : {32000, 16000, 8000, 4000, 2000, 2000}) {
+    policy.done(false);
+    EXPECT_EQ(policy.budget_ns(), expected);
+  }
+  int probes = 0;
+  for (int i = 0; i < 2 * SpinPolicy::kProbeEvery; ++i) {
+    const int64_t spin = policy.next();
+    probes += spin == 64000;
+    EXPECT_TRUE(spin == 64000 || spin == SpinPolicy::kMinSpinNs);
+    policy.done(false);
+  }
+  EXPECT_EQ(probes, 2);
+  policy.done(true);
+  EXPECT_EQ(policy.next(), 64000);
+}
+
+}  // namespace
+}  // namespace kreg
