@@ -246,6 +246,14 @@ class Link:
         """The slot's fast path needs Python: _SLOW_WAIT (no reply within its
         spin: wait for it; 1 when it came) or _SLOW_OVERRUN (canary a, side b
         changed). A failure is recorded in CALL for the handle; returns 0."""
+        try:
+            with SUPERVISOR.lock:  # held already when the call came through the handle
+                return self._slow(code, values, a, b)
+        except BaseException as error:  # noqa: BLE001  nothing may raise through C; the handle raises it
+            CALL.outcome = error
+        return 0
+
+    def _slow(self, code, values, a, b):
         worker = None
         params = ()
         try:
