@@ -59,6 +59,8 @@ void init_ring_on_demand(py::module_& m) {
                     [](Channel& c, bool v) { c.in_ring.store(v); })
       .def_property_readonly("broken", [](const Channel& c) { return c.broken.load(); })
       .def_readwrite("spin_ns", &Channel::spin_ns)
+      .def_property_readonly("spin_budget_ns", [](const Channel& c) { return c.ring.spin_budget_ns(); })
+      .def_property_readonly("wakes", [](const Channel& c) { return c.ring.wakes(); })
       .def_property_readonly("posts", [](const Channel& c) { return c.posts.load(); })
       .def_property_readonly("calls", [](const Channel& c) { return c.calls.load(); })
       .def_property_readonly("staged_calls", [](const Channel& c) { return c.staged_calls.load(); })

@@ -110,6 +110,7 @@ CallRing& CallRing::operator=(CallRing&& other) noexcept {
     seen_ = other.seen_;
     spin_ = other.spin_;
     spin_max_ns_ = other.spin_max_ns_;
+    wakes_ = other.wakes_;
     other.fd_ = -1;
     other.header_ = nullptr;
   }
@@ -129,7 +130,10 @@ void CallRing::post(uint32_t kind, uint32_t bytes) {
   header_->request_kind = kind;
   header_->request_bytes = bytes;
   header_->request_seq.fetch_add(1);  // seq_cst: ordered before reading worker_asleep
-  if (header_->worker_asleep.load()) futex_wake(&header_->request_seq);
+  if (header_->worker_asleep.load()) {
+    futex_wake(&header_->request_seq);
+    ++wakes_;
+  }
 }
 
 bool CallRing::spin_for_reply(int64_t max_spin_ns) {

@@ -123,8 +123,9 @@ class CallRing {
 
   // Worker: the next request (spins at most max_spin_ns, then sleeps); its kind and bytes.
   void next_request(int64_t max_spin_ns, uint32_t* kind, uint32_t* bytes);
-  // This side's current spin (tests, status).
+  // This side's current spin, and how many posts found the worker asleep (tests, benchmarks).
   int64_t spin_budget_ns() const { return spin_.budget_ns(); }
+  int64_t wakes() const { return wakes_; }
   // Worker: the request is done; `bytes` of reply() hold the reply.
   void finish(uint32_t bytes);
 
@@ -135,6 +136,7 @@ class CallRing {
   uint32_t seen_ = 0;  // worker: the last request_seq it took
   SpinPolicy spin_;    // this side's (each process maps the channel once, for one role)
   int64_t spin_max_ns_ = -1;
+  int64_t wakes_ = 0;
 };
 
 }  // namespace kreg

@@ -258,21 +258,28 @@ class Link:
         params = ()
         try:
             worker = SUPERVISOR.workers.get((self.flavor, self.backend))
-            params = [wire.KregTensor.from_address(values + k * _VALUE_BYTES) if kind == "T" else _Scalar()
-                      for k, kind in enumerate(self.kinds)]
             if code == _SLOW_WAIT:
+                params = values  # read as parameters only if the call failed
                 worker.ring_wait(wait_limit())
                 return 1
+            params = self._params_at(values)
             SUPERVISOR.retire(worker)
             SUPERVISOR.faults += 1
             CALL.outcome = Fault(guards.describe(self.param_names, params, a, "after" if b == 0 else "before"),
                                  worker.read_log(), self.dtype)
         except BaseException as error:  # noqa: BLE001  nothing may raise through C; the handle raises it
             try:
+                if isinstance(params, int):
+                    params = self._params_at(params)
                 CALL.outcome = self._failed(worker, error, params, wait_limit())
             except BaseException as outcome:  # noqa: BLE001
                 CALL.outcome = outcome
         return 0
+
+    def _params_at(self, values: int) -> list:
+        """The call's parameters from its kreg_value array, as guards.py reads them."""
+        return [wire.KregTensor.from_address(values + k * _VALUE_BYTES) if kind == "T" else _Scalar()
+                for k, kind in enumerate(self.kinds)]
 
     def _failed(self, worker, error, params, timeout) -> BaseException:
         """What a call that ended in `error` raises; the worker is retired."""
