@@ -119,3 +119,13 @@ def test_an_idle_worker_sleeps(kernels_root, cache_root):
     time.sleep(0.5)
     assert cpu_seconds() - before < 0.05
     assert torch.equal(op(x, 2.0), 2.0 * x)  # and wakes for the next call
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_calls_keep_the_socket(cache_root):
+    op = registry.get("axpy", device="cuda", isolate=True)
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    for _ in range(3):
+        assert torch.equal(op(x, x, 2.0), registry.get("axpy", device="cuda")(x, x, 2.0))
+    assert SUPERVISOR.workers[("plain", "cuda")].channel is None
