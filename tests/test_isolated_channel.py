@@ -129,3 +129,51 @@ def test_cuda_calls_keep_the_socket(cache_root):
     for _ in range(3):
         assert torch.equal(op(x, x, 2.0), registry.get("axpy", device="cuda")(x, x, 2.0))
     assert SUPERVISOR.workers[("plain", "cuda")].channel is None
+
+
+MIX_TOML = """format = 1
+description = "every scalar kind a launcher takes"
+
+[cpu]
+sources = ["kernel.cpp"]
+
+[[op]]
+signature = "{name}(Tensor x, int[] dims, bool flip, ScalarType? kind, int k, float a) -> Tensor"
+dtypes = ["float32", "float64"]
+"""
+
+MIX_SOURCE = """#include "kreg/abi.h"
+template <typename T, typename F>
+static const char* run(kreg_tensor out, kreg_tensor x, kreg_int_list dims, bool flip, int32_t kind, int64_t k, F a) {
+  int64_t sum = 0;
+  for (int64_t i = 0; i < dims.size; ++i) sum += dims.data[i] * (i + 1);
+  for (int64_t i = 0; i < out.numel; ++i)
+    out.data == nullptr ? (void)0 : (void)(static_cast<T*>(out.data)[i] =
+        static_cast<const T*>(x.data)[i] * T(a) * T(flip ? -1 : 1) + T(sum) + T(kind) + T(k));
+  return nullptr;
+}
+KREG_API const char* NAME_f32(kreg_tensor out, kreg_tensor x, kreg_int_list dims, bool flip, int32_t kind,
+                              int64_t k, float a, void*) { return run<float>(out, x, dims, flip, kind, k, a); }
+KREG_API const char* NAME_f64(kreg_tensor out, kreg_tensor x, kreg_int_list dims, bool flip, int32_t kind,
+                              int64_t k, double a, void*) { return run<double>(out, x, dims, flip, kind, k, a); }
+"""
+
+
+def test_every_parameter_kind_crosses_the_fast_path(kernels_root, cache_root):
+    name = f"iso_mix_{next(_names)}"
+    folder = kernels_root / name
+    folder.mkdir()
+    (folder / "kernel.toml").write_text(MIX_TOML.format(name=name))
+    (folder / "kernel.cpp").write_text(MIX_SOURCE.replace("NAME", name))
+    op, normal = registry.get(name, device="cpu", isolate=True), registry.get(name, device="cpu")
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(37, dtype=dtype)
+        for _ in range(2):  # the first sends the worker its memory
+            op(x, [1], False, None, 0, 1.0)
+        posts = _channel().posts
+        calls = [(x, [], True, None, -3, 0.1), (x, [2, -5, 7], False, torch.float16, 4, 1e-3),
+                 (x, list(range(40)), True, torch.int64, 1 << 40, -2.5), (x[:0], [1], False, None, 0, 1.0),
+                 (torch.randn((), dtype=dtype), [3], True, torch.bool, 2, 0.3)]
+        for args in calls:
+            assert torch.equal(op(*args), normal(*args)), (dtype, args[1:])
+        assert _channel().posts == posts + 4, "a call did not take the fast path"  # x[:0]: no launcher call

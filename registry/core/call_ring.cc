@@ -95,7 +95,9 @@ CallRing CallRing::attach(int fd) {
     throw std::runtime_error("the call channel's layout is not version " + std::to_string(kCallRingVersion) +
                              " (parent and worker come from different registry versions)");
   }
-  ring.seen_ = ring.header_->request_seq.load();
+  // The last request done, not the last posted: the parent may post before the
+  // worker attaches (its messages queue on the socket), and that request is pending.
+  ring.seen_ = ring.header_->reply_seq.load();
   return ring;
 }
 

@@ -85,3 +85,26 @@ TEST(SpinPolicy, HalvesAfterMissesRestoresOnACatchAndProbesAtTheFloor) {
 
 }  // namespace
 }  // namespace kreg
+
+namespace kreg {
+namespace {
+
+// The parent may post before the worker has mapped the channel: the request is pending for it.
+TEST(CallRing, ARequestPostedBeforeTheWorkerAttachesIsServed) {
+  CallRing parent = CallRing::create();
+  parent.post(kRequestYield, 0);
+  CallRing worker = CallRing::attach(dup(parent.fd()));
+  std::thread serve([&] {
+    uint32_t kind = 0, bytes = 0;
+    worker.next_request(1000, &kind, &bytes);
+    EXPECT_EQ(kind, kRequestYield);
+    worker.finish(0);
+  });
+  const WaitResult result = parent.wait_for_reply(2'000'000'000);
+  if (result != WaitResult::kReady) parent.post(kRequestYield, 0);  // frees a worker that missed the first
+  serve.join();
+  EXPECT_EQ(result, WaitResult::kReady);
+}
+
+}  // namespace
+}  // namespace kreg

@@ -45,6 +45,7 @@ class Writer {
   template <typename T>
   bool put(T value) { return bytes(&value, sizeof value); }
   bool bytes(const void* from, size_t n) {
+    if (n == 0) return true;  // a 0-dim tensor's sizes may be null
     if (at_ + n > kRequestCapacity) return false;
     std::memcpy(out_ + at_, from, n);
     at_ += n;

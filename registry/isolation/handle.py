@@ -120,6 +120,8 @@ class IsolatedOp(Op):
                     for value in (*args, *kwargs.values()):
                         if type(value) is _Tensor or isinstance(value, _Tensor):
                             worker.share_cpu_storage(value.untyped_storage())
+                    if worker.channel is not None and not worker.channel.in_ring:
+                        worker.enter_ring()  # a storage just sent: the call itself can still skip Python
                 result = Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)
             except KernelFault:
                 raise

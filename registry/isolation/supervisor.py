@@ -142,6 +142,14 @@ class Worker:
         else:
             self.sock.send(message)
 
+    def enter_ring(self) -> None:
+        """Back into the ring loop after socket messages (a dead worker is found by the call)."""
+        try:
+            self.sock.send(b"R")
+            self.channel.in_ring = True
+        except OSError:
+            pass
+
     def _leave_ring(self) -> None:
         """Asks the worker out of its ring loop, and waits until it is (a worker
         that died meanwhile fails the next send instead)."""
@@ -289,12 +297,8 @@ class Worker:
         launcher loaded with its entry, sent through the call channel."""
         channel = self.channel
         if ring and channel is not None:
-            try:
-                if not channel.in_ring:
-                    self.sock.send(b"R")
-                    channel.in_ring = True
-            except OSError:
-                raise self._died() from None
+            if not channel.in_ring:
+                self.enter_ring()
             channel.claim()
             try:
                 channel.post(message)
