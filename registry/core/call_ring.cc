@@ -1,7 +1,7 @@
 #include "call_ring.h"
 
 #include <errno.h>
-#include <sched.h>
+#include <sched.h>  // sched_yield, sched_getcpu (_GNU_SOURCE)
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -46,11 +46,19 @@ void futex_wake(std::atomic<uint32_t>* word) {
 // waiting for this very core, and a pure spin only delays it.
 constexpr int64_t kBusySpinNs = 2000;
 
+// Records this side's core in `mine`; true when `other` last waited on it too.
+bool shares_core(std::atomic<uint32_t>& mine, const std::atomic<uint32_t>& other) {
+  const int cpu = sched_getcpu();
+  if (cpu < 0) return false;
+  mine.store(static_cast<uint32_t>(cpu) + 1, std::memory_order_relaxed);  // 0: not known yet
+  return other.load(std::memory_order_relaxed) == static_cast<uint32_t>(cpu) + 1;
+}
+
 template <typename Done>
-bool spin(int64_t spin_ns, Done done) {
+bool spin(int64_t spin_ns, Done done, bool yield_at_once) {
   if (done()) return true;
   const int64_t start = now_ns(), until = start + spin_ns;
-  bool yielding = false;
+  bool yielding = yield_at_once;
   for (unsigned turn = 1;; ++turn) {
     if (done()) return true;
     if (yielding) {
@@ -141,7 +149,8 @@ void CallRing::post(uint32_t kind, uint32_t bytes) {
 bool CallRing::spin_for_reply(int64_t max_spin_ns) {
   if (max_spin_ns != spin_max_ns_) spin_.set_max(spin_max_ns_ = max_spin_ns);
   const uint32_t expected = header_->request_seq.load(std::memory_order_relaxed);
-  const bool caught = spin(spin_.next(), [&] { return header_->reply_seq.load(std::memory_order_acquire) == expected; });
+  const bool caught = spin(spin_.next(), [&] { return header_->reply_seq.load(std::memory_order_acquire) == expected; },
+                           shares_core(header_->parent_cpu, header_->worker_cpu));
   spin_.done(caught);
   return caught;
 }
@@ -163,7 +172,7 @@ WaitResult CallRing::wait_for_reply(int64_t timeout_ns) {
 void CallRing::next_request(int64_t max_spin_ns, uint32_t* kind, uint32_t* bytes) {
   if (max_spin_ns != spin_max_ns_) spin_.set_max(spin_max_ns_ = max_spin_ns);
   auto posted = [&] { return header_->request_seq.load(std::memory_order_acquire) != seen_; };
-  const bool caught = spin(spin_.next(), posted);
+  const bool caught = spin(spin_.next(), posted, shares_core(header_->worker_cpu, header_->parent_cpu));
   spin_.done(caught);
   while (!caught && !posted()) {
     header_->worker_asleep.store(1);

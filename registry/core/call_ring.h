@@ -13,15 +13,19 @@
 //                                   FUTEX_WAIT on request_seq
 //                 u32 request_kind  kRequestCall or kRequestYield
 //                 u32 request_bytes
+//                 u32 worker_cpu    the core the worker last waited on
 //   offset 128    u32 reply_seq     the futex word the parent sleeps on: the
 //                                   worker sets it to request_seq once the
 //                                   request is done (its reply written)
 //                 u32 parent_asleep 1 while the parent is in FUTEX_WAIT on reply_seq
 //                 u32 reply_bytes
+//                 u32 parent_cpu    the core the parent last waited on
 //   offset 4096   the request: a wire.py "C" message, byte for byte
 //   offset 4096 + kRequestCapacity   the reply: wire.py's K / E + text
 //
-// Each side spins a bounded time on the other's word, then sleeps on a futex;
+// Each side spins a bounded time on the other's word (yielding its core from
+// the start when the other side last ran on the same one: there a busy spin
+// only keeps the other side from running), then sleeps on a futex;
 // the waker issues FUTEX_WAKE only when the sleeper's flag says it sleeps
 // (flag and word are both sequentially consistent, so a wake is never lost:
 // the sleeper sets its flag, then re-reads the word before it sleeps).
@@ -51,9 +55,11 @@ struct CallRingHeader {
   std::atomic<uint32_t> worker_asleep;
   uint32_t request_kind;
   uint32_t request_bytes;
+  std::atomic<uint32_t> worker_cpu;
   alignas(64) std::atomic<uint32_t> reply_seq;
   std::atomic<uint32_t> parent_asleep;
   uint32_t reply_bytes;
+  std::atomic<uint32_t> parent_cpu;
 };
 static_assert(sizeof(CallRingHeader) <= kRequestOffset, "the header fits its page");
 
