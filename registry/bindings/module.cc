@@ -84,6 +84,7 @@ void init_manifest_on_demand(py::module_& m);
 void init_build_on_demand(py::module_& m);
 void init_cache_on_demand(py::module_& m);
 void init_plan_on_demand(py::module_& m);
+void init_ring_on_demand(py::module_& m);
 
 bool register_on_demand() {
   static bool registered = false;
@@ -94,6 +95,7 @@ bool register_on_demand() {
   init_build_on_demand(m);
   init_cache_on_demand(m);
   init_plan_on_demand(m);
+  init_ring_on_demand(m);
   init_aot(m);
   return true;
 }

@@ -96,6 +96,11 @@ std::optional<SharedSegment> SharedOutputPool::segment_of(uintptr_t address, int
   return std::nullopt;
 }
 
+bool SharedOutputPool::has_retired() const {
+  std::lock_guard<std::mutex> hold(mutex_);
+  return !retired_.empty();
+}
+
 std::vector<int64_t> SharedOutputPool::take_retired() {
   std::lock_guard<std::mutex> hold(mutex_);
   std::vector<int64_t> out;

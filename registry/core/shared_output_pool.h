@@ -45,6 +45,9 @@ class SharedOutputPool {
   std::optional<SharedSegment> segment_of(uintptr_t address, int64_t nbytes) const;
   // Ids of the segments unmapped since the last call.
   std::vector<int64_t> take_retired();
+  // Whether take_retired() has ids to give (an isolated call's fast path
+  // leaves them to the Python side, which tells the workers).
+  bool has_retired() const;
 
   int64_t mapped_bytes() const;
 

@@ -21,6 +21,10 @@ How it fits together (each module's docstring has the details):
   worker.py      the worker: dlopens the kernel library (binds a cubin as
                  device_module does), maps shared memory, calls launchers
   wire.py        the messages between the two (versioned)
+                 (a plain CPU worker's calls: a shared-memory call channel,
+                 core/call_ring.h, written and read by C++ on both sides:
+                 core/isolated_call.h in the op's table, core/ring_worker.h in
+                 the worker; Python only for what is rare, see supervisor.py)
   guards.py      CPU canaries after each argument (and around staged ones),
                  checked after the call: an overrun is a KernelFault naming it
   guard_pages.py the worker's regions between inaccessible pages, and its
@@ -66,7 +70,9 @@ def status_lines(kernel: str, backend: str) -> list[str]:
         memory = ((f"CUDA IPC; {worker.staged_calls} of {worker.calls} calls staged {worker.staged_bytes} bytes "
                    f"through device copies ({refused})" if refused else "CUDA IPC, no copies") if backend == "cuda" else
                   f"CPU tensors in shared memory; {worker.staged_calls} of {worker.calls} calls staged "
-                  f"{worker.staged_bytes} bytes through a copy (outputs under 64 KiB, contiguous copies)")
+                  f"{worker.staged_bytes} bytes through a copy (outputs under 64 KiB, contiguous copies)"
+                  + (f"; {worker.channel.calls} calls through the shared-memory call channel without Python"
+                     if getattr(worker, "channel", None) is not None else ""))
         lines.append(f"  isolated worker ({flavor}): pid {worker.process.pid}, {worker.calls} calls; {memory}")
     if SUPERVISOR.started:
         lines.append(f"  isolation: {SUPERVISOR.started} workers started in this process, {SUPERVISOR.faults} faults")

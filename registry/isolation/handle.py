@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import torch
 
-from registry import knobs
 from registry.isolation import proxy
 from registry.isolation.faults import KernelFault
 from registry.isolation.interrupts import WATCH
@@ -111,7 +110,7 @@ class IsolatedOp(Op):
             outer = proxy.CALL.timeout
             # The outermost call sets the timeout; autograd's forward, run inside it, keeps it.
             if timeout is not None or proxy.CALL.depth == 0:
-                proxy.CALL.timeout = timeout if timeout is not None else knobs.isolate_timeout()
+                proxy.CALL.timeout = timeout  # None: REGISTRY_ISOLATE_TIMEOUT, read only where a call waits
             proxy.CALL.depth += 1
             proxy.CALL.outcome = None
             WATCH.held += 1  # a slow phase of this call leaves SIGINT recorded until it ends (interrupts.py)
@@ -121,13 +120,19 @@ class IsolatedOp(Op):
                     for value in (*args, *kwargs.values()):
                         if type(value) is _Tensor or isinstance(value, _Tensor):
                             worker.share_cpu_storage(value.untyped_storage())
+                    if worker.channel is not None and not worker.channel.in_ring:
+                        worker.enter_ring()  # a storage just sent: the call itself can still skip Python
                 result = Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)
             except KernelFault:
                 raise
-            except RuntimeError:
+            except RuntimeError as error:
                 outcome, proxy.CALL.outcome = proxy.CALL.outcome, None
                 if outcome is None:
                     if WATCH.seen:  # SIGINT at the launcher callback's entry: dropped there, not sent
+                        raise KeyboardInterrupt from None
+                    if proxy.FAULT_TEXT.value.decode() in str(error):
+                        # A callback failed before it could record why: only an exception at its
+                        # first line (a KeyboardInterrupt Python dropped there) does that.
                         raise KeyboardInterrupt from None
                     raise
                 if isinstance(outcome, proxy.Fault):

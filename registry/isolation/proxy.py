@@ -13,6 +13,14 @@ reply as the launcher's result. And on the CPU the output hooks: the
 binding takes large outputs from the shared output pool
 (core/shared_output_pool.h), so the worker writes them in place.
 
+A plain CPU op's table goes one step further (core/isolated_call.h): its
+entry is the core's kreg_isolated_entry and each launchers[] slot an
+IsolatedSlot, so a call whose memory the worker already maps is written
+into the worker's call channel by C++ and never enters Python; the ctypes
+callback above is the slot's fallback for everything else (called through
+the kernel library's own entry), and Link.slow is the slot's way back into
+Python to wait past the spin or to report a fault.
+
 A callback cannot raise through C: a fault, a timeout or Ctrl-C is recorded
 in CALL and the callback returns FAULT_TEXT, which the binding raises as a
 RuntimeError; the handle (handle.py) turns it into KernelFault.
@@ -68,12 +76,21 @@ _FAULT_ADDRESS = ctypes.addressof(FAULT_TEXT)
 class CallState:
     """The isolated call in flight (calls are serialized by SUPERVISOR.lock)."""
 
-    timeout = 30.0
+    timeout = None  # seconds, or None: REGISTRY_ISOLATE_TIMEOUT (read when a call waits, see wait_limit)
     outcome = None  # a Fault or a BaseException the callback caught
     depth = 0  # isolated calls in progress on this thread (autograd's forward runs inside one)
 
 
 CALL = CallState()
+
+
+def wait_limit() -> float:
+    """The seconds the call in flight may take."""
+    if CALL.timeout is not None:
+        return CALL.timeout
+    from registry import knobs
+
+    return knobs.isolate_timeout()
 
 
 class Fault(Exception):
@@ -129,6 +146,10 @@ class ProxyTable:
             self.table.shared_output_allocate, self.table.shared_output_release = _core.shared_output_hooks()
         self.address = ctypes.addressof(self.table)
         kinds = kinds_of(spec)
+        # The call channel's fast path (core/isolated_call.h): the kernel library's
+        # entry spreads the values for the fallback, and the worker calls it too.
+        source_entry = self.table.entry if backend == "cpu" and flavor == "plain" and launchers is None else None
+        entry_symbol = symbol_of(source_entry)[1] if source_entry else ""
         self.links = {}
         self._callbacks = []
         for code in range(DTYPE_SLOTS):
@@ -155,6 +176,17 @@ class ProxyTable:
             self._callbacks.append(callback)
             self.links[code] = link
             self.table.launchers[code] = ctypes.cast(callback, ctypes.c_void_p).value
+            if source_entry:
+                link.entry = entry_symbol
+                slow = _SLOW_PATH(link.slow)
+                self._callbacks.append(slow)
+                roles = "".join({"out": "o", "inout": "m", "in": "i"}[r] for r in link.roles)
+                link.slot = _core.IsolatedSlot(self.table.launchers[code], source_entry,
+                                               ctypes.cast(slow, ctypes.c_void_p).value, _FAULT_ADDRESS, slot_kinds,
+                                               roles, list(link.item_sizes))
+                self.table.launchers[code] = link.slot.address
+        if source_entry and self.links:
+            self.table.entry = _core.isolated_entry()
 
 
 def _item_sizes(table: LauncherTable, spec, code: int) -> tuple[int, ...]:
@@ -178,6 +210,18 @@ def _cuda_memory():
     return cuda_memory
 
 
+# A slot's way back into Python (core/isolated_call.h's SlowPath): code, the call's values, a, b.
+_SLOW_PATH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+_SLOW_WAIT, _SLOW_OVERRUN = 1, 2
+_VALUE_BYTES = ctypes.sizeof(wire.KregTensor)  # a kreg_value (kreg/abi.h): its largest member
+
+
+class _Scalar:
+    """A parameter that is not a tensor, where guards.py reads .numel of tensors only."""
+
+    numel = 0
+
+
 _Q, _F, _D, _I, _B = (struct.Struct("<q"), struct.Struct("<f"), struct.Struct("<d"), struct.Struct("<i"),
                       struct.Struct("<B"))
 
@@ -195,6 +239,62 @@ class Link:
         # only: copied in, not back).
         self.roles = ("inout",) * len(kinds)
         self.param_names = [f"parameter {k}" for k in range(len(kinds))]  # set by ProxyTable
+        self.slot = None  # the call channel's slot (core/isolated_call.h), for a plain CPU launcher
+        self.entry = ""  # the kernel library's entry symbol, which the worker's ring loop calls
+
+    def slow(self, code, values, a, b):
+        """The slot's fast path needs Python: _SLOW_WAIT (no reply within its
+        spin: wait for it; 1 when it came) or _SLOW_OVERRUN (canary a, side b
+        changed). A failure is recorded in CALL for the handle; returns 0."""
+        try:
+            with SUPERVISOR.lock:  # held already when the call came through the handle
+                return self._slow(code, values, a, b)
+        except BaseException as error:  # noqa: BLE001  nothing may raise through C; the handle raises it
+            CALL.outcome = error
+        return 0
+
+    def _slow(self, code, values, a, b):
+        worker = None
+        params = ()
+        try:
+            worker = SUPERVISOR.workers.get((self.flavor, self.backend))
+            if code == _SLOW_WAIT:
+                params = values  # read as parameters only if the call failed
+                worker.ring_wait(wait_limit())
+                return 1
+            params = self._params_at(values)
+            SUPERVISOR.retire(worker)
+            SUPERVISOR.faults += 1
+            CALL.outcome = Fault(guards.describe(self.param_names, params, a, "after" if b == 0 else "before"),
+                                 worker.read_log(), self.dtype)
+        except BaseException as error:  # noqa: BLE001  nothing may raise through C; the handle raises it
+            try:
+                if isinstance(params, int):
+                    params = self._params_at(params)
+                CALL.outcome = self._failed(worker, error, params, wait_limit())
+            except BaseException as outcome:  # noqa: BLE001
+                CALL.outcome = outcome
+        return 0
+
+    def _params_at(self, values: int) -> list:
+        """The call's parameters from its kreg_value array, as guards.py reads them."""
+        return [wire.KregTensor.from_address(values + k * _VALUE_BYTES) if kind == "T" else _Scalar()
+                for k, kind in enumerate(self.kinds)]
+
+    def _failed(self, worker, error, params, timeout) -> BaseException:
+        """What a call that ended in `error` raises; the worker is retired."""
+        if worker is not None:
+            SUPERVISOR.retire(worker)
+        if isinstance(error, WorkerDied):
+            SUPERVISOR.faults += 1
+            what = guards.from_log(error.log, self.param_names, params) or error.what
+            return Fault(what, error.log, self.dtype)
+        if isinstance(error, WorkerTimeout):
+            SUPERVISOR.faults += 1
+            return Fault(f"the call did not return within {timeout:g} s: the worker was killed (an endless loop, "
+                         f"a deadlock, or a kernel slower than the timeout; raise REGISTRY_ISOLATE_TIMEOUT or pass "
+                         f"timeout= to op.call() if it is only slow)", worker.read_log(), self.dtype, hang=True)
+        return error
 
     def forward(self, *params):
         try:
@@ -206,14 +306,18 @@ class Link:
 
     def _forward(self, params):
         worker = SUPERVISOR.worker(self.flavor, self.backend, self.ordinal)
-        timeout = CALL.timeout
+        timeout = wait_limit()
         cuda = self.backend == "cuda"
         cuda_memory = None
         try:
             if cuda:
                 cuda_memory = _cuda_memory()
                 cuda_memory.synchronize(params[-1])  # the parent's stream: what it queued before this call
-            launcher = worker.launcher_id(self.library, self.symbol, self.cubin, self.kinds, self.item_sizes, timeout)
+            launcher = worker.launcher_id(self.library, self.symbol, self.cubin, self.kinds, self.item_sizes, timeout,
+                                          self.entry)
+            ring = self.slot is not None and worker.channel is not None
+            if ring:
+                self.slot.bind(worker.channel.generation, launcher)  # the next call takes the fast path
             parts = [wire.CALL_HEAD.pack(b"C", launcher)]
             staged = []  # (address, offset in staging, bytes, ...): copied in before, written ones back after
             staged_bytes = 0
@@ -276,24 +380,15 @@ class Link:
             if zones:
                 guards.arm(zones)
             message = b"".join(parts)
-            reply = worker.request(message, timeout)
+            reply = worker.request(message, timeout, ring)
             worker.calls += 1
             overrun = guards.broken(zones) if zones else None
             if overrun is None:
                 for data, offset, nbytes, _, _, _, role, _ in staged:
                     if role != "in":
                         move(data, base + offset, nbytes)
-        except WorkerDied as died:
-            SUPERVISOR.retire(worker)
-            SUPERVISOR.faults += 1
-            what = guards.from_log(died.log, self.param_names, params) or died.what
-            raise Fault(what, died.log, self.dtype) from None
-        except WorkerTimeout:
-            SUPERVISOR.retire(worker)
-            SUPERVISOR.faults += 1
-            raise Fault(f"the call did not return within {timeout:g} s: the worker was killed (an endless loop, "
-                        f"a deadlock, or a kernel slower than the timeout; raise REGISTRY_ISOLATE_TIMEOUT or pass "
-                        f"timeout= to op.call() if it is only slow)", worker.read_log(), self.dtype, hang=True) from None
+        except (WorkerDied, WorkerTimeout) as error:
+            raise self._failed(worker, error, params, timeout) from None
         except BaseException:
             SUPERVISOR.retire(worker)
             raise

@@ -6,6 +6,12 @@ One worker per flavor and backend: "plain" runs launchers as they are,
 under compute-sanitizer (checked CUDA builds). A worker holds what was sent
 to it (loaded launchers, mapped memory); a new worker starts empty and gets
 it again on its next call.
+
+A plain CPU worker's calls go through a call channel (core/call_ring.h) in
+shared memory instead of the socket: the op's binding reaches it through
+core/isolated_call.h without Python when everything the call needs is in
+place, and through Worker.request otherwise. The socket carries the rest
+(memory, launchers); the worker leaves its ring loop for it (_leave_ring).
 """
 from __future__ import annotations
 
@@ -34,6 +40,13 @@ CUDA_SPIN_SECONDS = 0.02
 # poll (or to another thread) does not interrupt it, and is seen at the next
 # slice; ten wake-ups a second cost nothing beside a call that blocks.
 WAIT_SLICE_SECONDS = 0.1
+# The call channel's waits: the parent spins this long for a reply, then
+# sleeps on the channel's futex in slices this long, between which it checks
+# the worker's liveness (the socket's hangup), the timeout and Ctrl-C.
+RING_SPIN_NS = 50_000
+RING_SLICE_SECONDS = 0.01
+
+_current_channel = [None]  # the channel core/isolated_call.h's fast path uses
 
 SIGNAL_MEANING = {
     signal.SIGSEGV: "a segmentation fault: the kernel read or wrote memory the process does not own "
@@ -85,9 +98,10 @@ class Worker:
         self.cuda_pointers: dict[int, tuple[int, int, int]] = {}  # data pointer -> (buffer id, region id, offset)
         self._next_region = 1  # 0 is reserved for the staging buffer's first region
         self.staging = None  # (region id, mmap, address, size)
-        self.staged_calls = self.staged_bytes = 0
+        self._staged_calls = self._staged_bytes = 0
         self.pool_regions = {}  # shared output pool segment id -> region id in this worker
-        self.calls = 0
+        self._calls = 0
+        self.channel = None
         self._log_read = 0
         self._poller = select.poll()
         # Replies are read into one buffer made here: a bytes object allocated
@@ -97,6 +111,60 @@ class Worker:
         self._poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.sock.send(wire.HELLO.pack(b"H", wire.VERSION, b"g" if backend == "cuda" else b"c", ordinal,
                                        flavor != "plain"))
+        if flavor == "plain" and backend == "cpu":
+            # Checked workers keep the socket: a sanitizer's report, not the call's speed, is their point.
+            from registry import _core
+
+            self.channel = _core.CallChannel()
+            socket.send_fds(self.sock, [b"Q" + _core.__file__.encode()], [self.channel.fd])
+            _core.set_call_channel(self.channel)
+            _current_channel[0] = self.channel
+
+    # -- what the worker did (the channel's fast path counts its own calls) ----
+    def _count(name):
+        def get(self):
+            return getattr(self, "_" + name) + (getattr(self.channel, name) if self.channel is not None else 0)
+
+        def set_(self, value):
+            setattr(self, "_" + name, value - (getattr(self.channel, name) if self.channel is not None else 0))
+
+        return property(get, set_)
+
+    calls, staged_calls, staged_bytes = _count("calls"), _count("staged_calls"), _count("staged_bytes")
+    del _count
+
+    def _send(self, message: bytes, fds=()) -> None:
+        """A message on the socket (the worker reads it once out of its ring loop)."""
+        if self.channel is not None and self.channel.in_ring:
+            self._leave_ring()
+        if fds:
+            socket.send_fds(self.sock, [message], list(fds))
+        else:
+            self.sock.send(message)
+
+    def enter_ring(self) -> None:
+        """Back into the ring loop after socket messages (a dead worker is found by the call)."""
+        try:
+            self.sock.send(b"R")
+            self.channel.in_ring = True
+        except OSError:
+            pass
+
+    def _leave_ring(self) -> None:
+        """Asks the worker out of its ring loop, and waits until it is (a worker
+        that died meanwhile fails the next send instead)."""
+        channel = self.channel
+        channel.claim()
+        try:
+            channel.in_ring = False
+            if not channel.idle():  # a call abandoned mid-way: the worker is replaced, not asked
+                return
+            channel.post_yield()
+            while not (channel.spin(RING_SPIN_NS) or channel.wait(RING_SLICE_SECONDS)):
+                if not self.alive():
+                    return
+        finally:
+            channel.release()
 
     # -- memory ----------------------------------------------------------------
     def new_region_id(self) -> int:
@@ -119,12 +187,20 @@ class Worker:
         base = storage.data_ptr()  # moved into shared memory: a new address
         stale = self.cpu_regions.get(base)
         if stale is not None:
-            self.sock.send(wire.DROP.pack(b"X", stale.id))
+            if self.channel is not None:
+                self.channel.drop_storage(stale.id)
+            self._send(wire.DROP.pack(b"X", stale.id))
         if len(self.cpu_regions) >= 64:
             self.drop_dead_regions()
-        region = CpuRegion(self.new_region_id(), base, size, weakref.ref(storage))
-        socket.send_fds(self.sock, [wire.CPU_REGION.pack(b"M", region.id, size)], [fd])
+        region_id = self.new_region_id()
+        channel = self.channel
+        # A storage that dies leaves the channel's table at once: its range may hold other memory next.
+        forget = (lambda _, channel=channel, region_id=region_id: channel.drop_storage(region_id)) if channel else None
+        region = CpuRegion(region_id, base, size, weakref.ref(storage, forget))
+        self._send(wire.CPU_REGION.pack(b"M", region.id, size), [fd])
         self.cpu_regions[base] = region
+        if channel is not None:
+            channel.add_storage(base, base + size, region_id)
 
     def cpu_region_of(self, address: int, nbytes: int):
         """(region id, offset, free bytes after it) of shared memory holding
@@ -156,7 +232,9 @@ class Worker:
             for worker in SUPERVISOR.workers.values():
                 region = worker.pool_regions.pop(segment_id, None)
                 if region is not None:
-                    worker.sock.send(wire.DROP.pack(b"X", region))
+                    if worker.channel is not None:
+                        worker.channel.drop_pool(segment_id)
+                    worker._send(wire.DROP.pack(b"X", region))
         found = _core.shared_output_segment(address, nbytes)
         if found is None:
             return None
@@ -164,14 +242,18 @@ class Worker:
         region = self.pool_regions.get(segment_id)
         if region is None:
             region = self.pool_regions[segment_id] = self.new_region_id()
-            socket.send_fds(self.sock, [wire.CPU_REGION.pack(b"M", region, size)], [fd])
+            self._send(wire.CPU_REGION.pack(b"M", region, size), [fd])
+            if self.channel is not None:
+                self.channel.add_pool(segment_id, region)
         return region, address - base, base + size - address - nbytes if fresh else 0
 
     def drop_dead_regions(self) -> None:
         for base, region in list(self.cpu_regions.items()):
             if region.storage() is None:
                 del self.cpu_regions[base]
-                self.sock.send(wire.DROP.pack(b"X", region.id))
+                if self.channel is not None:
+                    self.channel.drop_storage(region.id)
+                self._send(wire.DROP.pack(b"X", region.id))
 
     def staging_buffer(self, size: int) -> tuple[int, int]:
         """(region id, address) of a shared buffer of at least `size` bytes."""
@@ -181,21 +263,26 @@ class Worker:
             os.ftruncate(fd, size)
             mapping = mmap.mmap(fd, size)
             region_id = self.new_region_id()
-            socket.send_fds(self.sock, [wire.CPU_REGION.pack(b"M", region_id, size)], [fd])
+            self._send(wire.CPU_REGION.pack(b"M", region_id, size), [fd])
             os.close(fd)
             if self.staging is not None:
-                self.sock.send(wire.DROP.pack(b"X", self.staging[0]))
+                self._send(wire.DROP.pack(b"X", self.staging[0]))
             self.staging = (region_id, mapping, ctypes.addressof(ctypes.c_char.from_buffer(mapping)), size)
+            if self.channel is not None:
+                self.channel.set_staging(region_id, self.staging[2], size)
         return self.staging[0], self.staging[2]
 
     # -- requests --------------------------------------------------------------
-    def launcher_id(self, library: str, symbol: str, cubin: str, kinds: str, item_sizes, timeout: float) -> int:
-        key = (library, symbol, cubin, kinds)
+    def launcher_id(self, library: str, symbol: str, cubin: str, kinds: str, item_sizes, timeout: float,
+                    entry: str = "") -> int:
+        """entry: the library's entry symbol, for a launcher the worker's ring loop calls."""
+        entry = entry if self.channel is not None else ""
+        key = (library, symbol, cubin, kinds, entry)
         found = self.launchers.get(key)
         if found is not None:
             return found
         launcher_id = len(self.launchers) + 1
-        reply = self.request(wire.pack_load(launcher_id, kinds, library, symbol, cubin, item_sizes), timeout)
+        reply = self.request(wire.pack_load(launcher_id, kinds, library, symbol, cubin, item_sizes, entry), timeout)
         if reply[:1] != b"K":
             from registry.errors import OpCallError
 
@@ -203,12 +290,27 @@ class Worker:
         self.launchers[key] = launcher_id
         return launcher_id
 
-    def request(self, message: bytes, timeout: float) -> bytes:
+    def request(self, message: bytes, timeout: float, ring: bool = False) -> bytes:
         """The worker's reply. Raises WorkerDied, WorkerTimeout, or
         KeyboardInterrupt (Ctrl-C while waiting); after any of them the
-        worker is gone and the caller replaces it."""
+        worker is gone and the caller replaces it. ring: a call ("C") of a
+        launcher loaded with its entry, sent through the call channel."""
+        channel = self.channel
+        if ring and channel is not None:
+            if not channel.in_ring:
+                self.enter_ring()
+            channel.claim()
+            try:
+                channel.post(message)
+                if not channel.spin(RING_SPIN_NS):
+                    self.ring_wait(timeout)
+                return channel.reply()
+            finally:
+                channel.release()
         sock = self.sock
         try:
+            if channel is not None and channel.in_ring:
+                self._leave_ring()
             sock.send(message)
         except OSError:
             raise self._died() from None
@@ -270,6 +372,39 @@ class Worker:
         finally:
             WATCH.disarm_unless_held()
 
+    def ring_wait(self, timeout: float) -> None:
+        """Waits for the reply on the call channel, as _wait on the socket:
+        raises WorkerDied (the socket hung up: the worker is gone), WorkerTimeout
+        or KeyboardInterrupt."""
+        channel = self.channel
+        try:
+            deadline = time.monotonic() + timeout
+            slices = 0
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    raise WorkerTimeout()
+                if WATCH.seen:  # Ctrl-C whose KeyboardInterrupt was dropped (interrupts.py)
+                    self.kill()
+                    raise KeyboardInterrupt
+                if slices == int(WAIT_SLICE_SECONDS / RING_SLICE_SECONDS):  # as _wait: record Ctrl-C from now on
+                    WATCH.arm()
+                slices += 1
+                try:
+                    if channel.wait(min(left, RING_SLICE_SECONDS)):
+                        return
+                    hung_up = any(events & (select.POLLHUP | select.POLLERR) for _, events in self._poller.poll(0))
+                except BaseException:
+                    self.kill()
+                    raise
+                if hung_up:
+                    if channel.wait(0):  # replied, then exited
+                        return
+                    raise self._died()
+        finally:
+            WATCH.disarm_unless_held()
+
     def _died(self) -> WorkerDied:
         try:
             code = self.process.wait(timeout=5)
@@ -302,6 +437,7 @@ class Worker:
             return ""
 
     def kill(self) -> None:
+        self.drop_channel()
         if self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)  # compute-sanitizer's children too
@@ -312,6 +448,14 @@ class Worker:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def drop_channel(self) -> None:
+        """The fast path stops using this worker's channel (its counts stay readable)."""
+        if self.channel is not None and _current_channel[0] is self.channel:
+            from registry import _core
+
+            _core.set_call_channel(None)
+            _current_channel[0] = None
 
 
 class Supervisor:
@@ -326,6 +470,9 @@ class Supervisor:
 
     def worker(self, flavor: str, backend: str, ordinal: int = 0) -> Worker:
         worker = self.workers.get((flavor, backend))
+        if worker is not None and worker.channel is not None and worker.channel.broken:
+            self.retire(worker)  # a call was abandoned in its channel (an interrupted wait): start afresh
+            worker = None
         if worker is not None:  # one that died is retired by the call that saw it (or fails its next send)
             return worker
         from registry.isolation import launch_env
@@ -356,6 +503,7 @@ class Supervisor:
                 worker.process.wait(timeout=20 if worker.flavor == "memcheck" else 2)
             except subprocess.TimeoutExpired:
                 pass
+        worker.drop_channel()
         worker.kill() if worker.alive() else worker.sock.close()
         if self.workers.get((worker.flavor, worker.backend)) is worker:
             del self.workers[(worker.flavor, worker.backend)]

@@ -1,4 +1,4 @@
-"""The messages between a process and its isolated-launch worker, version 1.
+"""The messages between a process and its isolated-launch worker, version 2.
 
 Imported by the worker as a plain module (worker.py runs as a script, with
 this folder on sys.path) and by the parent as registry.isolation.wire: it
@@ -6,8 +6,12 @@ needs nothing but the standard library.
 
 Transport: one AF_UNIX SOCK_SEQPACKET socket pair, one message per packet
 (so no framing), file descriptors (CPU shared memory) as SCM_RIGHTS beside the
-packet that names them. Every number is little-endian. Each message starts
-with one byte saying what it is:
+packet that names them. A plain CPU worker also gets a call channel (the
+"Q" message; its layout is core/call_ring.h): while it runs its ring loop
+("R"), "C" messages and their replies go through the channel instead, byte
+for byte as below, and the parent posts a yield on the channel before it
+sends anything on the socket again. Every number is little-endian. Each
+message starts with one byte saying what it is:
 
   parent -> worker
     b"H" hello       u32 version, u8 backend ("c" cpu, "g" cuda), i32 device ordinal, u8 checked
@@ -15,11 +19,15 @@ with one byte saying what it is:
                      sanitizer sees its bounds, and log the parameters' ranges first)
     b"L" load        u32 launcher id, then NUL-separated: argument kinds (KINDS below),
                      library path, launcher symbol, cubin path ("" if none), bytes per
-                     element of each parameter (comma-separated; 0 for non-tensors).
-                     Reply K or E.
+                     element of each parameter (comma-separated; 0 for non-tensors), the
+                     library's entry symbol (kreg_entry_fn; "" if the launcher is only
+                     called from Python). Reply K or E.
     b"M" CPU region  u32 region id, u64 size; the region's fd rides with the packet
     b"G" CUDA region u32 region id, 64-byte cudaIpcMemHandle of an allocation's base
     b"X" drop region u32 region id (its memory was freed in the parent)
+    b"Q" call channel  the path of the registry's core module (loaded with ctypes: its
+                     worker loop, core/ring_worker.h), UTF-8; the channel's memfd rides along
+    b"R" ring        run the ring loop until the parent posts a yield on the channel
     b"C" call        u32 launcher id, then each parameter of the launcher as PARAM below,
                      in the launcher's order (returns, arguments; no stream). Reply K, E or F.
   worker -> parent
@@ -42,7 +50,7 @@ import struct
 
 MAX_MESSAGE = 1 << 20  # the largest packet either side reads (a call with many tensors is a few KiB)
 
-VERSION = 1
+VERSION = 2
 NO_REGION = 0xFFFFFFFF
 STAGING_REGION = 0  # the parent's staging buffer, for memory that is not shared
 
@@ -78,12 +86,13 @@ TENSOR_HEAD = struct.Struct("<qIQq")  # ndim, region, offset, numel (ndim < 0: o
 NONE_TENSOR = struct.pack("<q", -1)
 
 
-def pack_load(launcher_id: int, kinds: str, library: str, symbol: str, cubin: str, item_sizes) -> bytes:
+def pack_load(launcher_id: int, kinds: str, library: str, symbol: str, cubin: str, item_sizes,
+              entry: str = "") -> bytes:
     sizes = ",".join(str(s) for s in item_sizes)
-    return LOAD_HEAD.pack(b"L", launcher_id) + "\0".join((kinds, library, symbol, cubin, sizes)).encode()
+    return LOAD_HEAD.pack(b"L", launcher_id) + "\0".join((kinds, library, symbol, cubin, sizes, entry)).encode()
 
 
-def unpack_load(message: bytes) -> tuple[int, str, str, str, str, list[int]]:
+def unpack_load(message: bytes) -> tuple[int, str, str, str, str, list[int], str]:
     _, launcher_id = LOAD_HEAD.unpack_from(message)
-    kinds, library, symbol, cubin, sizes = message[LOAD_HEAD.size:].decode().split("\0")
-    return launcher_id, kinds, library, symbol, cubin, [int(s) for s in sizes.split(",")]
+    kinds, library, symbol, cubin, sizes, entry = message[LOAD_HEAD.size:].decode().split("\0")
+    return launcher_id, kinds, library, symbol, cubin, [int(s) for s in sizes.split(",")], entry

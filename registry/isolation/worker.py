@@ -10,6 +10,15 @@ parent shares (CPU: the fds of shared storages, mmap'ed; CUDA: IPC handles),
 calls a launcher through a prototype built from the signature's argument
 kinds, and replies with the launcher's error string or nothing.
 
+A plain CPU worker runs its calls in C++: the parent sends it a call channel
+(wire.py's "Q": a memfd, core/call_ring.h) and the path of the registry's
+core module, which it loads with ctypes (a plain shared library to it; no
+torch, no Python init). On "R" it enters the module's ring loop
+(core/ring_worker.h), which calls the kernel library's entry for each "C"
+message and returns here only when the parent yields (memory to map, a
+launcher to load). Everything it needs is registered with the loop as it
+arrives here (launchers, regions).
+
 A kernel that faults on the CPU kills this process (SIGSEGV, SIGBUS, ...):
 that is the point, the parent sees the socket close and reports the signal.
 On CUDA, the worker waits for its own stream after each launch; a sticky
@@ -126,6 +135,7 @@ class Worker:
         self.libraries = {}
         self.cuda = None
         self.checked = False
+        self.ring = None  # the core module, once the parent sent a call channel
 
     def receive(self, flags: int = 0) -> tuple[bytes, list[int]]:
         """One message and the fds it carries, read into a buffer made once:
@@ -176,17 +186,26 @@ class Worker:
                     os.close(fds[0])
                 guard_pages.MAPPINGS[region] = mapping
                 self.regions[region] = mapping.base
+                if self.ring is not None:
+                    self.ring.kreg_ring_worker_add_region(region, mapping.base, mapping.end, mapping.reserved,
+                                                          mapping.reserved + mapping.length)
             elif what == b"G":
                 _, region = wire.CUDA_REGION_HEAD.unpack_from(message)
                 self.regions[region] = self.cuda.map_ipc(message[wire.CUDA_REGION_HEAD.size:])
             elif what == b"X":
                 _, region = wire.DROP.unpack_from(message)
                 self.regions.pop(region, None)
+                if self.ring is not None:
+                    self.ring.kreg_ring_worker_drop_region(region)
                 mapping = guard_pages.MAPPINGS.pop(region, None)
                 if mapping is not None:  # a launcher's cached parameters may still point there: never used again
                     guard_pages.unmap(mapping)
+            elif what == b"R":
+                self.ring.kreg_ring_worker_serve(RING_SPIN_NS)  # until the parent yields
             elif what == b"L":
                 self.sock.send(self.load(message))
+            elif what == b"Q":
+                self.attach_ring(message[1:].decode(), fds[0])
             elif what == b"H":
                 _, version, backend, ordinal, checked = wire.HELLO.unpack(message)
                 self.checked = bool(checked)
@@ -197,8 +216,26 @@ class Worker:
                 if backend == b"g":
                     self.cuda = Cuda(ordinal)
 
+    def attach_ring(self, core_path: str, fd: int) -> None:
+        core = ctypes.CDLL(core_path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        core.kreg_ring_worker_attach.restype = ctypes.c_char_p
+        core.kreg_ring_worker_add_launcher.argtypes = [ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
+                                                       ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64)]
+        core.kreg_ring_worker_add_region.argtypes = [ctypes.c_uint32] + [ctypes.c_size_t] * 4
+        core.kreg_ring_worker_drop_region.argtypes = [ctypes.c_uint32]
+        core.kreg_ring_worker_serve.argtypes = [ctypes.c_int64]
+        error = core.kreg_ring_worker_attach(fd)  # the mapping keeps the fd
+        if error:
+            sys.exit(f"the isolated worker could not map its call channel: {error.decode()}")
+        if not self.checked:
+            core.kreg_ring_worker_install_fault_handler()  # after guard_pages': it passes Python's calls there
+        for region, mapping in guard_pages.MAPPINGS.items():
+            core.kreg_ring_worker_add_region(region, mapping.base, mapping.end, mapping.reserved,
+                                             mapping.reserved + mapping.length)
+        self.ring = core
+
     def load(self, message: bytes) -> bytes:
-        launcher_id, kinds, path, symbol, cubin, item_sizes = wire.unpack_load(message)
+        launcher_id, kinds, path, symbol, cubin, item_sizes, entry = wire.unpack_load(message)
         try:
             library = self.libraries.get(path)
             if library is None:
@@ -206,6 +243,10 @@ class Worker:
                 if cubin:
                     self.cuda.bind_cubin(library, cubin)
             address = ctypes.cast(getattr(library, symbol), ctypes.c_void_p).value
+            if entry and self.ring is not None:
+                self.ring.kreg_ring_worker_add_launcher(
+                    launcher_id, ctypes.cast(getattr(library, entry), ctypes.c_void_p).value, address,
+                    kinds.encode(), (ctypes.c_int64 * len(kinds))(*item_sizes))
         except (OSError, AttributeError) as error:
             return b"E" + f"the isolated worker could not load {symbol} from {path}: {error}".encode()
         prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, *(CTYPE_OF_KIND[k] for k in kinds), ctypes.c_void_p)
@@ -356,6 +397,10 @@ _INT64_POINTER = ctypes.POINTER(ctypes.c_int64)
 _EMPTY_DIMS = (ctypes.c_int64 * 1)()
 SPIN_READS = 200  # non-blocking reads after a reply before a blocking wait: the next call often follows at once
 CUDA_SPIN_SECONDS = 0.002  # on CUDA, then this long by the clock
+# The ring loop's spin on the channel before it sleeps on the futex: a loop's
+# next call comes within a few microseconds of the reply (the caller's Python);
+# an idle worker burns at most this much once.
+RING_SPIN_NS = 100_000
 FINISH_SPIN_SECONDS = 0.02  # how long a launch is polled before a blocking wait (Cuda.finish)
 CUDA_ERROR_NOT_READY = 600
 _FD_SPACE = socket.CMSG_SPACE(4 * struct.calcsize("i"))  # a message carries at most 4 fds

@@ -1,0 +1,240 @@
+#include "isolated_call.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <optional>
+
+#include "../include/kreg/launcher_table.h"
+#include "shared_output_pool.h"
+
+namespace kreg {
+namespace {
+
+constexpr uint32_t kNoRegion = 0xFFFFFFFFu;  // wire.NO_REGION
+constexpr int64_t kZone = 64;                 // guards.ZONE
+constexpr int kMaxParams = KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS;
+
+std::mutex current_mutex;
+std::shared_ptr<IsolatedChannel> current;
+
+const int64_t kPage = sysconf(_SC_PAGESIZE);
+
+int64_t page_rest(uintptr_t end) { return static_cast<int64_t>((kPage - end % kPage) % kPage); }
+
+struct Staged {
+  uintptr_t data;
+  int64_t offset;
+  int64_t nbytes;
+  size_t region_at;  // where the tensor's region id is in the request
+  int index;
+  char role;
+};
+
+struct Zone {
+  uintptr_t at;
+  int64_t size;
+  int index;
+  int side;  // 0 after, 1 before
+};
+
+// Writes the call into the request area: false where Python must do it.
+class Writer {
+ public:
+  explicit Writer(uint8_t* out) : out_(out) {}
+  template <typename T>
+  bool put(T value) { return bytes(&value, sizeof value); }
+  bool bytes(const void* from, size_t n) {
+    if (n == 0) return true;  // a 0-dim tensor's sizes may be null
+    if (at_ + n > kRequestCapacity) return false;
+    std::memcpy(out_ + at_, from, n);
+    at_ += n;
+    return true;
+  }
+  size_t at() const { return at_; }
+  uint8_t* out() const { return out_; }
+
+ private:
+  uint8_t* out_;
+  size_t at_ = 0;
+};
+
+struct Busy {
+  std::atomic<bool>& flag;
+  ~Busy() { flag.store(false, std::memory_order_release); }
+};
+
+}  // namespace
+
+const uint8_t kCanary[64] = {
+#define KREG_C(i) static_cast<uint8_t>((0xA7 + 89 * (i)) & 0xFF)
+    KREG_C(0),  KREG_C(1),  KREG_C(2),  KREG_C(3),  KREG_C(4),  KREG_C(5),  KREG_C(6),  KREG_C(7),
+    KREG_C(8),  KREG_C(9),  KREG_C(10), KREG_C(11), KREG_C(12), KREG_C(13), KREG_C(14), KREG_C(15),
+    KREG_C(16), KREG_C(17), KREG_C(18), KREG_C(19), KREG_C(20), KREG_C(21), KREG_C(22), KREG_C(23),
+    KREG_C(24), KREG_C(25), KREG_C(26), KREG_C(27), KREG_C(28), KREG_C(29), KREG_C(30), KREG_C(31),
+    KREG_C(32), KREG_C(33), KREG_C(34), KREG_C(35), KREG_C(36), KREG_C(37), KREG_C(38), KREG_C(39),
+    KREG_C(40), KREG_C(41), KREG_C(42), KREG_C(43), KREG_C(44), KREG_C(45), KREG_C(46), KREG_C(47),
+    KREG_C(48), KREG_C(49), KREG_C(50), KREG_C(51), KREG_C(52), KREG_C(53), KREG_C(54), KREG_C(55),
+    KREG_C(56), KREG_C(57), KREG_C(58), KREG_C(59), KREG_C(60), KREG_C(61), KREG_C(62), KREG_C(63),
+#undef KREG_C
+};
+
+void set_current_channel(std::shared_ptr<IsolatedChannel> channel) {
+  std::lock_guard<std::mutex> hold(current_mutex);
+  current = std::move(channel);
+}
+
+std::shared_ptr<IsolatedChannel> current_channel() {
+  std::lock_guard<std::mutex> hold(current_mutex);
+  return current;
+}
+
+namespace {
+
+// The call, written and sent; nullptr where Python takes it (`*declined`).
+const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_value* values, bool* declined) {
+  *declined = true;
+  CallRing& ring = channel.ring;
+  if (!ring.idle() || slot.kinds.size() > static_cast<size_t>(kMaxParams)) return nullptr;
+  Writer w(ring.request());
+  w.put<char>('C');
+  w.put<uint32_t>(slot.launcher_id);
+  Staged staged[kMaxParams];
+  Zone zones[2 * kMaxParams];
+  int staged_count = 0, zone_count = 0;
+  int64_t staged_end = 0;  // bytes of the staging buffer this call uses
+  SharedOutputPool& pool = shared_output_pool();
+  {
+    std::lock_guard<std::mutex> hold(channel.tables);
+    for (size_t i = 0; i < slot.kinds.size(); ++i) {
+      const kreg_value& v = values[i];
+      bool ok = true;
+      switch (slot.kinds[i]) {
+        case 'T': {
+          const kreg_tensor& t = v.tensor;
+          if (t.ndim < 0) {
+            ok = w.put<int64_t>(-1);
+            break;
+          }
+          const uintptr_t data = reinterpret_cast<uintptr_t>(t.data);
+          const int64_t nbytes = t.numel * slot.item_sizes[i];
+          uint32_t region = kNoRegion;
+          int64_t offset = 0, free = 0;
+          bool stage = false;
+          if (data != 0 && nbytes != 0) {
+            const uintptr_t end = data + static_cast<uintptr_t>(nbytes);
+            const IsolatedChannel::Region* found = nullptr;
+            for (const IsolatedChannel::Region& r : channel.storages) {
+              if (r.base <= data && end <= r.end) {
+                found = &r;
+                break;
+              }
+            }
+            if (found != nullptr) {
+              region = found->id;
+              offset = static_cast<int64_t>(data - found->base);
+              free = end == found->end ? page_rest(end) : 0;
+            } else if (nbytes >= SharedOutputPool::kMinBytes) {
+              std::optional<SharedSegment> segment = pool.segment_of(data, nbytes);
+              if (segment) {
+                auto known = channel.pool.find(segment->id);
+                if (known == channel.pool.end()) return nullptr;  // its fd goes to the worker first
+                region = known->second;
+                offset = static_cast<int64_t>(data - segment->base);
+                // One output a segment: the rest of a fresh output's segment is free.
+                free = slot.roles[i] == 'o' ? static_cast<int64_t>(segment->base + segment->size - end) : 0;
+              } else {
+                stage = true;
+              }
+            } else {
+              stage = true;
+            }
+            if (stage) {
+              // guards.py's layout: a zone on each side, the data keeping its 64-byte alignment.
+              offset = staged_end + kZone + static_cast<int64_t>(data & 63);
+              staged_end = (offset + nbytes + kZone + 63) & ~int64_t{63};
+              staged[staged_count++] = Staged{data, offset, nbytes, w.at() + 8, static_cast<int>(i), slot.roles[i]};
+            } else if (free > 0) {
+              zones[zone_count++] = Zone{end, free < kZone ? free : kZone, static_cast<int>(i), 0};
+            }
+          }
+          ok = w.put<int64_t>(t.ndim) && w.put<uint32_t>(region) && w.put<uint64_t>(offset) &&
+               w.put<int64_t>(t.numel) && w.bytes(t.sizes, 8 * t.ndim) && w.bytes(t.strides, 8 * t.ndim);
+          break;
+        }
+        case 'f': ok = w.put<float>(static_cast<float>(v.f64)); break;
+        case 'd': ok = w.put<double>(v.f64); break;
+        case 'i': ok = w.put<int64_t>(v.i64); break;
+        case 'b': ok = w.put<uint8_t>(v.b ? 1 : 0); break;
+        case 's': ok = w.put<int32_t>(v.dtype); break;
+        case 'l': ok = w.put<int64_t>(v.list.size) && w.bytes(v.list.data, 8 * v.list.size); break;
+        default: ok = false;
+      }
+      if (!ok) return nullptr;
+    }
+    if (staged_count > 0) {
+      if (channel.staging_base == 0 || channel.staging_size < staged_end) return nullptr;  // Python grows it
+      const uintptr_t base = channel.staging_base;
+      for (int k = 0; k < staged_count; ++k) {
+        const Staged& s = staged[k];
+        std::memcpy(w.out() + s.region_at, &channel.staging_region, sizeof(uint32_t));
+        if (s.role != 'o') std::memcpy(reinterpret_cast<void*>(base + s.offset), reinterpret_cast<void*>(s.data), s.nbytes);
+        zones[zone_count++] = Zone{base + s.offset - kZone, kZone, s.index, 1};
+        zones[zone_count++] = Zone{base + s.offset + s.nbytes, kZone, s.index, 0};
+      }
+      channel.staged_calls.fetch_add(1, std::memory_order_relaxed);
+      int64_t total = 0;
+      for (int k = 0; k < staged_count; ++k) total += staged[k].nbytes;
+      channel.staged_bytes.fetch_add(total, std::memory_order_relaxed);
+    }
+  }
+  *declined = false;
+  for (int k = 0; k < zone_count; ++k) std::memcpy(reinterpret_cast<void*>(zones[k].at), kCanary, zones[k].size);
+  ring.post(kRequestCall, static_cast<uint32_t>(w.at()));
+  channel.posts.fetch_add(1, std::memory_order_relaxed);
+  if (!ring.spin_for_reply(channel.spin_ns)) {
+    // Python waits (the timeout, Ctrl-C, the worker's death); it reports and retires on failure.
+    if (slot.slow(kSlowWait, values, 0, 0) != 1) {
+      if (!ring.idle()) channel.broken.store(true);  // abandoned in flight (the callback itself failed)
+      return slot.fault_text;
+    }
+  }
+  channel.calls.fetch_add(1, std::memory_order_relaxed);
+  for (int k = 0; k < zone_count; ++k) {
+    if (std::memcmp(reinterpret_cast<void*>(zones[k].at), kCanary, zones[k].size) != 0) {
+      slot.slow(kSlowOverrun, values, zones[k].index, zones[k].side);  // nothing is copied back
+      return slot.fault_text;
+    }
+  }
+  for (int k = 0; k < staged_count; ++k) {
+    const Staged& s = staged[k];
+    if (s.role != 'i') {
+      std::memcpy(reinterpret_cast<void*>(s.data), reinterpret_cast<void*>(channel.staging_base + s.offset), s.nbytes);
+    }
+  }
+  const uint8_t* reply = ring.reply();
+  const uint32_t reply_bytes = ring.header()->reply_bytes;
+  if (reply_bytes >= 1 && reply[0] == 'K') return nullptr;
+  slot.error.assign(reinterpret_cast<const char*>(reply) + (reply_bytes > 0 ? 1 : 0), reply_bytes > 0 ? reply_bytes - 1 : 0);
+  return slot.error.c_str();
+}
+
+}  // namespace
+
+}  // namespace kreg
+
+extern "C" const char* kreg_isolated_entry(const void* launcher, const kreg_value* values, void* stream,
+                                           int32_t wide) {
+  using namespace kreg;
+  auto& slot = *const_cast<IsolatedSlot*>(static_cast<const IsolatedSlot*>(launcher));
+  std::shared_ptr<IsolatedChannel> channel = current_channel();
+  if (channel && channel->generation == slot.generation && channel->in_ring.load() && !channel->broken.load() &&
+      !shared_output_pool().has_retired() && !channel->busy.exchange(true, std::memory_order_acquire)) {
+    Busy release{channel->busy};
+    bool declined = true;
+    const char* result = fast_call(slot, *channel, values, &declined);
+    if (!declined) return result;
+  }
+  // Python's path: the same message, and whatever it must send or set up first.
+  return slot.source_entry(slot.fallback, values, stream, wide);
+}

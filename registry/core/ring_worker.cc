@@ -1,0 +1,257 @@
+#include "ring_worker.h"
+
+#include <signal.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../include/kreg/abi.h"
+#include "../include/kreg/launcher_table.h"
+#include "call_ring.h"
+
+namespace kreg::ring_worker {
+namespace {
+
+constexpr uint32_t kNoRegion = 0xFFFFFFFFu;  // wire.NO_REGION
+constexpr int kMaxParams = KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS;
+constexpr char kGuardLog[] = "kreg-guard-page:";  // wire.GUARD_LOG
+
+struct Launcher {
+  kreg_entry_fn entry = nullptr;
+  const void* launcher = nullptr;
+  std::string kinds;
+  std::vector<int64_t> item_sizes;
+  int32_t wide = 0;  // a float64 launcher: its float parameters are double ('d')
+  // Per parameter: the sizes + strides, or the int[] items, of the current call.
+  std::vector<int64_t> dims[kMaxParams];
+};
+
+struct Region {
+  uintptr_t base, end, reserved, reserved_end;
+};
+
+// The tensor arguments of the call in flight, for the fault handler.
+struct CallTensor {
+  int index;
+  uint32_t region;
+  uintptr_t start, end;
+};
+
+CallRing ring;
+std::vector<Launcher> launchers;  // by id (1, 2, ...)
+std::unordered_map<uint32_t, Region> regions;
+CallTensor call_tensors[kMaxParams];
+volatile sig_atomic_t call_tensor_count = 0;
+volatile sig_atomic_t in_call = 0;
+struct sigaction previous_action;
+bool handler_installed = false;
+
+template <typename T>
+T read(const uint8_t* at) {
+  T value;
+  std::memcpy(&value, at, sizeof value);
+  return value;
+}
+
+uint32_t reply_text(char kind, const char* text) {
+  uint8_t* out = ring.reply();
+  out[0] = static_cast<uint8_t>(kind);
+  size_t n = text != nullptr ? std::strlen(text) : 0;
+  if (n > kReplyCapacity - 1) n = kReplyCapacity - 1;
+  if (n > 0) std::memcpy(out + 1, text, n);
+  return static_cast<uint32_t>(1 + n);
+}
+
+// Runs the "C" message of `bytes` in the request area; the reply's length.
+uint32_t run_call(uint32_t bytes) {
+  const uint8_t* in = ring.request();
+  const uint8_t* stop = in + bytes;
+  const uint32_t id = read<uint32_t>(in + 1);
+  if (in[0] != 'C' || id == 0 || id > launchers.size() || launchers[id - 1].entry == nullptr) {
+    return reply_text('E', ("the isolated worker has no launcher " + std::to_string(id)).c_str());
+  }
+  Launcher& l = launchers[id - 1];
+  kreg_value values[kMaxParams];
+  const uint8_t* at = in + 5;
+  int tensors = 0;
+  for (size_t i = 0; i < l.kinds.size(); ++i) {
+    kreg_value& v = values[i];
+    switch (l.kinds[i]) {
+      case 'T': {
+        const int64_t ndim = read<int64_t>(at);
+        if (ndim < 0) {
+          v.tensor = kreg_tensor{nullptr, 0, -1, nullptr, nullptr};
+          at += 8;
+          break;
+        }
+        const uint32_t region = read<uint32_t>(at + 8);
+        const uint64_t offset = read<uint64_t>(at + 12);
+        const int64_t numel = read<int64_t>(at + 20);
+        at += 28;
+        std::vector<int64_t>& dims = l.dims[i];
+        dims.resize(2 * ndim + 1);
+        std::memcpy(dims.data(), at, 16 * ndim);  // copied: aligned for the launcher
+        at += 16 * ndim;
+        void* data = nullptr;
+        if (region != kNoRegion) {
+          auto found = regions.find(region);
+          if (found == regions.end()) {
+            return reply_text('E', ("the isolated worker has no region " + std::to_string(region)).c_str());
+          }
+          data = reinterpret_cast<void*>(found->second.base + offset);
+          const uintptr_t start = reinterpret_cast<uintptr_t>(data);
+          call_tensors[tensors++] =
+              CallTensor{static_cast<int>(i), region, start, start + static_cast<uintptr_t>(numel * l.item_sizes[i])};
+        }
+        v.tensor = kreg_tensor{data, numel, ndim, dims.data(), dims.data() + ndim};
+        break;
+      }
+      case 'f': v.f64 = read<float>(at); at += 4; break;
+      case 'd': v.f64 = read<double>(at); at += 8; break;
+      case 'i': v.i64 = read<int64_t>(at); at += 8; break;
+      case 'b': v.b = *at != 0; at += 1; break;
+      case 's': v.dtype = read<int32_t>(at); at += 4; break;
+      case 'l': {
+        const int64_t count = read<int64_t>(at);
+        std::vector<int64_t>& items = l.dims[i];
+        items.resize(count + 1);
+        std::memcpy(items.data(), at + 8, 8 * count);
+        at += 8 + 8 * count;
+        v.list = kreg_int_list{items.data(), count};
+        break;
+      }
+      default: return reply_text('E', "the isolated worker got a parameter kind it does not know");
+    }
+    if (at > stop) return reply_text('E', "the isolated worker got a call message shorter than its launcher's");
+  }
+  call_tensor_count = tensors;
+  in_call = 1;
+  const char* error = l.entry(l.launcher, values, nullptr, l.wide);
+  in_call = 0;
+  return error == nullptr ? reply_text('K', nullptr) : reply_text('E', error);
+}
+
+// Async-signal-safe: the log line of guard_pages.py's handler.
+void write_guard_log(int index, const char* side, const char* access) {
+  char line[96];
+  size_t n = 0;
+  auto add = [&](const char* s) {
+    while (*s && n < sizeof line - 1) line[n++] = *s++;
+  };
+  add(kGuardLog);
+  add(" ");
+  char digits[12];
+  int d = 0;
+  unsigned value = static_cast<unsigned>(index);
+  do {
+    digits[d++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0 && d < 11);
+  while (d > 0 && n < sizeof line - 1) line[n++] = digits[--d];
+  add(" ");
+  add(side);
+  add(" ");
+  add(access);
+  add("\n");
+  ssize_t ignored = write(2, line, n);
+  (void)ignored;
+}
+
+void on_fault(int signo, siginfo_t* info, void* context) {
+  if (!in_call) {  // a call Python runs: guard_pages.py's handler knows it
+    if ((previous_action.sa_flags & SA_SIGINFO) && previous_action.sa_sigaction != nullptr) {
+      previous_action.sa_sigaction(signo, info, context);
+    }
+    return;  // SA_RESETHAND: the access runs again and the signal ends the worker
+  }
+  const uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (const auto& [id, r] : regions) {
+    const char* side;
+    if (r.end <= address && address < r.reserved_end) {
+      side = "after";
+    } else if (r.reserved <= address && address < r.base) {
+      side = "before";
+    } else {
+      continue;
+    }
+    const bool after = side[0] == 'a';
+    int best = -1;
+    intptr_t best_key = 0;
+    for (int k = 0; k < call_tensor_count; ++k) {
+      const CallTensor& t = call_tensors[k];
+      if (t.region != id) continue;
+      const intptr_t key = after ? -static_cast<intptr_t>(t.end) : static_cast<intptr_t>(t.start);
+      if (best < 0 || key < best_key) {
+        best = t.index;
+        best_key = key;
+      }
+    }
+    if (best < 0) return;
+    const char* access = "access";
+#if defined(__x86_64__)
+    if (context != nullptr) {
+      // Bit 1 of the page fault's error code: a write.
+      access = (static_cast<ucontext_t*>(context)->uc_mcontext.gregs[REG_ERR] & 2) ? "write" : "read";
+    }
+#endif
+    write_guard_log(best, side, access);
+    return;
+  }
+}
+
+}  // namespace
+
+const char* attach(int fd) {
+  static std::string error;
+  try {
+    ring = CallRing::attach(fd);
+    return nullptr;
+  } catch (const std::exception& e) {
+    error = e.what();
+    return error.c_str();
+  }
+}
+
+void add_launcher(uint32_t id, const void* entry, const void* launcher, const char* kinds, const int64_t* item_sizes) {
+  if (id == 0) return;
+  if (launchers.size() < id) launchers.resize(id);
+  Launcher& l = launchers[id - 1];
+  l.entry = reinterpret_cast<kreg_entry_fn>(const_cast<void*>(entry));
+  l.launcher = launcher;
+  l.kinds = kinds;
+  l.item_sizes.assign(item_sizes, item_sizes + l.kinds.size());
+  l.wide = l.kinds.find('d') != std::string::npos;
+}
+
+void add_region(uint32_t id, uintptr_t base, uintptr_t end, uintptr_t reserved, uintptr_t reserved_end) {
+  regions[id] = Region{base, end, reserved, reserved_end};
+}
+
+void drop_region(uint32_t id) { regions.erase(id); }
+
+void serve(int64_t spin_ns) {
+  for (;;) {
+    uint32_t kind = 0, bytes = 0;
+    ring.next_request(spin_ns, &kind, &bytes);
+    if (kind != kRequestCall) {
+      ring.finish(0);
+      return;
+    }
+    ring.finish(run_call(bytes));
+  }
+}
+
+void install_fault_handler() {
+  if (handler_installed) return;
+  struct sigaction action {};
+  action.sa_sigaction = on_fault;
+  action.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGSEGV, &action, &previous_action) == 0) handler_installed = true;
+}
+
+}  // namespace kreg::ring_worker
