@@ -11,7 +11,7 @@ import signal
 import pytest
 
 from device_build_helpers import build, copy_example, cubin, store  # noqa: F401 (store: a fixture)
-from registry.device import nvrtc_pch
+from registry.device import nvrtc_pch, pch_server
 from registry.errors import RegistryError
 
 PRELUDE = """#pragma once
@@ -114,3 +114,11 @@ def test_a_header_gone_from_the_kernel_is_gone_from_the_servers_workspace(kernel
     with pytest.raises(RegistryError, match="extra.h"):
         build(kernel, store)  # the header is gone: the workspace's old copy must not be read
     assert not list(workspace.glob("*/src/k/extra.h"))
+
+
+def test_the_server_keeps_the_last_few_precompiled_headers_only(kernel, store):
+    # A CUTLASS prelude's PCH is ~3 GB: one per prelude edit would fill the disk.
+    for value in range(pch_server.KEPT_PCHS + 2):
+        kernel.path("prelude_dep.h").write_text(f"#define PRELUDE_C {value}.0f\n")
+        build(kernel, store)
+    assert len(list(the_server().workspace.glob("*/prelude.pch"))) == pch_server.KEPT_PCHS

@@ -29,8 +29,10 @@ keep their paths and the device sources can change.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -121,8 +123,21 @@ def cccl_root(nvrtc_include: str | None) -> Path | None:
     if they have it, else the CUDA toolkit's. CuTe includes <cuda/std/...>
     and, from CUDA 13, <cccl/cuda/std/...> under NVRTC."""
     candidates = [Path(nvrtc_include)] if nvrtc_include else []
-    candidates.append(Path(environment.nvcc_command()).parent.parent / "include")
+    candidates += [Path(d) for d in _nvcc_include_dirs(environment.nvcc_command())]
     return next((c for c in candidates if (c / "cccl" / "cuda" / "std" / "type_traits").is_file()), None)
+
+
+@functools.lru_cache(maxsize=4)
+def _nvcc_include_dirs(nvcc: str) -> tuple[str, ...]:
+    """The toolkit's include folders as nvcc itself says (its INCLUDES line):
+    nvcc may be a wrapper script away from the toolkit."""
+    try:
+        done = subprocess.run([nvcc, "--dryrun", "-x", "cu", "-c", os.devnull, "-o", os.devnull],
+                              capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}, check=False)
+    except OSError:
+        return ()
+    line = next((line for line in (done.stdout + done.stderr).splitlines() if "INCLUDES=" in line), "")
+    return tuple(os.path.normpath(d) for d in re.findall(r'-I"?([^"\s]+)"?', line))
 
 
 class NvrtcPchDevice:

@@ -23,6 +23,7 @@ PCH was made from are unchanged (measured: an edited header kept the old PCH).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -36,6 +37,9 @@ _SUCCESS, _HEAP_EXHAUSTED = 0, 14
 # The CUTLASS GEMM's prelude needed 2.9 GB (bench/results/gemm_edit_loop-cpu.md):
 # a smaller heap makes its first compile fail to keep the PCH and compile twice.
 DEFAULT_HEAP_BYTES = 4 << 30
+# A CUTLASS prelude's PCH is ~3 GB on disk: the server keeps the last few
+# (a prelude edit and its revert both stay fast), not one per edit.
+KEPT_PCHS = 3
 # NVRTC says `"<unit>": using precompiled header file "<pch>"` when it loaded
 # it; otherwise it warns why not (another command line, another heap).
 _USED = "using precompiled header file"
@@ -63,7 +67,7 @@ class Server:
         self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         self.heap = 0
         self.wanted_heap = DEFAULT_HEAP_BYTES
-        self.pchs: dict[str, str] = {}  # prelude key -> PCH file made in this process
+        self.pchs: dict[str, str] = {}  # prelude key -> PCH file made in this process, oldest use first
 
     def _check(self, result: int, what: str) -> None:
         if result != _SUCCESS:
@@ -75,6 +79,7 @@ class Server:
         have = self.pchs.get(key)
         options = list(request["options"]) + [f"--time={request['time_path']}"]
         if have is not None and os.path.isfile(have):
+            self.pchs[key] = self.pchs.pop(key)  # the most recently used last
             options.append(f"--use-pch={have}")
         else:
             if self.heap != self.wanted_heap:
@@ -118,6 +123,10 @@ class Server:
         status = self.lib.nvrtcGetPCHCreateStatus(prog)
         if status == _SUCCESS and os.path.isfile(pch_path):
             self.pchs[key] = pch_path
+            while len(self.pchs) > KEPT_PCHS:
+                oldest = next(iter(self.pchs))
+                with contextlib.suppress(OSError):
+                    os.remove(self.pchs.pop(oldest))
             return "created"
         if status == _HEAP_EXHAUSTED:
             required = ctypes.c_size_t()
