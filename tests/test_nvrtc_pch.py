@@ -122,3 +122,13 @@ def test_the_server_keeps_the_last_few_precompiled_headers_only(kernel, store):
         kernel.path("prelude_dep.h").write_text(f"#define PRELUDE_C {value}.0f\n")
         build(kernel, store)
     assert len(list(the_server().workspace.glob("*/prelude.pch"))) == pch_server.KEPT_PCHS
+
+
+def test_a_manifest_edit_of_the_device_flags_makes_it_again(kernel, store):
+    kernel.path("prelude_dep.h").write_text("#ifndef PRELUDE_C\n#define PRELUDE_C 1.0f\n#endif\n")
+    first = build(kernel, store)
+    kernel.edit("kernel.toml", 'prelude = "axpy_prelude.cuh"',
+                'prelude = "axpy_prelude.cuh"\ndevice_cflags = ["-DPRELUDE_C=5.0f"]')
+    flagged, events = events_during(lambda: build(kernel, store, first))
+    assert events == ["created"], events
+    assert flagged.key != first.key and cubin(flagged) != cubin(first)
