@@ -61,12 +61,12 @@ def test_gpu_edits_of_the_epilogue_and_body_are_checked_and_reuse_the_prelude(ke
     copy.edit("gemm_epilogue.cuh", EPILOGUE, EPILOGUE.replace("return value;", "return fmaxf(value, 0.0f);"))
     relu = registry.get(copy.name, device="cuda")(a, b, bias=bias)
     assert close(relu, reference(a, b, bias=bias).clamp_min(0), torch.bfloat16, k)
-    copy.edit("gemm_device.cu", "    op(params, smem);", "    op(params, smem);\n    (void)0;")
+    copy.edit("gemm_device.cu", "  op(params, smem);", "  op(params, smem);\n  (void)0;")
     again = registry.get(copy.name, device="cuda")(a, b, bias=bias)
     assert close(again, reference(a, b, bias=bias).clamp_min(0), torch.bfloat16, k)
     assert nvrtc_pch.pch_events[start:] == ["used", "used"]
     copy.edit("gemm_epilogue.cuh", "return fmaxf(value, 0.0f);", "return value;")
-    copy.edit("gemm_device.cu", "    op(params, smem);\n    (void)0;", "    op(params, smem);")
+    copy.edit("gemm_device.cu", "  op(params, smem);\n  (void)0;", "  op(params, smem);")
     back = registry.get(copy.name, device="cuda")(a, b, bias=bias)
     assert nvrtc_pch.pch_events[start:] == ["used", "used"]  # from the cache: no compile
     assert close(back, reference(a, b, bias=bias), torch.bfloat16, k)
