@@ -183,6 +183,7 @@ def run(device: str, edits: int) -> dict:
         old, new, scale = epilogue_edit(i)
         loop.write("gemm_epilogue.cuh", old, new)
         record("epilogue_edit", loop.step(scale))
+        (loop.dir / "gemm_epilogue.cuh").write_text(originals["gemm_epilogue.cuh"])
     for name, text in originals.items():
         (loop.dir / name).write_text(text)
     record("revert", loop.step())
