@@ -132,3 +132,47 @@ def test_a_manifest_edit_of_the_device_flags_makes_it_again(kernel, store):
     flagged, events = events_during(lambda: build(kernel, store, first))
     assert events == ["created"], events
     assert flagged.key != first.key and cubin(flagged) != cubin(first)
+
+
+def wait_gone(pid: int, seconds: float = 10.0) -> bool:
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # our own child: reap it, or it lingers as a zombie
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def test_the_server_exits_after_idling(monkeypatch, tmp_path):
+    from registry.device import nvrtc
+
+    monkeypatch.setattr(nvrtc_pch, "IDLE_SECONDS", 0.5)
+    server = nvrtc_pch.server_for(nvrtc.load().library, tmp_path)
+    server._start()
+    assert wait_gone(server.process.pid)
+
+
+def test_the_server_dies_with_its_parent(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import CHECKOUT
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from registry.device import nvrtc, nvrtc_pch; "
+         f"s = nvrtc_pch.server_for(nvrtc.load().library, {str(tmp_path)!r}); s._start(); "
+         "print(s.process.pid, flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(CHECKOUT)})
+    pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    assert wait_gone(pid)  # its stdin closed with the parent
