@@ -176,3 +176,10 @@ def test_the_server_dies_with_its_parent(tmp_path):
     parent.kill()
     parent.wait()
     assert wait_gone(pid)  # its stdin closed with the parent
+
+
+def test_without_libcuxx_the_error_says_where_to_get_it(kernel, store, monkeypatch):
+    monkeypatch.setattr(nvrtc_pch, "cccl_root", lambda include: None)
+    kernel.edit("axpy_prelude.cuh", '#include "prelude_dep.h"', '#include "prelude_dep.h"\n#include <cuda/std/cstddef>')
+    with pytest.raises(RegistryError, match="nvidia-cuda-cccl"):
+        build(kernel, store)

@@ -194,6 +194,13 @@ class NvrtcPchDevice:
 
         reply = self.server.request(make_request)
         pch_events.append(reply["pch"])
+        if self.cccl is None and reply["cubin"] is None and "cuda/std/" in reply["log"]:
+            from registry.errors import BuildEnvironmentError
+
+            raise BuildEnvironmentError(
+                f"{self.manifest.name}'s device code includes libcu++ (<cuda/std/...>: CuTe and CUTLASS do), which "
+                "neither the NVRTC wheel nor a CUDA toolkit brings here: pip install nvidia-cuda-cccl (the CUDA "
+                "version of torch's wheels), or install the CUDA toolkit (or set CUDA_HOME)")
         src = str(self.server.workspace / prelude_key / "src")
         return reply["cubin"], reply["log"].replace(src, staging_src), []
 
