@@ -15,9 +15,10 @@ prelude among the device files), with this recipe and the prelude's name. The
 PCH is an accelerator reused only for the same *prelude content*: its
 prelude key hashes the bytes of every mirrored file except those reachable
 only from the device sources (a file found by compiling, e.g. through a
-macro-spelled include, counts as the prelude's), the options and NVRTC's
-identity. NVRTC does not check that a PCH's headers are unchanged (an edited
-header kept the old PCH when tried), so nothing else may pick it.
+macro-spelled include, counts as the prelude's), the options, NVRTC's
+identity and libcu++'s. NVRTC does not check that a PCH's headers are
+unchanged (an edited header kept the old PCH when tried), so nothing else
+may pick it.
 
 The PCH lives in a compile server (device/pch_server.py), one per cache and
 NVRTC, started on the first compile and replaced when it died. NVRTC accepts
@@ -180,7 +181,7 @@ class NvrtcPchDevice:
         body_only = self._body_only(staging_src)
         # The options name the staging folder, new for each build: keyed without it.
         prelude_key = _prelude_key({name: data for name, data in files.items() if name not in body_only},
-                                   [o.replace(staging_src, "<src>") for o in options], self.identity())
+                                   [o.replace(staging_src, "<src>") for o in options], repr(self.key_inputs()))
         first, _, rest = unit.decode().partition("\n")
         unit_text = first + "\n" + PRELUDE_END + rest
 
@@ -226,6 +227,7 @@ def _mirrored(src: str) -> dict[str, bytes]:
 
 
 def _prelude_key(files: dict[str, bytes], options: list[str], identity: str) -> str:
+    """identity: NVRTC's and libcu++'s (read in place, not mirrored), as the cubin's key has them."""
     digest = hashlib.sha256(f"{RECIPE}\0{identity}\0".encode())
     for option in options:
         digest.update(option.encode() + b"\0")
