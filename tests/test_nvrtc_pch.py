@@ -183,3 +183,13 @@ def test_without_libcuxx_the_error_says_where_to_get_it(kernel, store, monkeypat
     kernel.edit("axpy_prelude.cuh", '#include "prelude_dep.h"', '#include "prelude_dep.h"\n#include <cuda/std/cstddef>')
     with pytest.raises(RegistryError, match="nvidia-cuda-cccl"):
         build(kernel, store)
+
+
+def test_libcuxx_read_in_place_is_part_of_the_prelude_key(kernel, store, monkeypatch):
+    # libcu++ is not mirrored: its identity (path, version header) stands for its bytes.
+    build(kernel, store)
+    plain = nvrtc_pch.NvrtcPchDevice.key_inputs
+    monkeypatch.setattr(nvrtc_pch.NvrtcPchDevice, "key_inputs",
+                        lambda self: [i if i[0] != "nvrtc.cccl" else (i[0], i[1] + " upgraded") for i in plain(self)])
+    _, events = events_during(lambda: build(kernel, store))
+    assert events == ["created"], events
