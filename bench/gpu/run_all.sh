@@ -18,6 +18,8 @@
 #                                              device reverts, isolation guards, named returns, pybind checks)
 #   STEPS="leftover" ...                      (is a process slower after registry.tune: bench/tune_leftover.py)
 #   STEPS="compile edits" ...                 (gemm beside torch.compile max-autotune; gemm's edit loop)
+#   STEPS="gemmnvrtc" ...                     (kernels/gemm_nvrtc: its GPU tests, then its edit loop beside
+#                                              nvcc -cubin: bench/gemm_edit_loop.py, ~5 min)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -52,6 +54,10 @@ for step in $STEPS; do
     leftover) timeout "${LEFTOVER_S:-150}" python3 bench/tune_leftover.py --out "$OUT" --rounds 20 2>&1 | tail -16 ;;
     compile) timeout "${COMPILE_S:-400}" python3 bench/gemm.py --out "$OUT/compile" --compile 2>&1 | grep -v '^{' | tail -12 ;;
     edits) timeout "${EDITS_S:-300}" python3 bench/gemm.py --out "$OUT/edits" --skip-speed --edits "${EDITS:-3}" 2>&1 | tail -12 ;;
+    gemmnvrtc) timeout "${GEMMNVRTC_TESTS_S:-300}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
+                 tests/test_gpu_gemm_nvrtc.py 2>&1 | tee "$OUT/gpu_gemm_nvrtc_tests.txt" | tail -12
+               timeout "${GEMMNVRTC_S:-600}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-5}" \
+                 --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop.log" | tail -14 ;;
     notebooks) REGISTRY_SWEEP_FIGURE="$OUT/axpy_sweep_h200.png" python3 bench/gpu/run_notebooks.py "$OUT" 2>&1 | tail -20 ;;
   esac
 done

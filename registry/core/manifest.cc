@@ -36,7 +36,7 @@ const char* const kTopKeys[] = {"format",       "name",    "namespace", "descrip
                                 "include_dirs", "header_packages", "headers", "cflags", "ldflags", "reference",
                                 "cpu",     "cuda",    "op",   "tune"};
 const char* const kBackendKeys[] = {"sources",       "cflags",           "compiler",     "device_sources",
-                                    "device_cflags", "launcher_compiler", "arch_specific"};
+                                    "device_cflags", "prelude",           "launcher_compiler", "arch_specific"};
 const char* const kOpKeys[] = {"signature", "dtypes",   "launcher", "same_shape", "reference",
                                "outputs",   "arg_dtypes", "backward", "baseline",   "sweep", "tune"};
 
@@ -252,7 +252,8 @@ class ManifestParser {
   // -cubin`) and `sources` are host C++ launchers calling them through kreg/launch.h.
   void parse_device_compiler(const toml::table& table, const char* name, BackendSpec* spec) const {
     const bool cuda = std::string(name) == "cuda";
-    for (const char* key : {"compiler", "device_sources", "device_cflags", "launcher_compiler", "arch_specific"}) {
+    for (const char* key :
+         {"compiler", "device_sources", "device_cflags", "prelude", "launcher_compiler", "arch_specific"}) {
       if (!cuda && table.get(key) != nullptr) {
         fail(dotted(name, key), "only valid in [cuda]; remove it from [" + std::string(name) + "]");
       }
@@ -282,12 +283,27 @@ class ManifestParser {
     if (const toml::node* n = table.get("device_cflags")) {
       spec->device_cflags = read_string_list(*n, dotted(name, "device_cflags"));
     }
+    parse_prelude(table, name, spec);
     parse_launcher_compiler(table, name, spec);
     if (const toml::node* n = table.get("arch_specific")) {
       const toml::value<bool>* value = n->as_boolean();
       if (value == nullptr) fail_wrong_type(dotted(name, "arch_specific"), "true or false", *n);
       spec->arch_specific = value->get();
     }
+  }
+
+  // The prelude is NVRTC's precompiled header: a file compiled once per
+  // content and kept by a compile server, so it must be a file of the kernel
+  // and only NVRTC takes it (nvcc has no in-memory precompiled header).
+  void parse_prelude(const toml::table& table, const char* name, BackendSpec* spec) const {
+    const toml::node* n = table.get("prelude");
+    if (n == nullptr) return;
+    if (spec->compiler != "nvrtc") {
+      fail(dotted(name, "prelude"), "only used with compiler = \"nvrtc\" (NVRTC keeps the precompiled "
+                                    "header); set compiler = \"nvrtc\" or remove it");
+    }
+    spec->prelude = read_string(*n, dotted(name, "prelude"));
+    check_path(spec->prelude, dotted(name, "prelude"), PathKind::kFile);
   }
 
   // Host launchers of a cubin are plain C++ unless they need nvcc (CUDA

@@ -48,6 +48,10 @@
 //                                         #   templates, CUTLASS); needs the CUDA toolkit
 //   device_sources = ["axpy_device.cu"]   # required with compiler = "nvrtc" / "nvcc-cubin", else an error
 //   device_cflags  = ["-lineinfo"]        # the device compiler's options (with those two only)
+//   prelude = "gemm_prelude.cuh"          # with "nvrtc" only: a header compiled once into NVRTC's
+//                                         #   precompiled header (kept by a compile server,
+//                                         #   device/pch_server.py); the device sources are
+//                                         #   compiled after it, so an edit skips what it instantiates
 //   launcher_compiler = "c++"             # with "nvrtc" / "nvcc-cubin": what compiles `sources`
 //                                         #   (the host launchers): "c++" (default: plain C++,
 //                                         #   no CUDA header) or "nvcc": `nvcc -x cu -c` for each,
@@ -160,6 +164,7 @@ struct BackendSpec {
   std::string compiler;                     // [cuda]: "nvcc", "nvrtc" or "nvcc-cubin"; empty for [cpu]
   std::vector<std::string> device_sources;  // compiler != "nvcc": the device compiler's inputs
   std::vector<std::string> device_cflags;   // compiler != "nvcc": the device compiler's options
+  std::string prelude;                      // compiler == "nvrtc": the precompiled header's file, or empty
   std::string launcher_compiler;            // with a device cubin: "c++" or "nvcc"; else empty
   bool arch_specific = false;               // [cuda]: target sm_XYa where the arch has one
 

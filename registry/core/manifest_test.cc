@@ -181,6 +181,24 @@ TEST_F(ManifestTest, NvrtcCompilerTakesDeviceSources) {
   EXPECT_EQ(parse(std::string("format = 1\n") + kCuda + kOp).cuda.compiler, "nvcc");
 }
 
+// prelude: NVRTC's precompiled header, a file of the kernel, with NVRTC only.
+TEST_F(ManifestTest, PreludeIsAnNvrtcFileOfTheKernel) {
+  write_file(fs::path(dir_) / "axpy_prelude.cuh", "#pragma once\n");
+  const std::string cuda = "[cuda]\nsources = [\"axpy_cpu.cpp\"]\ndevice_sources = [\"axpy.cu\"]\n";
+  Manifest m = parse("format = 1\n" + cuda + "compiler = \"nvrtc\"\nprelude = \"axpy_prelude.cuh\"\n" + kOp);
+  EXPECT_EQ(m.cuda.prelude, "axpy_prelude.cuh");
+  EXPECT_EQ(parse("format = 1\n" + cuda + "compiler = \"nvrtc\"\n" + kOp).cuda.prelude, "");
+  for (const char* bad : {"compiler = \"nvcc-cubin\"\nprelude = \"axpy_prelude.cuh\"\n",
+                          "compiler = \"nvrtc\"\nprelude = \"missing.cuh\"\n"}) {
+    try {
+      parse("format = 1\n" + cuda + bad + kOp);
+      FAIL() << "no error for " << bad;
+    } catch (const ManifestError& e) {
+      EXPECT_EQ(e.field(), "cuda.prelude") << e.what();
+    }
+  }
+}
+
 // nvcc-cubin: the NVRTC path's shape (device_sources -> a cubin, host
 // launchers in sources) with nvcc as the device compiler.
 TEST_F(ManifestTest, NvccCubinCompilerTakesDeviceSources) {

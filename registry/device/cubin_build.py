@@ -94,7 +94,12 @@ def device_compiler(manifest):
         return NvccCubin()
     from registry.device import nvrtc as nvrtc_lib
 
-    return NvrtcDevice(nvrtc_lib.load())
+    plain = NvrtcDevice(nvrtc_lib.load())
+    if manifest.cuda.prelude:
+        from registry.device.nvrtc_pch import NvrtcPchDevice
+
+        return NvrtcPchDevice(plain, manifest, device_sources(manifest), _mirror_path)
+    return plain
 
 
 def _as_compiler(compiler):
@@ -122,7 +127,9 @@ def device_spec(manifest):
 
 
 def device_sources(manifest) -> list[str]:
-    return [str(Path(manifest.dir) / s) for s in manifest.cuda.device_sources]
+    """The files the unit includes, in order: the prelude first (device/nvrtc_pch.py)."""
+    prelude = [manifest.cuda.prelude] if manifest.cuda.prelude else []
+    return [str(Path(manifest.dir) / s) for s in prelude + list(manifest.cuda.device_sources)]
 
 
 def _roots(manifest) -> list[tuple[str, str]]:

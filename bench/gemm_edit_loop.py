@@ -1,0 +1,249 @@
+"""The edit loop of kernels/gemm_nvrtc (kernels/gemm's Hopper GEMM, device
+code through NVRTC with a precompiled prelude), beside `nvcc -cubin` of the
+same device code, measured in the same run.
+
+    python bench/gemm_edit_loop.py --device cpu  [--edits 3] [--out bench/results]
+    python bench/gemm_edit_loop.py --device cuda [--edits 5] [--out bench/results]
+
+On a copy of kernels/gemm_nvrtc (a fresh cache under a temporary folder):
+  cold            the first build: the compile server starts and makes the PCH
+  body_edit       N edits of gemm_device.cu (the kernels' entry: a different
+                  but equivalent spelling each time)
+  epilogue_edit   N edits of gemm_epilogue.cuh (alpha-free scale of the result:
+                  value * s with s a power of two, so the check is exact)
+  revert          the original files again: answered from the cache
+  nvcc_cubin      `nvcc -cubin` of the edited device unit (prelude + body +
+                  epilogue, the registry's options): what an edit costs without
+                  the prelude's PCH
+Each edit is timed from the write to (cpu) a new cached cubin, the device
+half of `get`, or (cuda) a checked result of registry.get(...)'s op. Each
+compile's phases are NVRTC's own (--time): front end, NVVM, PTX translation
+(ptxas); the floor is NVVM + PTX translation of the edited kernel, what is
+left once the front end is gone. Writes gemm_edit_loop-<device>.json and .md.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(CHECKOUT))
+
+KERNEL = "gemm_nvrtc"
+EPILOGUE = "__device__ float gemm_nvrtc::epilogue(float value) { return value; }"
+ENTRY = "  op(params, smem);"
+
+
+def body_edit(i: int) -> tuple[str, str]:
+    # The same kernel, a different source: a statement the compiler drops.
+    return ENTRY, f"{ENTRY}\n  (void)({i + 1});"
+
+
+def epilogue_edit(i: int) -> tuple[str, str, float]:
+    scale = 2.0 ** (i % 3 + 1)
+    return EPILOGUE, EPILOGUE.replace("return value;", f"return value * {scale}f;"), scale
+
+
+class Loop:
+    """The copied kernel and how one step is timed: the device half of get
+    (cpu) or get and a checked call (cuda)."""
+
+    def __init__(self, root: Path, device: str):
+        self.root, self.device = root, device
+        self.dir = root / "kernels" / KERNEL
+        shutil.copytree(CHECKOUT / "kernels" / KERNEL, self.dir)
+        os.environ["REGISTRY_CACHE_DIR"] = str(root / "cache")
+        os.environ["REGISTRY_KERNELS_PATH"] = str(root / "kernels")
+        from registry import _core
+
+        self.store = _core.CacheStore(str(root / "cache"))
+        self.previous = None
+        self.inputs = None
+
+    def write(self, name: str, old: str, new: str) -> None:
+        path = self.dir / name
+        text = path.read_text()
+        assert old in text, (old, path)
+        path.write_text(text.replace(old, new, 1))
+
+    def step(self, scale: float = 1.0) -> dict:
+        from registry.device import nvrtc_pch
+
+        start = len(nvrtc_pch.pch_events)
+        t0 = time.perf_counter()
+        if self.device == "cpu":
+            built = self._device_half()
+        else:
+            built = self._checked(scale)
+        seconds = time.perf_counter() - t0
+        server = next(iter(nvrtc_pch._servers.values()), None)
+        events = nvrtc_pch.pch_events[start:]
+        last = dict(server.last_reply) if server is not None and events else {}
+        return dict(seconds=seconds, pch=events, compiled=built, phases_s=last.get("phases", {}),
+                    compile_s=last.get("seconds"), compile_cpu_s=last.get("cpu_seconds"))
+
+    def _device_half(self) -> bool:
+        from registry import _core
+        from registry.device import cubin_build
+
+        manifest = _core.parse_manifest(str(self.dir / "kernel.toml"))
+        memo = None
+        if self.previous is not None:
+            memo = _core.Memo()
+            memo.keys = {"device": self.previous.key}
+        artifact = cubin_build.ensure(self.store, manifest, "9.0a", memo,
+                                      trust_memo=False, force=False)
+        self.previous = artifact
+        return artifact.built is not None
+
+    def _checked(self, scale: float) -> bool:
+        import torch
+
+        import registry
+        from registry.device import cubin_build
+
+        before = len(cubin_build.compiles_run)
+        op = registry.get(KERNEL, device="cuda")
+        if self.inputs is None:
+            gen = torch.Generator().manual_seed(0)
+            self.inputs = [torch.randn(*s, generator=gen).to("cuda", torch.bfloat16)
+                           for s in ((1024, 512), (512, 768), (768,))]
+        a, b, bias = self.inputs
+        got = op.gemm(a, b, None, bias, 1.0, 0.0).float()
+        want = scale * (a.float() @ b.float() + bias.float())
+        err = ((got - want).norm() / want.norm()).item()
+        assert err < 1e-2, f"the edited gemm is wrong: relative error {err}"
+        return len(cubin_build.compiles_run) > before
+
+
+def nvcc_cubin(loop: Loop) -> dict:
+    """`nvcc -cubin` of the same device unit as the registry compiles it (nvcc_cubin.py's options)."""
+    import cutlass_library
+
+    from registry import environment
+
+    cut = Path(cutlass_library.__file__).parent / "source" / "include"
+    work = Path(tempfile.mkdtemp(prefix="gemm-nvcc-"))
+    unit = work / "unit.cu"
+    unit.write_text(f'#include "{loop.dir}/gemm_prelude.cuh"\n#include "{loop.dir}/gemm_device.cu"\n')
+    arch = "sm_90a"  # the kernel is Hopper's only
+    table = work / "time.csv"
+    command = [environment.nvcc_command(), "-cubin", f"-arch={arch}", "-std=c++17", "-DNDEBUG",
+               "--expt-relaxed-constexpr", "--time", str(table), f"-I{loop.dir}", f"-I{loop.dir}/include",
+               f"-I{CHECKOUT}/registry/include", f"-I{cut}", str(unit), "-o", str(work / "unit.cubin")]
+    t0 = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=work)
+    seconds = time.perf_counter() - t0
+    phases: dict[str, float] = {}
+    if table.is_file():
+        for row in table.read_text().splitlines()[1:]:
+            cells = [c.strip() for c in row.split(",")]
+            if len(cells) >= 4 and cells[-1] == "ms":
+                phases[cells[1]] = phases.get(cells[1], 0.0) + float(cells[-2]) / 1e3
+    shutil.rmtree(work, ignore_errors=True)
+    return dict(seconds=seconds, ok=done.returncode == 0, phases_s=phases, error=done.stderr[-2000:] or None)
+
+
+def floor_of(step: dict) -> float | None:
+    phases = step.get("phases_s") or {}
+    parts = [v for k, v in phases.items() if k.startswith(("NVVM", "PTX"))]
+    return sum(parts) if parts else None
+
+
+def run(device: str, edits: int) -> dict:
+    root = Path(tempfile.mkdtemp(prefix="gemm-edit-loop-"))
+    loop = Loop(root, device)
+    # The edits' targets exist before the first (minutes long) build.
+    assert ENTRY in (loop.dir / "gemm_device.cu").read_text() and EPILOGUE in (loop.dir / "gemm_epilogue.cuh").read_text()
+    steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [], "revert": []}
+
+    def record(name: str, result: dict) -> None:
+        result["floor_s"] = floor_of(result)
+        steps[name].append(result)
+        print(name, json.dumps(result), flush=True)
+
+    try:
+        return dict(steps=steps, **loop_steps(loop, edits, record))
+    finally:  # a run cut short leaves no server and no 3 GB precompiled header behind
+        from registry.device import nvrtc_pch
+
+        for server in nvrtc_pch._servers.values():
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def loop_steps(loop: Loop, edits: int, record) -> dict:
+    record("cold", loop.step())
+    originals = {n: (loop.dir / n).read_text() for n in ("gemm_device.cu", "gemm_epilogue.cuh")}
+    for i in range(edits):
+        old, new = body_edit(i)
+        loop.write("gemm_device.cu", old, new)
+        record("body_edit", loop.step())
+        (loop.dir / "gemm_device.cu").write_text(originals["gemm_device.cu"])
+    for i in range(edits):
+        old, new, scale = epilogue_edit(i)
+        loop.write("gemm_epilogue.cuh", old, new)
+        record("epilogue_edit", loop.step(scale))
+        (loop.dir / "gemm_epilogue.cuh").write_text(originals["gemm_epilogue.cuh"])
+    for name, text in originals.items():
+        (loop.dir / name).write_text(text)
+    record("revert", loop.step())
+    nvcc = nvcc_cubin(loop)
+    print("nvcc_cubin", json.dumps(nvcc), flush=True)
+    return dict(nvcc_cubin=nvcc)
+
+
+def report(result: dict, device: str, command: str) -> str:
+    def med(xs):
+        xs = [x for x in xs if x is not None]
+        return f"{statistics.median(xs):.2f}" if xs else "-"
+
+    lines = [f"# kernels/gemm_nvrtc's edit loop ({device})", "",
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+             f"{os.cpu_count()} cores, `{command}`", "",
+             "| step | n | seconds (median) | compile s | compile CPU s | front end s | NVVM s | PTX s "
+             "| floor (NVVM + PTX) s | PCH |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, steps in result["steps"].items():
+        def phase(prefix):
+            return med([sum(v for k, v in s["phases_s"].items() if k.startswith(prefix)) or None for s in steps])
+
+        lines.append(f"| {name} | {len(steps)} | {med([s['seconds'] for s in steps])} | "
+                     f"{med([s['compile_s'] for s in steps])} | {med([s['compile_cpu_s'] for s in steps])} | "
+                     f"{phase('CUDA C++')} | {phase('NVVM')} | "
+                     f"{phase('PTX')} | {med([s['floor_s'] for s in steps])} | "
+                     f"{', '.join(sorted({e for s in steps for e in s['pch']})) or 'cache'} |")
+    nvcc = result["nvcc_cubin"]
+    phases = ", ".join(f"{k} {v:.2f}" for k, v in nvcc["phases_s"].items())
+    lines += ["", f"nvcc -cubin of the same device unit, same run: {nvcc['seconds']:.2f} s "
+                  f"({'ok' if nvcc['ok'] else 'failed'}; phases: {phases or '-'})."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    parser.add_argument("--edits", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
+    args = parser.parse_args()
+    result = run(args.device, args.edits)
+    command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"gemm_edit_loop-{args.device}.json").write_text(json.dumps(result, indent=1))
+    text = report(result, args.device, command)
+    (args.out / f"gemm_edit_loop-{args.device}.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

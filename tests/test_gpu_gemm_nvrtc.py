@@ -1,0 +1,72 @@
+"""kernels/gemm_nvrtc on a Hopper GPU (marked gpu): kernels/gemm's CUTLASS
+GEMM with its device code through NVRTC and a precompiled prelude. Checked
+against the float64 reference; an epilogue edit and a body edit give checked
+new results without making the prelude again, and going back is answered
+from the cache."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import registry
+
+pytest.importorskip("cutlass_library", reason="kernels/gemm_nvrtc needs pip install 'kernel-registry[cutlass]'")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9, reason="needs a Hopper GPU")]
+
+EPILOGUE = "__device__ float gemm_nvrtc::epilogue(float value) { return value; }"
+
+
+def reference(a, b, c=None, bias=None, alpha=1.0, beta=0.0):
+    d = alpha * (a.double() @ b.double())
+    if c is not None:
+        d = d + beta * c.double()
+    if bias is not None:
+        d = d + bias.double()
+    return d
+
+
+def close(got, want, dtype, k):
+    rtol = 1e-2 if dtype == torch.bfloat16 else 2e-3
+    return torch.allclose(got.double(), want, rtol=rtol, atol=rtol * max(1.0, k ** 0.5))
+
+
+def operands(dtype, m=512, k=256, n=384):
+    gen = torch.Generator(device="cuda").manual_seed(m + k + n)
+    a = torch.randn(m, k, device="cuda", generator=gen).to(dtype)
+    b = torch.randn(k, n, device="cuda", generator=gen).to(dtype)
+    c = torch.randn(m, n, device="cuda", generator=gen).to(dtype)
+    bias = torch.randn(n, device="cuda", generator=gen).to(dtype)
+    return a, b, c, bias
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gpu_against_float64(dtype):
+    gemm = registry.get("gemm_nvrtc", device="cuda")
+    a, b, c, bias = operands(dtype)
+    assert close(gemm(a, b), reference(a, b), dtype, a.shape[1])
+    assert close(gemm(a, b, c, bias, 0.5, 2.0), reference(a, b, c, bias, 0.5, 2.0), dtype, a.shape[1])
+
+
+def test_gpu_edits_of_the_epilogue_and_body_are_checked_and_reuse_the_prelude(kernels_root):
+    from conftest import KernelCopy
+    from registry.device import nvrtc_pch
+
+    copy = KernelCopy(kernels_root, "gemm_nvrtc", "gemm_nvrtc_edit")
+    a, b, c, bias = operands(torch.bfloat16)
+    k = a.shape[1]
+    assert close(registry.get(copy.name, device="cuda")(a, b, bias=bias), reference(a, b, bias=bias),
+                 torch.bfloat16, k)
+    start = len(nvrtc_pch.pch_events)
+    copy.edit("gemm_epilogue.cuh", EPILOGUE, EPILOGUE.replace("return value;", "return fmaxf(value, 0.0f);"))
+    relu = registry.get(copy.name, device="cuda")(a, b, bias=bias)
+    assert close(relu, reference(a, b, bias=bias).clamp_min(0), torch.bfloat16, k)
+    copy.edit("gemm_device.cu", "  op(params, smem);", "  op(params, smem);\n  (void)0;")
+    again = registry.get(copy.name, device="cuda")(a, b, bias=bias)
+    assert close(again, reference(a, b, bias=bias).clamp_min(0), torch.bfloat16, k)
+    assert nvrtc_pch.pch_events[start:] == ["used", "used"]
+    copy.edit("gemm_epilogue.cuh", "return fmaxf(value, 0.0f);", "return value;")
+    copy.edit("gemm_device.cu", "  op(params, smem);\n  (void)0;", "  op(params, smem);")
+    back = registry.get(copy.name, device="cuda")(a, b, bias=bias)
+    assert nvrtc_pch.pch_events[start:] == ["used", "used"]  # from the cache: no compile
+    assert close(back, reference(a, b, bias=bias), torch.bfloat16, k)
