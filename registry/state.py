@@ -103,9 +103,9 @@ class Status:
             lines.append(f"  device code: {self.device}")
         if self.tuned is not None:
             lines.append(f"  tuned table: {self.tuned}")
-        isolation = sys.modules.get("registry.isolation")  # only once an isolated op was made
-        if isolation is not None:
-            lines += isolation.status_lines(self.kernel, self.backend)
+        supervisor = sys.modules.get("registry.isolation.supervisor")  # only once an isolated op was made
+        if supervisor is not None:
+            lines += supervisor.status_lines(self.kernel, self.backend)
         if self.ccache is not None:
             lines.append(f"  ccache: {self.ccache[0]} hits, {self.ccache[1]} misses"
                          + (f" (remote storage: {self.ccache_remote[0]} hits, {self.ccache_remote[1]} misses)"

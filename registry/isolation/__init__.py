@@ -50,30 +50,9 @@ H200: without MPS the GPU time-slices between the two processes' contexts.
 """
 from __future__ import annotations
 
-import atexit
-
+# Only the exception: importing any module of this package starts nothing and
+# imports no other (the workers, their supervisor and its exit hook come with
+# the first isolated call, supervisor.py).
 from registry.isolation.faults import KernelFault
-from registry.isolation.supervisor import SUPERVISOR
 
-__all__ = ["KernelFault", "status_lines", "SUPERVISOR"]
-
-atexit.register(SUPERVISOR.shutdown)
-
-
-def status_lines(kernel: str, backend: str) -> list[str]:
-    """What registry.status() says about isolation in this process."""
-    lines = []
-    for (flavor, worker_backend), worker in SUPERVISOR.workers.items():
-        if worker_backend != backend:
-            continue
-        refused = getattr(worker, "ipc_refused", "")
-        memory = ((f"CUDA IPC; {worker.staged_calls} of {worker.calls} calls staged {worker.staged_bytes} bytes "
-                   f"through device copies ({refused})" if refused else "CUDA IPC, no copies") if backend == "cuda" else
-                  f"CPU tensors in shared memory; {worker.staged_calls} of {worker.calls} calls staged "
-                  f"{worker.staged_bytes} bytes through a copy (outputs under 64 KiB, contiguous copies)"
-                  + (f"; {worker.channel.calls} calls through the shared-memory call channel without Python"
-                     if getattr(worker, "channel", None) is not None else ""))
-        lines.append(f"  isolated worker ({flavor}): pid {worker.process.pid}, {worker.calls} calls; {memory}")
-    if SUPERVISOR.started:
-        lines.append(f"  isolation: {SUPERVISOR.started} workers started in this process, {SUPERVISOR.faults} faults")
-    return lines
+__all__ = ["KernelFault"]

@@ -15,6 +15,7 @@ place, and through Worker.request otherwise. The socket carries the rest
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import mmap
 import os
@@ -483,6 +484,8 @@ class Supervisor:
         try:
             command, env = launch_env.command(flavor)
             log_dir = launch_env.log_dir()
+            if not self.started:  # the first worker of this process: stop them all at exit
+                atexit.register(self.shutdown)
             self.started += 1
             worker = Worker(flavor, backend, ordinal, command, env,
                             log_dir / f"worker-{os.getpid()}-{flavor}-{backend}-{self.started}.log")
@@ -514,3 +517,22 @@ class Supervisor:
 
 
 SUPERVISOR = Supervisor()
+
+
+def status_lines(kernel: str, backend: str) -> list[str]:
+    """What registry.status() says about isolation in this process."""
+    lines = []
+    for (flavor, worker_backend), worker in SUPERVISOR.workers.items():
+        if worker_backend != backend:
+            continue
+        refused = getattr(worker, "ipc_refused", "")
+        memory = ((f"CUDA IPC; {worker.staged_calls} of {worker.calls} calls staged {worker.staged_bytes} bytes "
+                   f"through device copies ({refused})" if refused else "CUDA IPC, no copies") if backend == "cuda" else
+                  f"CPU tensors in shared memory; {worker.staged_calls} of {worker.calls} calls staged "
+                  f"{worker.staged_bytes} bytes through a copy (outputs under 64 KiB, contiguous copies)"
+                  + (f"; {worker.channel.calls} calls through the shared-memory call channel without Python"
+                     if getattr(worker, "channel", None) is not None else ""))
+        lines.append(f"  isolated worker ({flavor}): pid {worker.process.pid}, {worker.calls} calls; {memory}")
+    if SUPERVISOR.started:
+        lines.append(f"  isolation: {SUPERVISOR.started} workers started in this process, {SUPERVISOR.faults} faults")
+    return lines
