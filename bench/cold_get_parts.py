@@ -38,7 +38,7 @@ import torch
 t1 = time.perf_counter()
 import registry
 from registry import _core, environment, load
-from registry.build import misses, direct
+from registry.builder import misses, direct
 from registry.device import driver_module, cubin_build
 if not torch.cuda.is_available():
     driver_module.bind = lambda library, key, path: None  # no GPU: no driver to load the cubin into

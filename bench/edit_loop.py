@@ -16,7 +16,7 @@ step is cheap enough to repeat; the count is in the JSON):
 The floors: a bare `nvcc -c` (or `c++ -c`) of the kernel's source with the
 flags torch would use, timed in the same run; on the CPU also the very
 compile-and-link command the registry ran for the last edit (captured from
-build/direct.py), rerun alone: what an edit costs beyond it is the registry's
+builder/direct.py), rerun alone: what an edit costs beyond it is the registry's
 own overhead. Writes edit_loop-<device>.json and .md (a table with ratios).
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ op = registry.get(sys.argv[1], device=sys.argv[2])
 t1 = time.perf_counter()
 x = torch.ones(8, device=sys.argv[2]); y = torch.ones(8, device=sys.argv[2])
 r = op(x, y, 2.0)[0].item()
-from registry.build import step
+from registry.builder import step
 print(json.dumps({"get_s": t1 - t0, "result": r, "compiles": len(step.builds_run),
                   "outcome": registry.status(sys.argv[1], device=sys.argv[2]).outcome}))
 """
@@ -123,9 +123,9 @@ def one_step_alone(command: list[str]) -> float:
 
 
 def _capture_direct_commands() -> list[tuple[list[str], float]]:
-    """The commands build/direct.py runs from now on (CPU kernel libraries),
+    """The commands builder/direct.py runs from now on (CPU kernel libraries),
     each with its wall time: an edit's time beyond it is the registry's own."""
-    from registry.build import direct
+    from registry.builder import direct
 
     seen, run = [], direct._run
 

@@ -30,10 +30,10 @@ PHASES = [
     ("registry.resolve", "find", "find the manifest"),
     ("registry.environment", "build_environment", "environment facts"),
     ("registry._core", "make_plan", "plan (keys, memo, lookups)"),
-    ("registry.build.artifacts", "_claim", "claim (lock, staging folder)"),
-    ("registry.build.ccache", "remote_storage_configured", "ccache remote storage asked"),
-    ("registry.build.direct", "_run", "compiler"),
-    ("registry.build.direct", "_depfile_deps", "depfile read"),
+    ("registry.builder.artifacts", "_claim", "claim (lock, staging folder)"),
+    ("registry.builder.ccache", "remote_storage_configured", "ccache remote storage asked"),
+    ("registry.builder.direct", "_run", "compiler"),
+    ("registry.builder.direct", "_depfile_deps", "depfile read"),
     ("registry.load", "open_library", "dlopen"),
     ("registry._core", "publish_claim", "publish (entry, dep record)"),
     ("registry._core", "record_outcome", "record (memo)"),
@@ -53,7 +53,7 @@ def main() -> None:
     import torch
 
     import registry
-    from registry.build import misses  # noqa: F401  (the modules PHASES name)
+    from registry.builder import misses  # noqa: F401  (the modules PHASES name)
 
     spent: dict[str, float] = collections.defaultdict(float)
     for module_name, name, label in PHASES:

@@ -169,7 +169,7 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path, arch: str = "sm_90")
     no compile before it saw (the loop's device edit with a new constant):
     NVRTC answers an identical recompile from the CUDA compute cache (0.07 s
     against 0.28 s on the H200), which no edit ever gets."""
-    from registry.build import keys
+    from registry.builder import keys
     from registry.device import cubin_build
 
     out: dict = {}

@@ -32,7 +32,7 @@ start = time.perf_counter()
 import registry
 op = registry.get("axpy", device=os.environ["DEVICE"])
 seconds = time.perf_counter() - start
-from registry.build import step
+from registry.builder import step
 x = torch.randn(1 << 16, device=os.environ["DEVICE"]); y = torch.randn_like(x)
 status = registry.status("axpy", device=os.environ["DEVICE"])
 print(json.dumps({"get_s": seconds, "ok": bool(torch.allclose(op(x, y, 2.0), 2.0 * x + y)),

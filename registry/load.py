@@ -61,7 +61,7 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
         _remove_dropped(manifest, before, ops)
         return ops
 
-    # A fresh build is opened here too, from its published place (build.failure.check_launchers_at).
+    # A fresh build is opened here too, from its published place (builder.failure.check_launchers_at).
     handle = STATE.libraries.get(lib.entry.key) or open_library(lib.path)
     STATE.libraries[lib.entry.key] = handle
     # Bound where a GPU is visible. A build for a GPU elsewhere (`python -m

@@ -18,7 +18,7 @@ from registry.state import STATE, KernelState, Status
 
 __all__ = ["KernelState", "Status", "locate", "resolve"]
 
-# The build machinery (registry.build, ThreadPoolExecutor) is imported only
+# The build machinery (registry.builder, ThreadPoolExecutor) is imported only
 # when something must be built: a fresh process that finds everything cached
 # should not pay for it.
 
@@ -110,9 +110,9 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         team.share([a.entry for a in artifacts.values()])  # built before the remote was set up
     targets, ccache_delta = {}, None
     if len(artifacts) < len(planned):
-        from registry.build.artifacts import Target
-        from registry.build.misses import build_missing
-        from registry.build.torch_library_code import refuse_hand_written_library
+        from registry.builder.artifacts import Target
+        from registry.builder.misses import build_missing
+        from registry.builder.torch_library_code import refuse_hand_written_library
 
         targets = {a.what: Target(a) for a in planned if a.missing}
         estimate = previous.status.last_build_seconds if previous is not None else plan.previous_build_seconds
@@ -168,7 +168,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         if compiled:
             # Beside the caller, not before the result (cache_cap.py); the cap
             # is read here, so a bad setting still fails this call.
-            from registry.build import cache_cap
+            from registry.builder import cache_cap
 
             cache_cap.collect_garbage_soon(store, knobs.cache_max_bytes(),
                                            [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
@@ -204,8 +204,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
 
 def _show_compiler_warnings(name: str, artifacts: dict, device) -> None:
-    """What the compilers of this get's builds warned, once (build/compiler_warnings.py)."""
-    from registry.build import compiler_warnings
+    """What the compilers of this get's builds warned, once (builder/compiler_warnings.py)."""
+    from registry.builder import compiler_warnings
 
     warned = [(what, artifacts[what].built.warnings) for what in ("lib", "binding")
               if what in artifacts and artifacts[what].built is not None]

@@ -73,7 +73,7 @@ def lib_axpy(request, axpy_copy) -> KernelCopy:
 def cuda_toolkit(monkeypatch) -> str:
     """nvcc, so a CUDA kernel library compiles through torch's load() with no
     GPU: for TORCH_CUDA_ARCH_LIST = 9.0. Skips where there is no toolkit."""
-    from registry.build.torch_extension import _import_cpp_extension
+    from registry.builder.torch_extension import _import_cpp_extension
 
     home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
     if not (Path(home) / "bin" / "nvcc").exists():
@@ -88,7 +88,7 @@ def cuda_toolkit(monkeypatch) -> str:
 @pytest.fixture
 def compiles():
     """The compiles run since the test started, as (kernel, kind) pairs."""
-    from registry.build import step
+    from registry.builder import step
 
     start = len(step.builds_run)
 

@@ -97,7 +97,7 @@ PROLOGUE = """
 import json, os, sys, time
 import torch
 import registry
-from registry.build import step
+from registry.builder import step
 
 def check(name):
     op = registry.get(name, device="cpu")

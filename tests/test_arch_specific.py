@@ -14,7 +14,7 @@ import pytest
 
 from device_build_helpers import NEEDS_NVCC, PATHS, copy_example, cubin, inputs, store  # noqa: F401 (a fixture)
 from registry import _core, environment, knobs
-from registry.build import arch_check
+from registry.builder import arch_check
 from registry.device import cubin_build
 from registry.errors import ArchTargetError
 
@@ -135,7 +135,7 @@ def test_the_message_for_a_gpu_without_a_variant_says_what_can_run():
 def test_the_kernel_library_path_hands_nvcc_the_arch_specific_target(tmp_path, monkeypatch):
     """compiler = "nvcc" (torch's load): TORCH_CUDA_ARCH_LIST "9.0a" reaches
     nvcc as sm_90a, and a library whose device code holds the printf fails."""
-    from registry.build import ccache, recipe, torch_extension
+    from registry.builder import ccache, recipe, torch_extension
 
     monkeypatch.setenv("REGISTRY_CACHE_DIR", str(tmp_path / "cache"))
     cpp_extension = torch_extension._import_cpp_extension()

@@ -15,7 +15,7 @@ import pytest
 
 import registry
 from registry import environment, knobs
-from registry.build import keys
+from registry.builder import keys
 from registry.state import STATE
 
 pytestmark = pytest.mark.usefixtures("cache_root")
@@ -41,7 +41,7 @@ TEAMMATE = """
 import json, sys
 import registry
 from registry import environment
-from registry.build import step
+from registry.builder import step
 from registry.state import STATE
 
 real = environment.build_environment

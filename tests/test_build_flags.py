@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from registry import _core
-from registry.build import ccache, recipe, keys
-from registry.build.compile import run_build
+from registry.builder import ccache, recipe, keys
+from registry.builder.compile import run_build
 
 TOP_LEVEL = 'cflags = ["-DAXPY_TOP_LEVEL_FLAG=1", "-fno-math-errno"]'
 GUARD = '#ifndef AXPY_TOP_LEVEL_FLAG\n#error "the manifest\'s top-level cflags did not reach this unit"\n#endif\n'

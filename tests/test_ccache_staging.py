@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from registry import _core
-from registry.build import ccache, recipe
-from registry.build.compile import run_build
+from registry.builder import ccache, recipe
+from registry.builder.compile import run_build
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """A build that succeeds shows what its compilers warned (ptxas's spills, nvcc's
 and the host compiler's warnings) once, as a CompilerWarning, and a cached get
-says nothing (registry/build/compiler_warnings.py). CUDA compiles run without
+says nothing (registry/builder/compiler_warnings.py). CUDA compiles run without
 a GPU: nvcc through load() for TORCH_CUDA_ARCH_LIST, and nvcc -cubin."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import registry
 from device_build_helpers import NEEDS_NVCC, build, copy_example, store  # noqa: F401 (store: a fixture)
 from registry import _core
-from registry.build import compiler_warnings
+from registry.builder import compiler_warnings
 from registry.errors import CompilerWarning
 
 # ptxas warns of spills only when asked (-warn-spills); 24 registers is sm_90's floor.
@@ -73,8 +73,8 @@ def test_a_cpu_build_shows_its_warning_once_and_a_cached_get_none(axpy_copy):
 
 
 def test_ptxas_spills_through_load_are_kept(axpy_copy, cuda_toolkit, cache_root):
-    from registry.build import ccache, recipe
-    from registry.build.compile import run_build
+    from registry.builder import ccache, recipe
+    from registry.builder.compile import run_build
 
     axpy_copy.edit("kernel.toml", 'cflags = ["-O3", "-lineinfo"]', f'cflags = ["-O3", "-lineinfo", {SPILL_FLAGS}]')
     path = axpy_copy.path("axpy.cu")

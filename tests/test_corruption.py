@@ -134,7 +134,7 @@ GARBAGE = b"\x7fELF\x00\xff\xfe not what was written \x80\x81\n"
 
 def test_garbage_generated_binding_source_is_regenerated(tmp_path):
     from registry import _core
-    from registry.build import keys
+    from registry.builder import keys
 
     manifest = _core.parse_manifest(str(Path(__file__).resolve().parent.parent / "kernels/axpy/kernel.toml"))
 
@@ -153,7 +153,7 @@ def test_garbage_ccache_wrapper_is_rewritten(tmp_path):
     import shutil
     import subprocess
 
-    from registry.build import ccache
+    from registry.builder import ccache
 
     ccache_exe, real_cxx = shutil.which("ccache"), os.path.realpath(shutil.which("c++"))
     if ccache_exe is None:

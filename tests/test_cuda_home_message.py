@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from registry.build import cuda_home
-from registry.build.failure import build_error
-from registry.build.step import BuildPlan
+from registry.builder import cuda_home
+from registry.builder.failure import build_error
+from registry.builder.step import BuildPlan
 
 
 def _real_link_log(tmp_path, prefix) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from device_build_helpers import PATHS, build, copy_example, make_store
-from registry.build import link_errors
+from registry.builder import link_errors
 from registry.errors import BuildError
 
 DECLARATION = "__device__ float axpy_missing(float x, float y);\n"
@@ -53,8 +53,8 @@ def test_the_host_paths_nvcc_names_it_too(tmp_path):
     import subprocess
 
     from registry import _core, environment
-    from registry.build.failure import build_error
-    from registry.build.step import BuildPlan
+    from registry.builder.failure import build_error
+    from registry.builder.step import BuildPlan
 
     nvcc = environment.nvcc_command()
     if not shutil.which(nvcc):

@@ -1,5 +1,5 @@
 """Torch-free kernel libraries built by the registry's own compiler call
-(registry/build/direct.py): no libtorch on the link line, keys without torch's
+(registry/builder/direct.py): no libtorch on the link line, keys without torch's
 version, one compile-and-link step for a CPU edit (linked lean when it can
 be), load()-style diagnostics."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 import registry
 from registry import _core
-from registry.build import direct, elf, keys
+from registry.builder import direct, elf, keys
 
 
 def _needed(path: str) -> list[str]:
@@ -97,7 +97,7 @@ def test_cpu_edit_with_remote_storage_compiles_through_ccache(axpy_copy, monkeyp
 
 
 def test_ccache_configuration_naming_remote_storage_counts(monkeypatch, tmp_path):
-    from registry.build import ccache
+    from registry.builder import ccache
 
     if shutil.which("ccache") is None:
         pytest.skip("ccache not installed: apt-get install ccache")

@@ -19,7 +19,7 @@ import torch
 
 import registry
 from registry import _core
-from registry.build import cache_cap, progress
+from registry.builder import cache_cap, progress
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""registry/build/elf.py: what a library exports and needs, read from the
+"""registry/builder/elf.py: what a library exports and needs, read from the
 file without loading it (a CUDA library opened and closed before its
 published copy is opened breaks that copy's launches)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from registry.build import elf
+from registry.builder import elf
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF")
 

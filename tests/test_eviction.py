@@ -84,7 +84,7 @@ def test_gc_keeps_what_a_live_process_loaded_and_evicts_the_rest(private_cache, 
 
 def test_collect_garbage_applies_the_cap_but_keeps_the_new_entry(private_cache, monkeypatch):
     from registry import _core
-    from registry.build import cache_cap
+    from registry.builder import cache_cap
 
     store = _core.CacheStore(str(private_cache))
     keys = [e.key for e in store.list()]
@@ -98,7 +98,7 @@ def test_collect_garbage_applies_the_cap_but_keeps_the_new_entry(private_cache, 
 
 def test_collect_garbage_warns_instead_of_failing_on_a_bad_cap(private_cache, monkeypatch):
     from registry import _core
-    from registry.build import cache_cap
+    from registry.builder import cache_cap
 
     monkeypatch.setenv("REGISTRY_CACHE_MAX_BYTES", "twenty gigs")
     with pytest.warns(RuntimeWarning, match="REGISTRY_CACHE_MAX_BYTES must be a size such as 20G"):

@@ -14,7 +14,7 @@ FIRST_GET = r"""
 import json, os, sys, time
 from pathlib import Path
 import registry, torch
-from registry.build.build_processes import processes_in
+from registry.builder.build_processes import processes_in
 
 name, cache = sys.argv[1], sys.argv[2]
 start = time.perf_counter()

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import torch
 
-from registry.build import keys
+from registry.builder import keys
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 

@@ -138,7 +138,7 @@ def test_a_missing_package_says_which_pip_install_brings_it(kernels_root, monkey
 def test_the_include_path_of_every_compiler_holds_the_package(fake_cutlass, kernels_root):
     """The nvcc and direct builds take plan.include_dirs / keys.include_dirs;
     the cubin paths mirror the package's folder like the kernel's."""
-    from registry.build import keys
+    from registry.builder import keys
     from registry.device import cubin_build
 
     name = _kernel(kernels_root, "fakelib/value.h", "FAKELIB_VALUE")

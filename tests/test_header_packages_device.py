@@ -58,8 +58,8 @@ def test_nvcc_cubin_compiles_cute_from_the_installed_wheel(tmp_path, store):
 
 @NEEDS_CUTLASS
 def test_nvcc_through_load_compiles_a_cutlass_header(axpy_copy, cache_root, cuda_toolkit):
-    from registry.build import ccache, recipe
-    from registry.build.compile import run_build
+    from registry.builder import ccache, recipe
+    from registry.builder.compile import run_build
     _with_package(axpy_copy, "axpy.cu",
                   '#include <cutlass/numeric_types.h>\nstatic_assert(sizeof(cutlass::half_t) == 2, "cutlass");\n')
     manifest = _core.parse_manifest(str(axpy_copy.path("kernel.toml")))

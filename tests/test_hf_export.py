@@ -111,7 +111,7 @@ def test_cpu_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for
     assert (cpu_repo / "README.md").read_text() == "the repository's own file\n"  # only build/<variant> is written
     # The variant's name carries no Python version: its libraries need no libpython and, of
     # Python's C API, only what the stable ABI has (the unused PyInit's PyModule_Create2).
-    from registry.build import elf
+    from registry.builder import elf
 
     for library in ("_C.so", "_C_cpu.so"):
         assert not [n for n in elf.needed_libraries(str(variant / library)) if n.startswith("libpython")], library
@@ -173,7 +173,7 @@ def test_cuda_variant_loads_offline_with_kernels_and_matches_the_registry_bit_fo
 
 
 def _toolkit() -> str | None:
-    from registry.build.cuda_home import toolkit_candidates
+    from registry.builder.cuda_home import toolkit_candidates
 
     found = [home for home in toolkit_candidates() if Path(home, "bin", "nvcc").is_file()]
     return found[0] if found and torch.version.cuda else None

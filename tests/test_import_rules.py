@@ -2,10 +2,10 @@
 the same rules): each module is parsed with `ast`, nothing is imported.
 
   - the top level (registry/*.py: the cached `get` path, the public face,
-    errors, the op handle) imports the layer packages (build, device,
+    errors, the op handle) imports the layer packages (builder, device,
     remote, notebook, tools, isolation, tuning) only inside functions, so a fresh process's
     cached `get` loads none of them;
-  - build/ and device/ never import notebook/, tuning/ or tools/;
+  - builder/ and device/ never import notebook/, tuning/ or tools/;
   - nothing imports tools/ but tools/ itself and the CLI entry (__main__);
   - no module but knobs writes os.environ;
   - no import cycle among the package's modules, counting the imports made
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "registry"
-LAYERS = ("build", "device", "remote", "notebook", "tools", "isolation", "tuning")
+LAYERS = ("builder", "device", "remote", "notebook", "tools", "isolation", "tuning")
 ENVIRON_WRITERS = {"update", "pop", "setdefault", "clear", "popitem", "__setitem__", "__delitem__"}
 
 
@@ -94,8 +94,8 @@ def test_the_top_level_imports_layers_only_inside_functions():
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("layer", ["build", "device"])
-def test_build_and_device_never_import_the_notebook_tuning_or_tools(layer):
+@pytest.mark.parametrize("layer", ["builder", "device"])
+def test_builder_and_device_never_import_the_notebook_tuning_or_tools(layer):
     wrong = [f"{m}:{i.line} imports {i.target}" for m in MODULES if _layer(m) == layer
              for i in _imports(m) if _layer(i.target) in ("notebook", "tuning", "tools")]
     assert not wrong, "\n".join(wrong)

@@ -39,14 +39,14 @@ static_assert(kreg_slow(15) != 1, "slow on purpose");
 # A parent that ignores SIGINT (a shell's background job, some CI runners)
 # passes the ignore on, and Python then never raises KeyboardInterrupt:
 # restore the default handler first. With "--wrap-load", the child wraps
-# torch's load() the way torch_extension.build is to (see registry/build/progress.py).
+# torch's load() the way torch_extension.build is to (see registry/builder/progress.py).
 CHILD = """
 import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import registry
 if "--wrap-load" in sys.argv:
     from torch.utils import cpp_extension
-    from registry.build.progress import build_progress
+    from registry.builder.progress import build_progress
     real_load = cpp_extension.load
     def load(*args, **kwargs):
         with build_progress(sys.argv[1], "the kernel library", None, build_dir=kwargs["build_directory"]):
@@ -56,9 +56,9 @@ op = registry.get(sys.argv[1], device="cpu")
 print("outcome", registry.status(sys.argv[1], device="cpu").outcome, flush=True)
 """
 
-# Whether torch_extension.build / misses.build_missing already call the clean-up in registry/build/progress.py.
-BUILDER_CLEANS_UP = "build_progress" in (Path(registry.__file__).parent / "build" / "torch_extension.py").read_text()
-WORKERS_STOPPED = "stop_builds_of_this_process" in (Path(registry.__file__).parent / "build" / "misses.py").read_text()
+# Whether torch_extension.build / misses.build_missing already call the clean-up in registry/builder/progress.py.
+BUILDER_CLEANS_UP = "build_progress" in (Path(registry.__file__).parent / "builder" / "torch_extension.py").read_text()
+WORKERS_STOPPED = "stop_builds_of_this_process" in (Path(registry.__file__).parent / "builder" / "misses.py").read_text()
 NOT_WIRED = ("torch_extension.build does not call progress.build_progress(build_dir=staging) yet: on SIGINT "
              "subprocess.run SIGKILLs ninja before ninja can stop its compilers, which run in their own "
              "process groups and so outlive even a Ctrl-C to the whole group")
@@ -230,7 +230,7 @@ def test_interrupt_during_side_by_side_builds_stops_both(slow_copy, tmp_path, mo
 
 @pytest.fixture
 def shown(monkeypatch):
-    from registry.build import progress
+    from registry.builder import progress
 
     monkeypatch.setattr(progress, "_should_show", lambda: True)  # pytest's stderr is no terminal
     return progress
@@ -257,7 +257,7 @@ def test_progress_closes_on_keyboard_interrupt(shown, capsys, tmp_path):
 
 
 def test_kill_build_processes_stops_what_runs_in_the_folder(tmp_path):
-    from registry.build.build_processes import kill_build_processes, processes_in
+    from registry.builder.build_processes import kill_build_processes, processes_in
 
     sleeper = subprocess.Popen(["sleep", "60"], cwd=tmp_path)
     bystander = subprocess.Popen(["sleep", "60"])

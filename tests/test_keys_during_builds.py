@@ -13,7 +13,7 @@ import os
 import pytest
 
 from registry import environment, knobs
-from registry.build import ccache
+from registry.builder import ccache
 
 
 @pytest.mark.skipif(ccache.ccache_executable() is None, reason="needs ccache (its wrapper is what a build sets)")

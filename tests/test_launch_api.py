@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from conftest import CHECKOUT
-from registry.build import keys
+from registry.builder import keys
 from kreg_tensor import KregTensor
 
 GetFunction = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p)

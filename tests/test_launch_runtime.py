@@ -1,4 +1,4 @@
-"""build/launch_runtime.py: the launch runtime of cubin launcher libraries is
+"""builder/launch_runtime.py: the launch runtime of cubin launcher libraries is
 one object per compiler, compiled once and linked into each library, so a
 launcher library is one compile-and-link of its own source."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from conftest import CHECKOUT
 from registry import _core
-from registry.build import launch_runtime, recipe
-from registry.build.step import LAUNCH_RUNTIME
+from registry.builder import launch_runtime, recipe
+from registry.builder.step import LAUNCH_RUNTIME
 
 CXX = shutil.which(os.environ.get("CXX") or "c++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="needs a C++ compiler")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import registry
-from registry.build import link_errors
+from registry.builder import link_errors
 
 HELPER_H = "#pragma once\n\n// Scales one element (defined in helper.cpp, when it exists).\nfloat helper(float a, float b);\n"
 

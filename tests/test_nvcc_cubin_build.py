@@ -75,7 +75,7 @@ import registry
 from registry.device import driver_module
 bound = []
 driver_module.bind = lambda library, key, path: bound.append((key, path))  # a stand-in for the driver
-from registry.build import direct
+from registry.builder import direct
 from registry.device import cubin_build
 spans = {}  # when the cubin and the host launcher library were built
 def timed(module, name, label):

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from registry import _core
-from registry.build.failure import build_error
-from registry.build.step import BuildPlan
+from registry.builder.failure import build_error
+from registry.builder.step import BuildPlan
 
 from conftest import CHECKOUT
 

@@ -11,7 +11,7 @@ import pytest
 
 from device_build_helpers import NEEDS_NVCC, copy_example
 from registry import _core, environment
-from registry.build import direct, elf, keys, recipe
+from registry.builder import direct, elf, keys, recipe
 from registry.errors import BuildError
 
 pytestmark = NEEDS_NVCC

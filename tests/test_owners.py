@@ -7,14 +7,14 @@ import types
 import pytest
 
 from registry import environment, resolve
-from registry.build import build_processes, misses, progress
+from registry.builder import build_processes, misses, progress
 from registry.errors import RegistryError
 
 
 def test_stopping_a_process_builds_is_imported_from_its_owner():
     assert not hasattr(progress, "stop_builds_of_this_process")
     source = open(misses.__file__).read()
-    assert "from registry.build.build_processes import stop_builds_of_this_process" in source
+    assert "from registry.builder.build_processes import stop_builds_of_this_process" in source
     assert callable(build_processes.stop_builds_of_this_process)
 
 

@@ -19,7 +19,7 @@ CELL = """
 import sys, threading, time
 sys.path.insert(0, {checkout!r})
 {hide_widgets}
-from registry.build.progress import build_progress
+from registry.builder.progress import build_progress
 
 def build(what, seconds):
     with build_progress("axpy", what, 1.0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from registry import knobs
-from registry.build import ccache
+from registry.builder import ccache
 from registry.remote import team_cache
 
 

@@ -21,7 +21,7 @@ _CHILD = """
 import json, sys
 import torch
 import registry
-from registry.build import step
+from registry.builder import step
 name = sys.argv[1]
 op = registry.get(name)
 torch.manual_seed(0)

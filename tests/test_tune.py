@@ -201,7 +201,7 @@ def test_configs_have_their_own_keys_and_the_default_is_a_plain_get(kernels_root
     assert manifest.cflags[-3:] == ["-DBAD=0", "-DBLOCK=1", "-DFAULT=0"]
     assert len(manifest.tune.enumerate()) == 8  # 12, less the four the rule rejects (BAD=1 with FAULT=1 or 2)
     other = _core.with_config(manifest, [("BLOCK", 8), ("BAD", 0), ("FAULT", 0)])
-    from registry.build import keys
+    from registry.builder import keys
 
     files = [str(kernels_root / name / "probe.cpp")]
     key_of = lambda m: _core.kernel_lib_key(m, "cpu", {"env.x": "1"}, files, str(keys.REGISTRY_INCLUDE)).hex
@@ -252,7 +252,7 @@ def test_a_teammate_uses_the_tuned_table_through_the_team_cache_with_no_compile(
     """)
     bob = textwrap.dedent(f"""
         import torch, registry
-        from registry.build import step as builder
+        from registry.builder import step as builder
         op = registry.get({name!r}, device="cpu")
         print(int(op(torch.randn(*{MANY!r}))[1][0]), len(builder.builds_run))
         print(registry.status({name!r}, device="cpu").tuned)
@@ -309,12 +309,12 @@ def test_a_cached_get_of_a_never_tuned_kernel_imports_no_tuning_code(kernels_roo
 
 def test_builds_with_the_same_compiler_settings_share_the_environment_and_others_wait(tmp_path):
     """registry.tune's configs build side by side: the compiler environment
-    (build/ccache.py) is shared by builds that need the same settings; one
+    (builder/ccache.py) is shared by builds that need the same settings; one
     that needs others waits until it is free, and it is restored after."""
     import threading
     import time
 
-    from registry.build import ccache
+    from registry.builder import ccache
 
     seen, lock = [], threading.Lock()
 

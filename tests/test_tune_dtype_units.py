@@ -113,12 +113,12 @@ def test_the_one_dtype_build_has_its_own_key_and_drops_only_the_other_units(tune
     assert list(f32.dtype_subset) == ["pair:float32"]
     both = _core.with_dtypes(other, "cpu", ["float32", "float64"])
     assert list(both.cpu.sources) == list(other.cpu.sources) and not both.dtype_subset
-    from registry.build import keys
+    from registry.builder import keys
 
     files = [str(kernels_root / name / "pair_f32.cpp")]
     key_of = lambda m: _core.kernel_lib_key(m, "cpu", {"env.x": "1"}, files, str(keys.REGISTRY_INCLUDE)).hex
     assert key_of(f32) != key_of(other)  # the same files: the subset alone tells them apart
-    from registry.build import recipe
+    from registry.builder import recipe
 
     f64 = _core.with_dtypes(other, "cpu", ["float64"])
     names = {recipe._config_suffix(m) for m in (other, f32, f64)}
@@ -129,7 +129,7 @@ def test_a_fresh_process_loads_the_one_dtype_winner_without_compiling(tuned, cac
     name, _ = tuned
     script = textwrap.dedent(f"""
         import torch, registry
-        from registry.build import step
+        from registry.builder import step
         op = registry.get({name!r}, device="cpu")
         print(int(op(torch.randn{SHAPE!r})[1][0]), len(step.builds_run))
     """)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from registry import _core
-from registry.build import parallelism
+from registry.builder import parallelism
 from registry.tuning import search as tuning
 
 MANIFEST = """\

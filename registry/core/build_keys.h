@@ -1,5 +1,5 @@
 // The build keys: what each artifact's key covers, made here only (Python
-// asks through _core; registry/build/keys.py names the same functions).
+// asks through _core; registry/builder/keys.py names the same functions).
 //
 // What each key covers (a change here moves every cached key):
 //   kernel-lib / module   kernel, backend, kind, file:<label> per scanned file
@@ -63,11 +63,11 @@ struct PlanFacts {
 // How a backend's code is built: the one rule, asked from Python too.
 // Device code in its own cubin: BackendSpec::device_compiler() of [cuda].
 bool uses_device_module(const Manifest& manifest, const std::string& backend);
-// Torch-free libraries the registry compiles itself (registry/build/direct.py):
+// Torch-free libraries the registry compiles itself (registry/builder/direct.py):
 // CPU kernel libraries and the host launchers of device code in a cubin.
 bool built_directly(const Manifest& manifest, const std::string& backend);
 // The key input "builder" of a directly built library: bump when the command
-// registry/build/direct.py runs changes.
+// registry/builder/direct.py runs changes.
 inline constexpr const char* kDirectRecipe = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined";
 
 // The kernel-lib base key and binding pieces, for tools and tests.

@@ -24,7 +24,7 @@
 //   v1/toolchains.toml         compiler identities, by the binary's stat (toolchain.h)
 //   v1/cuda_arch.txt           the GPU answer per machine identity (registry/environment.py)
 //   v1/inline/<name>/          %%kernel cells written out as kernels (registry/notebook/magics.py)
-//   v1/ccache-bin/<16 hex>/    the compiler wrapper ccache is reached through (registry/build/ccache.py)
+//   v1/ccache-bin/<16 hex>/    the compiler wrapper ccache is reached through (registry/builder/ccache.py)
 //
 // Publishing: a build writes into a staging folder, the store writes
 // entry.toml there (with the artifact's size and XXH3-128) and renames the

@@ -39,8 +39,8 @@ import time
 from pathlib import Path
 
 from registry import _core
-from registry.build import arch_check, compiler_warnings, keys
-from registry.build.diagnostics import parse_diagnostics
+from registry.builder import arch_check, compiler_warnings, keys
+from registry.builder.diagnostics import parse_diagnostics
 from registry.errors import BuildError, RegistryError
 
 # Bumped when what the registry hands NVRTC changes (options, mirror layout, shims).
@@ -267,7 +267,7 @@ class DeviceBuild:
     def __init__(self, key, cubin_name: str, files: list[str], seconds: float, rounds: int,
                  warnings: list[str] | None = None):
         self.key, self.artifact, self.deps, self.seconds, self.rounds = key, cubin_name, files, seconds, rounds
-        self.warnings = warnings or []  # what the device compiler warned (build/compiler_warnings.py)
+        self.warnings = warnings or []  # what the device compiler warned (builder/compiler_warnings.py)
 
 
 def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: Path) -> DeviceBuild:
@@ -315,7 +315,7 @@ def _build_error(manifest, log: str, compiler=None, files: list[str] | None = No
     name = compiler.name if compiler is not None else "NVRTC"
     diagnostics = parse_diagnostics(readable)
     if "Unresolved extern function" in log:  # ptxas names a mangled __device__ function, nowhere
-        from registry.build import link_errors
+        from registry.builder import link_errors
 
         sources = device_sources(manifest)
         headers = [f for f in files or [] if f not in sources]
@@ -377,7 +377,7 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     """The kernel's cubin: the memo's key when no stamp moved (trust_memo),
     else scan + snapshot + key; a miss compiles under the key's lock.
     compiler: the device compiler (default: the manifest's, device_compiler())."""
-    from registry.build.artifacts import Target, claim_artifact
+    from registry.builder.artifacts import Target, claim_artifact
 
     nv = compiler or device_compiler(manifest)
     if trust_memo and not force and memo is not None and "device" in memo.keys:

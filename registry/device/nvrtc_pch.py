@@ -40,7 +40,7 @@ import threading
 from pathlib import Path
 
 from registry import _core, environment, knobs
-from registry.build import keys
+from registry.builder import keys
 from registry.device import pch_server
 from registry.errors import RegistryError
 

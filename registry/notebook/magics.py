@@ -214,7 +214,7 @@ class RegistryMagics(Magics):
 
     @staticmethod
     def _ccache_report() -> str:
-        from registry.build import ccache
+        from registry.builder import ccache
 
         if ccache.ccache_executable() is None:
             return "ccache is off: not found on PATH, or REGISTRY_CCACHE=0. Install ccache to reuse unchanged units."

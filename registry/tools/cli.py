@@ -257,7 +257,7 @@ def _minute(timestamp: float) -> str:
 
 def _cache_info(args) -> int:
     from registry import knobs
-    from registry.build import ccache
+    from registry.builder import ccache
 
     root = knobs.cache_dir()
     rows = _entries(_store())
@@ -302,7 +302,7 @@ def _team():
 
 
 def _remote_info(args) -> int:
-    from registry.build import ccache
+    from registry.builder import ccache
 
     print(f"remote    {_remote_line(ccache)}")
     return EXIT_OK

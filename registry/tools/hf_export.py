@@ -157,7 +157,7 @@ def _cuda_archs(manifest) -> tuple[list[str] | None, str | None]:
         return None, "nvcc was not found; set CUDA_HOME to the CUDA toolkit"
     if not (Path(home) / "include" / "cuda_runtime.h").exists():
         # torch took the folder above the nvcc on PATH, a wrapper outside the toolkit (/usr/local/bin/nvcc).
-        from registry.build.cuda_home import toolkit_candidates
+        from registry.builder.cuda_home import toolkit_candidates
 
         found = toolkit_candidates()
         return None, (f"CUDA_HOME={home} has no include/cuda_runtime.h; set CUDA_HOME to the CUDA toolkit"
@@ -207,7 +207,7 @@ def _build(manifest, source: Path, site: Path, archs: list[str] | None, kept: bo
 def _failure(manifest, source: Path, log: str) -> str:
     """The compiler's errors in pip's log, at the kernel's own files (the package
     copies them to csrc/kernel/), else the log's end."""
-    from registry.build.diagnostics import parse_diagnostics
+    from registry.builder.diagnostics import parse_diagnostics
 
     # pip indents what the build printed; the compiler's lines start at a file name.
     log = "\n".join(line.strip() for line in log.splitlines())

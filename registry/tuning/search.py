@@ -8,7 +8,7 @@ keep the winner per (op, dtype, shape bucket, device arch).
 
   build    every config the rule accepts is its own kernel library (its
            defines are in the flags its key covers), built side by side in
-           threads, as many at once as memory holds (build/parallelism.py);
+           threads, as many at once as memory holds (builder/parallelism.py);
            a cached config costs a lookup. Where the kernel has one unit per
            dtype (gemm_bf16.cu beside gemm_f16.cu, core/dtype_units.h), a
            config is built with the tuned dtypes' units only, one build per
@@ -261,12 +261,12 @@ def build_configs(name: str, backend: str, manifest, configs, jobs: int | None =
                   dtypes: list[str] | None = None) -> BuiltConfigs:
     """Each config built (or found cached) side by side (config_builds: only
     the units of `dtypes` where the kernel has one per dtype): at most `jobs`
-    at once, by default as many as memory holds (build/parallelism.py says
+    at once, by default as many as memory holds (builder/parallelism.py says
     why not one per core)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from registry import environment
-    from registry.build.parallelism import parallel_builds
+    from registry.builder.parallelism import parallel_builds
     from registry.resolve import resolve
 
     def build(manifest_of_build):

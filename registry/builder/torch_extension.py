@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from registry import knobs
-from registry.build import arch_check, compiler_warnings
-from registry.build.failure import build_error, check_launchers_at
-from registry.build.progress import build_progress
-from registry.build.step import BuildPlan, BuildResult, builds_run, sanitized, torch_libstdcxx_flags
+from registry.builder import arch_check, compiler_warnings
+from registry.builder.failure import build_error, check_launchers_at
+from registry.builder.progress import build_progress
+from registry.builder.step import BuildPlan, BuildResult, builds_run, sanitized, torch_libstdcxx_flags
 
 
 def build(plan: BuildPlan, staging: Path) -> BuildResult:

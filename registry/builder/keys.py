@@ -13,7 +13,7 @@ from registry import _core, environment
 from registry import header_packages as packages
 from registry.knobs import REGISTRY_INCLUDE
 
-from registry.build.step import LAUNCH_RUNTIME  # noqa: F401  (tests and tools name it here)
+from registry.builder.step import LAUNCH_RUNTIME  # noqa: F401  (tests and tools name it here)
 
 
 def header_packages(manifest) -> list:

@@ -89,7 +89,7 @@ def _blocks_in(file: str) -> list[tuple[int, str]]:
 
 
 def _duplicate_symbols(plan, log: str) -> list:
-    from registry.build.link_errors import demangle, find_declaration
+    from registry.builder.link_errors import demangle, find_declaration
 
     found, seen = [], set()
     for pattern in (_GNU_MULTIPLE, _LLD_DUPLICATE):

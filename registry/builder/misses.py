@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from registry.build import ccache
-from registry.build.artifacts import Artifact, Target, ensure, fetch_remote
-from registry.build.recipe import binding_plan, lib_plan
-from registry.build.step import BuildPlan
+from registry.builder import ccache
+from registry.builder.artifacts import Artifact, Target, ensure, fetch_remote
+from registry.builder.recipe import binding_plan, lib_plan
+from registry.builder.step import BuildPlan
 from registry.remote import team_cache
 
 
@@ -66,7 +66,7 @@ def _run_side_by_side(store, builds: dict, team, cache_root: Path) -> dict[str, 
         return {what: ensure(store, target, build, team)}
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
-    from registry.build.build_processes import stop_builds_of_this_process
+    from registry.builder.build_processes import stop_builds_of_this_process
 
     with ThreadPoolExecutor(max_workers=len(builds)) as pool:
         futures = {what: pool.submit(ensure, store, target, build, team) for what, (target, build) in builds.items()}

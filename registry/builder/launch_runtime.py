@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 from registry import _core, knobs
-from registry.build.step import LAUNCH_RUNTIME
+from registry.builder.step import LAUNCH_RUNTIME
 
 # Fixed, not the kernel's: nothing in the runtime is tuned per kernel.
 # Hidden visibility as every kernel library's: the runtime exports only

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from registry.build.diagnostics import parse_diagnostics
-from registry.build.step import BuildPlan
+from registry.builder.diagnostics import parse_diagnostics
+from registry.builder.step import BuildPlan
 from registry.errors import BuildError
 
 
@@ -24,11 +24,11 @@ def build_error(plan: BuildPlan, log: str, staging: Path) -> BuildError:
         diagnostics = _undefined_symbol_diagnostics(plan, log) + diagnostics
     if plan.ops:
         diagnostics = _launcher_mismatches(plan, diagnostics, log) + diagnostics
-    from registry.build import source_mistakes
+    from registry.builder import source_mistakes
 
     diagnostics = source_mistakes.diagnostics(plan, log) + diagnostics
     if "cannot find -l" in log:
-        from registry.build import cuda_home
+        from registry.builder import cuda_home
 
         diagnostics = cuda_home.diagnostics(log, plan.manifest_file or (plan.sources or ["<link>"])[0]) + diagnostics
     return BuildError(plan.kernel, plan.describe(), diagnostics, log)
@@ -37,7 +37,7 @@ def build_error(plan: BuildPlan, log: str, staging: Path) -> BuildError:
 def _undefined_symbol_diagnostics(plan: BuildPlan, log: str) -> list:
     """Each undefined symbol, at the kernel's declaration of it (link_errors.py)."""
     from registry import _core
-    from registry.build import link_errors
+    from registry.builder import link_errors
 
     closure = _core.scan_include_closure(plan.sources, plan.include_paths)
     headers = [f for f in closure.files if f not in plan.sources]
@@ -67,7 +67,7 @@ def check_launchers_at(plan: BuildPlan, path: str) -> None:
     library at `path` (in a staging folder): a missing one fails the build
     (nothing is published) rather than a later call.
 
-    Read from the file (build/elf.py), never loaded: opening a CUDA library
+    Read from the file (builder/elf.py), never loaded: opening a CUDA library
     registers its device code with the CUDA runtime, and once it was closed
     again the published copy's launches failed in that process ("device
     kernel image is invalid"). The process loads only the published file
@@ -76,7 +76,7 @@ def check_launchers_at(plan: BuildPlan, path: str) -> None:
     if not plan.ops:
         return
     from registry import _core
-    from registry.build import elf
+    from registry.builder import elf
     from registry.errors import Diagnostic
 
     required = plan.launchers or _core.required_launchers(plan.ops)

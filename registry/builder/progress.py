@@ -23,8 +23,8 @@ import sys
 import threading
 import time
 
-from registry.build.build_processes import kill_build_processes
-from registry.build.progress_display import in_notebook, open_bar
+from registry.builder.build_processes import kill_build_processes
+from registry.builder.progress_display import in_notebook, open_bar
 
 SHOW_AFTER_S = 0.5   # builds faster than this show nothing
 REFRESH_S = 0.25

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from registry import _core, environment, knobs
-from registry.build import keys
-from registry.build.step import BuildPlan
+from registry.builder import keys
+from registry.builder.step import BuildPlan
 
 
 def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = None, plan=None,

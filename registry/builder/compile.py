@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from registry.build import direct, torch_extension
-from registry.build.step import BuildPlan, BuildResult
+from registry.builder import direct, torch_extension
+from registry.builder.step import BuildPlan, BuildResult
 
 
 def run_build(plan: BuildPlan, staging: Path) -> BuildResult:

@@ -15,7 +15,7 @@ from registry import environment
 from registry.knobs import REGISTRY_INCLUDE
 
 # The launch API's implementation, compiled into launcher libraries of cubins
-# (core/build_keys.cc lists it among their sources; build/keys.py names it too).
+# (core/build_keys.cc lists it among their sources; builder/keys.py names it too).
 LAUNCH_RUNTIME = REGISTRY_INCLUDE / "kreg" / "launch_runtime.cc"
 
 
@@ -74,7 +74,7 @@ class BuildPlan:
         source to compile, and no remote storage that a compile through ccache
         could be served from or shared with. `team`: the remote cache, asked
         before compiler_environment has set CCACHE_REMOTE_STORAGE from it."""
-        from registry.build import ccache
+        from registry.builder import ccache
 
         if self.launcher_arch:
             return False  # nvcc compiles, the host compiler links (nvcc_launchers.py)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry import _core, knobs
-from registry.build.compile import run_build
-from registry.build.step import BuildPlan, BuildResult
+from registry.builder.compile import run_build
+from registry.builder.step import BuildPlan, BuildResult
 from registry.errors import LockTimeoutError
 
 

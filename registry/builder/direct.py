@@ -42,10 +42,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from registry.build import arch_check, ccache, compiler_warnings, elf, launch_runtime, nvcc_launchers
-from registry.build.failure import build_error, check_launchers_at
-from registry.build.progress import build_progress, wait_for_build
-from registry.build.step import BuildResult, builds_run, sanitized, torch_libstdcxx_flags
+from registry.builder import arch_check, ccache, compiler_warnings, elf, launch_runtime, nvcc_launchers
+from registry.builder.failure import build_error, check_launchers_at
+from registry.builder.progress import build_progress, wait_for_build
+from registry.builder.step import BuildResult, builds_run, sanitized, torch_libstdcxx_flags
 
 _COMPILE = ["-std=c++20", "-fPIC"]
 
