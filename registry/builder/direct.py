@@ -169,11 +169,19 @@ def _stat_of(cxx: str) -> tuple:
 def _compiler_libstdcxx(cxx: str, _stat) -> str | None:
     """The real path of the libstdc++.so `cxx` links for -lstdc++, or None
     where it names none (asked once per compiler binary: ~5 ms)."""
-    done = subprocess.run([cxx, "-print-file-name=libstdc++.so"], capture_output=True, text=True, check=False)
-    name = done.stdout.strip()
-    if done.returncode != 0 or not os.path.isabs(name) or not os.path.exists(name):
+    def find(name: str) -> str | None:
+        done = subprocess.run([cxx, f"-print-file-name={name}"], capture_output=True, text=True, check=False)
+        found = done.stdout.strip()
+        return found if done.returncode == 0 and os.path.isabs(found) and os.path.exists(found) else None
+
+    shared, archive = find("libstdc++.so"), find("libstdc++.a")
+    if shared is None:
         return None  # a bare name back: the compiler has no such file
-    return os.path.realpath(name)
+    if archive is not None and os.path.dirname(archive) != os.path.dirname(shared):
+        # A toolchain whose own folder holds only the archive (searched first):
+        # -lstdc++ links it statically, whatever -print-file-name says of the .so.
+        return None
+    return os.path.realpath(shared)
 
 
 def _run(command: list[str], plan, staging: Path, progress: bool = False, check: bool = True):
