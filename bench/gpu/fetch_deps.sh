@@ -21,3 +21,6 @@ KERNELS_PIN=$(python3 -c 'import tomllib; print(next(r for r in tomllib.load(ope
 python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
   --platform any -d .gpu/wheels "$KERNELS_PIN"
+# torch's own dependencies are on the image already: copies of them first on
+# PYTHONPATH (env.sh) would shadow the versions torch was installed with.
+rm -f .gpu/wheels/typing_extensions-* .gpu/wheels/filelock-* .gpu/wheels/fsspec-*
