@@ -46,6 +46,7 @@ WAIT_SLICE_SECONDS = 0.1
 # the worker's liveness (the socket's hangup), the timeout and Ctrl-C.
 RING_SPIN_NS = 50_000
 RING_SLICE_SECONDS = 0.01
+_HUNG_UP = object()  # ring_wait: the worker hung up without replying
 
 _current_channel = [None]  # the channel core/isolated_call.h's fast path uses
 
@@ -346,38 +347,39 @@ class Worker:
         return None
 
     def _wait(self, timeout: float) -> int:
-        try:
-            deadline = time.monotonic() + timeout
-            slices = 0
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self.kill()
-                    raise WorkerTimeout()
-                if WATCH.seen:  # Ctrl-C whose KeyboardInterrupt was dropped (interrupts.py)
-                    self.kill()
-                    raise KeyboardInterrupt
-                if slices == 1:  # waiting this long, it may hang: record Ctrl-C (a shorter call pays nothing)
-                    WATCH.arm()
-                slices += 1
-                try:
-                    ready = self._poller.poll(min(left, WAIT_SLICE_SECONDS) * 1000)
-                except BaseException:
-                    self.kill()
-                    raise
-                if ready:
-                    try:
-                        return self.sock.recv_into(self._reply)
-                    except OSError:
-                        return 0
-        finally:
-            WATCH.disarm_unless_held()
+        def reply(seconds: float):
+            if not self._poller.poll(seconds * 1000):
+                return None
+            try:
+                return self.sock.recv_into(self._reply)
+            except OSError:
+                return 0
+
+        return self._wait_in_slices(timeout, WAIT_SLICE_SECONDS, reply)
 
     def ring_wait(self, timeout: float) -> None:
         """Waits for the reply on the call channel, as _wait on the socket:
         raises WorkerDied (the socket hung up: the worker is gone), WorkerTimeout
         or KeyboardInterrupt."""
         channel = self.channel
+
+        def reply(seconds: float):
+            if channel.wait(seconds):
+                return True
+            if any(events & (select.POLLHUP | select.POLLERR) for _, events in self._poller.poll(0)):
+                return True if channel.wait(0) else _HUNG_UP  # replied, then exited; or gone
+            return None
+
+        if self._wait_in_slices(timeout, RING_SLICE_SECONDS, reply) is _HUNG_UP:
+            raise self._died()
+
+    def _wait_in_slices(self, timeout: float, slice_seconds: float, attempt):
+        """attempt(seconds) until it gives something other than None, which is
+        returned. Past `timeout` the worker is killed and WorkerTimeout raised; a
+        Ctrl-C (also one whose KeyboardInterrupt was dropped, interrupts.py)
+        kills it and raises KeyboardInterrupt. Ctrl-C is recorded only once the
+        wait passed WAIT_SLICE_SECONDS: a shorter call pays nothing for it."""
+        arm_after = max(1, round(WAIT_SLICE_SECONDS / slice_seconds))
         try:
             deadline = time.monotonic() + timeout
             slices = 0
@@ -386,23 +388,19 @@ class Worker:
                 if left <= 0:
                     self.kill()
                     raise WorkerTimeout()
-                if WATCH.seen:  # Ctrl-C whose KeyboardInterrupt was dropped (interrupts.py)
+                if WATCH.seen:
                     self.kill()
                     raise KeyboardInterrupt
-                if slices == int(WAIT_SLICE_SECONDS / RING_SLICE_SECONDS):  # as _wait: record Ctrl-C from now on
+                if slices == arm_after:
                     WATCH.arm()
                 slices += 1
                 try:
-                    if channel.wait(min(left, RING_SLICE_SECONDS)):
-                        return
-                    hung_up = any(events & (select.POLLHUP | select.POLLERR) for _, events in self._poller.poll(0))
+                    result = attempt(min(left, slice_seconds))
                 except BaseException:
                     self.kill()
                     raise
-                if hung_up:
-                    if channel.wait(0):  # replied, then exited
-                        return
-                    raise self._died()
+                if result is not None:
+                    return result
         finally:
             WATCH.disarm_unless_held()
 
