@@ -65,8 +65,11 @@ def _load_fresh(repo: Path, backend: str | None, device: str, tmp_path: Path) ->
     """What LOAD computed, and the variant kernels chose."""
     out = tmp_path / "results.pt"
     # Offline, with an empty Hub cache: nothing may come from anywhere but the folder.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
+    # PYTHONPATH keeps what it adds (a GPU machine's carried packages) but the checkout: the
+    # variant must not find the JIT registry.
+    checkout = os.path.realpath(Path(__file__).resolve().parent.parent)
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != checkout]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(LOAD), str(repo), backend or "", device, str(out)],
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr
@@ -146,8 +149,11 @@ print("HF-OK")
 
 @pytest.mark.slow
 def test_loading_over_an_op_torch_already_has_is_an_import_error_not_an_abort(cpu_repo, tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
+    # PYTHONPATH keeps what it adds (a GPU machine's carried packages) but the checkout: the
+    # variant must not find the JIT registry.
+    checkout = os.path.realpath(Path(__file__).resolve().parent.parent)
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != checkout]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(CLASH), str(cpu_repo)],
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr[-3000:]
@@ -230,8 +236,11 @@ print("HF-OK")
 def test_a_variant_carries_the_manifests_backward(tmp_path, cache_root):
     variant, = hf_export.export_hf_kernel("rmsnorm", tmp_path / "hub", backends=["cpu"])
     assert (variant / "_autograd.py").is_file()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
+    # PYTHONPATH keeps what it adds (a GPU machine's carried packages) but the checkout: the
+    # variant must not find the JIT registry.
+    checkout = os.path.realpath(Path(__file__).resolve().parent.parent)
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != checkout]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(GRADIENTS), str(tmp_path / "hub")],
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr

@@ -101,7 +101,7 @@ def test_checked_cuda_names_a_write_just_past_the_end_at_any_size(kernels_root, 
         assert "out-of-bounds write" in fault.access, f"n = {n}: {fault}\n{fault.log[-3000:]}"
         assert fault.diagnostics and (fault.diagnostics[0].file, fault.diagnostics[0].line) == (str(source), line), \
             f"n = {n}: {fault}"
-        assert "after the end of argument 'out'" in fault.relative, f"n = {n}: {fault.relative}"
+        assert "after the end of argument 'out'" in fault.relative, f"n = {n}: {fault.relative}\n{fault.log[-3000:]}"
 
 
 def test_isolated_cuda_results_and_stream_order(cache_root):

@@ -44,3 +44,16 @@ def test_the_address_memcheck_names_is_placed_against_the_arguments():
     assert found is not None and found.group(1) == "0x7faab4c00200"
     assert _relative(int(found.group(1), 16), log, ["out", "x", "n", "a"]) == \
         "0 bytes after the end of argument 'out' (512 bytes)"
+
+
+def test_an_address_is_placed_when_the_sanitizers_output_shares_the_line():
+    """The worker's line of ranges after memcheck's own text on one line of the
+    shared log; and with no address line, memcheck's distance from the
+    allocation it names places the access."""
+    from registry.isolation import wire
+    from registry.isolation.sanitizer_report import _relative
+
+    ranges = f"{wire.CHECKED_CALL_LOG} 0 0x7faab4c00000 0x7faab4c00200 1 0x7faab4c00200 0x7faab4c00400\n"
+    log = "========= COMPUTE-SANITIZER" + ranges + OUT_OF_BOUNDS
+    assert _relative(0x7faab4c00200 + 4, log, ["out", "x"]) == "4 bytes into argument 'x' (512 bytes)"
+    assert _relative(0x7faab4c00400, log, ["out", "x"]) == "0 bytes after the end of argument 'x' (512 bytes)"

@@ -27,6 +27,7 @@ _MEMCHECK_ACCESS = re.compile(r"Invalid (?:(__\w+__) )?(read|write) of size (\d+
 _MEMCHECK_AT = re.compile(r"at \S.*? in ([^\s:]+):(\d+)")
 _MEMCHECK_ADDRESS = re.compile(r"(?:Access at|Address) (0x[0-9a-f]+) is ([^\n]*)")
 _MEMCHECK_NEAREST = re.compile(r"and is ([^\n]*)")
+_MEMCHECK_ALLOCATION = re.compile(r"(\d+) bytes (after|before) the nearest allocation at (0x[0-9a-f]+) of size (\d+)")
 _MEMCHECK_OTHER = re.compile(r"=+ (Misaligned [^\n]*|Device-side assert[^\n]*|Program hit [^\n]*|[^\n]*trap[^\n]*)", re.I)
 
 
@@ -71,6 +72,13 @@ def fault(op, recorded) -> KernelFault:
         nearest = _MEMCHECK_NEAREST.search(log, memcheck.end())
         if nearest:
             relative = nearest.group(1).strip().rstrip(".")
+            allocation = _MEMCHECK_ALLOCATION.search(relative)
+            if address is None and allocation is not None:
+                # No address line: memcheck's distance from the allocation it names, which is one
+                # of the worker's exact-size copies when the access ran off an argument.
+                count, side, start, size = allocation.groups()
+                start, size = int(start, 16), int(size)
+                address = start + size + int(count) - 1 if side == "after" else start - int(count)
         at = _MEMCHECK_AT.search(log, memcheck.end())
         if at:
             where = (_source_of(built, at.group(1)), int(at.group(2)), None)
@@ -124,13 +132,12 @@ def _link_of(op, dtype: str):
 
 def _relative(address: int, log: str, names) -> str:
     """The address relative to the nearest parameter range of the faulting call."""
-    line = None
-    for candidate in log.splitlines():
-        if candidate.startswith(wire.CHECKED_CALL_LOG):
-            line = candidate
-    if line is None:
+    # The last call's line; found anywhere in a line, as the sanitizer's own
+    # output shares the log and may end up in front of it.
+    lines = re.findall(re.escape(wire.CHECKED_CALL_LOG) + r"((?: \d+ 0x[0-9a-f]+ 0x[0-9a-f]+)*)", log)
+    if not lines:
         return ""
-    fields = line[len(wire.CHECKED_CALL_LOG):].split()
+    fields = lines[-1].split()
     best = None
     for i in range(0, len(fields) - 2, 3):
         index, start, end = int(fields[i]), int(fields[i + 1], 16), int(fields[i + 2], 16)

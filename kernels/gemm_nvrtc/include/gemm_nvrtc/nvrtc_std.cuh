@@ -6,6 +6,13 @@
 //   - std::tuple_size / tuple_element of a const type: structured bindings of a
 //     const cute::tuple (cutlass/epilogue/fusion/sm90_visitor_load_tma_warpspecialized.hpp:1031,
 //     "too many identifiers"); cute specializes only the non-const ones in std.
+// And one layout fix: under NVRTC cute's TmaDescriptor is its own
+// `struct alignas(64) { char bytes[128]; }` (cute/arch/copy_sm90_desc.hpp:295),
+// while the host launcher (nvcc) gets CUDA's CUtensorMap, alignas(128) since
+// CUDA 13. The kernel's Params then differ between the two compilers (1280
+// against 1792 bytes for this GEMM) and the kernel reads its TMA descriptors
+// from the wrong offsets: a "misaligned address" at the first launch. The
+// stand-in is given CUtensorMap's alignment; types.cuh checks it on both sides.
 #pragma once
 
 #ifdef __CUDACC_RTC__
@@ -24,4 +31,23 @@ struct tuple_element<I, const T> {
   using type = const typename tuple_element<I, T>::type;
 };
 }  // namespace std
+
+// Everything copy_sm90_desc.hpp includes first, so that the alignas below
+// reaches only its own two declarations.
+#include "cute/arch/config.hpp"
+#include "cute/arch/copy.hpp"
+#include "cute/arch/util.hpp"
+#include "cute/config.hpp"
+#include "cute/container/alignment.hpp"
+#include "cute/container/array.hpp"
+#include "cute/container/bit_field.hpp"
+#include "cute/numeric/numeric_types.hpp"
+#include "cutlass/arch/synclog.hpp"
+#include "cutlass/numeric_types.h"
+#if __CUDACC_VER_MAJOR__ >= 13
+#pragma push_macro("alignas")
+#define alignas(bytes) alignas(128)
+#include "cute/arch/copy_sm90_desc.hpp"
+#pragma pop_macro("alignas")
+#endif
 #endif

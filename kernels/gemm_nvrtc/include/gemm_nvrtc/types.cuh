@@ -32,6 +32,12 @@ namespace gemm_nvrtc {
 
 using namespace cute;
 
+// The host launcher (nvcc) and the device code (NVRTC) must lay out the
+// kernel's Params alike; its TMA descriptors set the alignment (nvrtc_std.cuh).
+static_assert(alignof(cute::TmaDescriptor) == (__CUDACC_VER_MAJOR__ >= 13 ? 128 : 64) &&
+                  sizeof(cute::TmaDescriptor) == 128,
+              "cute::TmaDescriptor's layout differs from CUDA's CUtensorMap: see gemm_nvrtc/nvrtc_std.cuh");
+
 // d = epilogue(alpha * acc + beta * c + bias), per element, in f32. Declared
 // here, defined in gemm_epilogue.cuh (device code only).
 __device__ float epilogue(float value);
