@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from conftest import _counter
-from device_build_helpers import copy_example
+from device_build_helpers import PATHS, copy_example
 from registry.errors import RegistryError
 from registry.tools import aot
 
@@ -176,17 +176,85 @@ def test_the_cpu_module_gets_the_hosts_f16c_flag_as_the_jit_build_does(tmp_path)
     assert cpu_flags.index("-O3") > (cpu_flags.index("-mf16c") if "-mf16c" in cpu_flags else -1)  # the manifest's win
 
 
-@pytest.mark.parametrize("compiler, named", [("nvrtc", "NVRTC"), ("nvcc-cubin", "nvcc -cubin")])
-def test_a_cubin_kernel_is_refused_at_aot_time_saying_what_is_missing(tmp_path, kernels_root, compiler, named):
+@pytest.mark.parametrize("compiler", PATHS)
+def test_a_cubin_kernel_carries_its_device_code_for_each_architecture(tmp_path, kernels_root, monkeypatch, compiler):
+    """compiler = "nvrtc" / "nvcc-cubin": the export builds the cubin per
+    architecture asked for (the registry's own device compiler, no GPU
+    needed) and the package carries it, the launch runtime and its binder."""
+    monkeypatch.setenv("REGISTRY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX")
     kernel = copy_example(kernels_root, compiler, f"_aot{next(_counter)}").name
-    with pytest.raises(RegistryError) as caught:
-        aot.export_package(kernel, tmp_path / "pkg")
-    message = str(caught.value)
-    assert f"compiles its device code with {named} into a cubin" in message, message
-    assert "carry the cubin" in message and "--backend cpu" in message and 'compiler = "nvcc"' in message, message
-    assert not (tmp_path / "pkg").exists()  # refused before anything was written
-    cpu_only = aot.export_package(kernel, tmp_path / "cpu_pkg", backends=["cpu"])  # the way out it names
-    assert (cpu_only / "setup.py").is_file()
+    out = aot.export_package(kernel, tmp_path / "pkg")
+    package = out / aot.package_name(kernel)
+    cubins = sorted(p.name for p in (package / "_device").iterdir())
+    assert cubins == ["sm_80.cubin", "sm_90.cubin"], cubins
+    assert all((package / "_device" / c).read_bytes()[:4] == b"\x7fELF" for c in cubins)
+    setup = (out / "setup.py").read_text()
+    assert "csrc/include/kreg/launch_runtime.cc" in setup and "PACKAGE_DATA = ['_device/*.cubin']" in setup
+    assert "CUDA_CXX_FLAGS = ['-O3']" in setup  # [cuda] cflags reach the host launchers' compiler
+    init = (package / "__init__.py").read_text()
+    assert "from ._device_module import bind" in init and (package / "_device_module.py").is_file()
+    # The binder imports nothing of the registry.
+    binder = (package / "_device_module.py").read_text()
+    assert "import registry" not in binder and "from registry" not in binder
+
+
+def test_a_cubin_kernel_without_an_architecture_is_exported_for_the_cpu_saying_why(
+        tmp_path, kernels_root, monkeypatch):
+    from registry import environment
+
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    monkeypatch.setattr(environment, "_device_answer", lambda root: "none")
+    kernel = copy_example(kernels_root, "nvrtc", f"_aot{next(_counter)}").name
+    with pytest.warns(RuntimeWarning, match="exporting without the CUDA kernels.*TORCH_CUDA_ARCH_LIST"):
+        out = aot.export_package(kernel, tmp_path / "pkg")
+    assert not (out / aot.package_name(kernel) / "_device").exists()
+    with pytest.raises(RegistryError, match="its CUDA kernels cannot be exported here"):
+        aot.export_package(kernel, tmp_path / "pkg2", backends=["cuda"])
+
+
+CUBIN_CHECK = """
+import sys
+import torch
+import importlib
+
+package = importlib.import_module(sys.argv[1])
+ops = getattr(torch.ops, sys.argv[2])
+assert package.__file__.startswith(sys.argv[3]), package.__file__
+for dtype in (torch.float32, torch.float16, torch.bfloat16):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(100003, generator=gen).to("cuda", dtype)
+    y = torch.randn(100003, generator=gen).to("cuda", dtype)
+    torch.testing.assert_close(ops.axpy(x, y, 1.5), (1.5 * x.float() + y.float()).to(dtype))
+    torch.library.opcheck(ops.axpy.default, (x, y, 1.5))
+compiled = torch.compile(lambda a, b: ops.axpy(a, b, 1.5), fullgraph=True)
+assert torch.equal(compiled(x, y), ops.axpy(x, y, 1.5))
+assert "registry" not in sys.modules, "the package imported the JIT registry"
+print("AOT-OK")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("compiler", PATHS)
+def test_a_cubin_package_builds_and_runs_from_its_carried_device_code(tmp_path, kernels_root, monkeypatch, compiler):
+    monkeypatch.setenv("REGISTRY_CACHE_DIR", str(tmp_path / "cache"))
+    kernel = copy_example(kernels_root, compiler, f"_aot{next(_counter)}")
+    package = aot.export_package(kernel.name, tmp_path / "pkg", backends=["cuda"])
+    target = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", "--no-index",
+         "--target", str(target), str(package)],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "KREG_AOT_CUDA": "1"})
+    assert result.returncode == 0, f"pip failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    assert list((target / aot.package_name(kernel.name) / "_device").glob("*.cubin"))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    namespace = kernel.name  # the manifest names none: the kernel's name
+    result = subprocess.run([sys.executable, "-c", CUBIN_CHECK, aot.package_name(kernel.name), namespace,
+                             str(target)], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert result.returncode == 0 and "AOT-OK" in result.stdout, result.stdout + result.stderr
 
 
 PYBIND_SOURCE = r"""
