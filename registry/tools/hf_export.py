@@ -17,7 +17,9 @@ it needs: torch's version and C++ ABI, the backend, the machine):
         _C.so, _C_cpu.so    the AOT package's modules (aot.py): the op schemas, the CPU kernels
         _autograd.py        with a manifest backward, as in the AOT package
     build/torch214-cxx11-cu130-x86_64-linux/
-        ... _C_cuda.so too (and _C_cpu.so when the kernel has a CPU backend: CPU tensors work there)
+        ... _C_cuda.so too (and _C_cpu.so when the kernel has a CPU backend: CPU tensors work there);
+        with device code in a cubin (NVRTC, nvcc -cubin), _device/ and _device_module.py as in
+        the AOT package, bound at import
 
 The package is built the way its README says (aot.export_package, then pip
 without build isolation against this torch, nothing downloaded) in a staging
@@ -236,13 +238,17 @@ def _write_variant(manifest, hub: str, built: Path, backends: list[str], backend
         shutil.copy2(_library(built, module), staging / f"{module}.so")
     if (built / "_autograd.py").is_file():
         shutil.copy2(built / "_autograd.py", staging / "_autograd.py")
-    (staging / "__init__.py").write_text(_init_py(manifest, libraries, target.name))
+    device_code = "cuda" in backends and (built / "_device").is_dir()  # a cubin kernel's (aot.py)
+    if device_code:
+        shutil.copytree(built / "_device", staging / "_device")
+        shutil.copy2(built / "_device_module.py", staging / "_device_module.py")
+    (staging / "__init__.py").write_text(_init_py(manifest, libraries, target.name, device_code=device_code))
     info = {"backend": {"type": backend}}
     if backend == "cuda":
         info["backend"]["archs"] = archs
     digest = hashlib.sha256()
-    for path in sorted(staging.iterdir()):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(staging).as_posix().encode() + b"\0" + path.read_bytes())
     # The id names the module in sys.modules: unique per content and backend, as the Hub's builds do.
     metadata = {"id": f"_{manifest.name}_{target.name.split('-')[-3]}_{digest.hexdigest()[:10]}",
                 "name": hub, "version": 1, "license": license, **info, "python-depends": [], "kernel-depends": []}
@@ -252,7 +258,7 @@ def _write_variant(manifest, hub: str, built: Path, backends: list[str], backend
     staging.rename(target)
 
 
-def _init_py(manifest, libraries: list[str], variant: str) -> str:
+def _init_py(manifest, libraries: list[str], variant: str, *, device_code: bool = False) -> str:
     ns = manifest.namespace
     first = manifest.ops[0].name
     lines = [
@@ -288,4 +294,12 @@ def _init_py(manifest, libraries: list[str], variant: str) -> str:
         f'        raise ImportError(f"{{__name__}}: {{_library}} does not load ({{_error}}); the variant '
         f'{variant} needs the torch and backend it names: export the kernel again with this torch") from _error',
     ]
+    if device_code:
+        lines += [
+            "",
+            "# The CUDA launchers launch from the cubin carried in _device/.",
+            "from ._device_module import bind as _bind",
+            "",
+            '_bind(os.path.join(_HERE, "_C_cuda.so"), os.path.join(_HERE, "_device"))',
+        ]
     return "\n".join(lines + aot.ops_lines(manifest)) + "\n"
