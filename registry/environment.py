@@ -155,20 +155,11 @@ def cuda_arch_list(cache_root: Path) -> str:
 
 
 def arch_specific_list(arch_list: str) -> str:
-    """TORCH_CUDA_ARCH_LIST's form with each entry that has an arch-specific
-    variant (every capability from 9.0 on: sm_90a, sm_100a, sm_120a) turned
-    into it: "8.0;9.0+PTX" -> "8.0;9.0a+PTX". An entry with a suffix already
-    ("9.0a", "10.0f") is kept; one below 9.0 stays plain (core/manifest.h:
-    the code tests the compiler's feature macros for its fallback)."""
-    entries = []
-    for entry in arch_list.replace(" ", ";").split(";"):
-        entry = entry.strip()
-        match = re.fullmatch(r"(\d+)\.(\d+)(\+PTX)?", entry)
-        if match and int(match.group(1)) >= 9:
-            entry = f"{match.group(1)}.{match.group(2)}a{match.group(3) or ''}"
-        if entry:
-            entries.append(entry)
-    return ";".join(entries)
+    """TORCH_CUDA_ARCH_LIST with each entry from 9.0 on arch-specific ("9.0" -> "9.0a"):
+    package_setup.arch_specific_list, the one an AOT package's setup.py uses too."""
+    from registry import package_setup
+
+    return package_setup.arch_specific_list(arch_list)
 
 
 _ANSWER = r"none|\d+\.\d+"  # compiled on first use (re's cache): a CPU get never reads the memo
@@ -242,30 +233,11 @@ def host_cxx_flags() -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def torch_libstdcxx() -> str | None:
-    """The libstdc++ shared library this process (torch) runs with, or None
-    where that cannot be told (no /proc, or a libstdc++ linked in statically).
+    """The libstdc++ this process (torch) runs with: package_setup.torch_libstdcxx,
+    the one an AOT package's setup.py uses too."""
+    from registry import package_setup
 
-    Every build links it by path, ahead of the compiler's own -lstdc++. A
-    toolchain that finds only libstdc++.a in its own library folder (say its
-    libstdc++.so link dangles) would otherwise put a second, static copy of
-    libstdc++ into each module; two copies of its locale state in one process
-    break number formatting (an error message with a shape in it comes out
-    cut short, or crashes). Where the compiler links the shared one anyway,
-    this names the same library. Milliseconds: only builds ask.
-    """
-    import torch  # noqa: F401  (maps torch's libraries, and the libstdc++ they need)
-
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                if "libstdc++.so" not in line:
-                    continue
-                path = line.split(maxsplit=5)[-1].strip()
-                if os.path.basename(path).startswith("libstdc++.so") and os.path.isfile(path):
-                    return path
-    except OSError:
-        pass
-    return None
+    return package_setup.torch_libstdcxx()
 
 
 def build_environment_for(manifest, backend: str, cache_root: Path) -> dict[str, str]:

@@ -7,7 +7,9 @@ are marked slow; they need no GPU and run in CI. The CUDA variant is marked gpu.
 """
 from __future__ import annotations
 
+import json
 import os
+import runpy
 import subprocess
 import sys
 import textwrap
@@ -67,6 +69,11 @@ print("AOT-OK")
 """
 
 
+def build_spec(out: Path) -> dict:
+    """What the package's setup.py builds (kreg_build_spec.json)."""
+    return json.loads((out / "kreg_build_spec.json").read_text())
+
+
 def _export_and_install(tmp_path: Path, backends, env=None) -> Path:
     package = aot.export_package("axpy", tmp_path / "axpy_pkg", backends=backends)
     target = tmp_path / "site"
@@ -120,9 +127,9 @@ def test_export_writes_a_self_contained_package(tmp_path):
             "csrc/kernel/axpy_math.h", "csrc/kernel/include/axpy/config.h", "csrc/kernel/kernel.toml",
             "csrc/include/kreg/abi.h", "csrc/include/kreg/cpu.h"} <= files
     assert "csrc/kernel/axpy.cu" not in files and "csrc/generated/axpy_impl_cuda.cpp" not in files
-    setup = (out / "setup.py").read_text()
-    assert "CPU_CXX_FLAGS = ['-O3']" in setup and "'csrc/kernel/include'" in setup
-    assert "'cuda':" not in setup  # no CUDA sources listed
+    setup, spec = (out / "setup.py").read_text(), build_spec(out)
+    assert spec["cpu_cxx_flags"] == ["-O3"] and "csrc/kernel/include" in spec["include_dirs"]
+    assert "cuda" not in spec["sources"]  # no CUDA sources listed
     init = (out / "axpy_ops" / "__init__.py").read_text()
     assert "import registry" not in init and "from registry" not in init
     assert 'torch.library.register_fake("axpy::axpy")(_fake_axpy)' in init and "_C_cuda" not in init
@@ -134,7 +141,7 @@ def test_export_writes_a_self_contained_package(tmp_path):
 def test_default_exports_every_backend_with_optional_cuda(tmp_path):
     out = aot.export_package("axpy", tmp_path / "pkg")
     assert (out / "csrc/kernel/axpy.cu").is_file() and (out / "csrc/generated/axpy_impl_cuda.cpp").is_file()
-    assert "NVCC_FLAGS = ['-Xcompiler=-fvisibility=hidden', '-O3', '-lineinfo']" in (out / "setup.py").read_text()
+    assert build_spec(out)["nvcc_flags"] == ["-Xcompiler=-fvisibility=hidden", "-O3", "-lineinfo"]
     init = (out / "axpy_ops" / "__init__.py").read_text()
     assert "try:\n    from . import _C_cuda" in init and "except ImportError" in init
 
@@ -167,10 +174,9 @@ def test_the_cpu_module_gets_the_hosts_f16c_flag_as_the_jit_build_does(tmp_path)
     # package's setup.py decides on the machine that builds it.
     from registry import _core
 
-    setup = (aot.export_package("axpy", tmp_path / "pkg", backends=["cpu"]) / "setup.py").read_text()
-    namespace = {"__file__": str(tmp_path / "pkg" / "setup.py")}
-    exec(compile(setup.split("\nsetup(\n", 1)[0], "setup.py", "exec"), namespace)  # all but the setup() call
-    modules = {m.name: m for m in namespace["extensions"]()}
+    out = aot.export_package("axpy", tmp_path / "pkg", backends=["cpu"])
+    setup = runpy.run_path(str(out / "setup.py"))  # not as __main__: its functions, no setup() call
+    modules = {m.name: m for m in setup["extensions"](setup["read_spec"](str(out)), str(out))}
     cpu_flags = modules["axpy_ops._C_cpu"].extra_compile_args
     assert ("-mf16c" in cpu_flags) == ("-mf16c" in _core.HOST_CXX_FLAGS), cpu_flags
     assert cpu_flags.index("-O3") > (cpu_flags.index("-mf16c") if "-mf16c" in cpu_flags else -1)  # the manifest's win
@@ -189,9 +195,9 @@ def test_a_cubin_kernel_carries_its_device_code_for_each_architecture(tmp_path, 
     cubins = sorted(p.name for p in (package / "_device").iterdir())
     assert cubins == ["sm_80.cubin", "sm_90.cubin"], cubins
     assert all((package / "_device" / c).read_bytes()[:4] == b"\x7fELF" for c in cubins)
-    setup = (out / "setup.py").read_text()
-    assert "csrc/include/kreg/launch_runtime.cc" in setup and "PACKAGE_DATA = ['_device/*.cubin']" in setup
-    assert "CUDA_CXX_FLAGS = ['-O3']" in setup  # [cuda] cflags reach the host launchers' compiler
+    spec = build_spec(out)
+    assert "csrc/include/kreg/launch_runtime.cc" in spec["sources"]["cuda"] and spec["package_data"] == ["_device/*.cubin"]
+    assert spec["cuda_cxx_flags"] == ["-O3"]  # [cuda] cflags reach the host launchers' compiler
     init = (package / "__init__.py").read_text()
     assert "from ._device_module import bind" in init and (package / "_device_module.py").is_file()
     # The binder imports nothing of the registry.
@@ -382,12 +388,7 @@ def test_an_arch_specific_kernel_builds_its_package_for_the_arch_specific_target
     as the JIT build does, rather than build a CUTLASS body that only prints an error."""
     pytest.importorskip("cutlass_library")
     out = aot.export_package("gemm", tmp_path / "pkg", backends=["cpu", "cuda"])
-    setup = (out / "setup.py").read_text()
-    assert "ARCH_SPECIFIC = True" in setup
-    scope = {"__file__": str(out / "setup.py")}
-    exec(compile(setup.split("def extensions():")[0].replace("from setuptools import setup", "")
-                 .replace("from torch.utils.cpp_extension import BuildExtension, CppExtension", ""),
-                 "setup.py", "exec"), scope)
-    assert scope["arch_specific_list"]("8.0;9.0+PTX;10.0") == "8.0;9.0a+PTX;10.0a"
-    assert "ARCH_SPECIFIC = False" in (aot.export_package("axpy", tmp_path / "axpy_pkg").joinpath("setup.py")
-                                       .read_text())
+    assert build_spec(out)["arch_specific"] is True
+    setup = runpy.run_path(str(out / "setup.py"))  # not as __main__: its functions, no setup() call
+    assert setup["arch_specific_list"]("8.0;9.0+PTX;10.0") == "8.0;9.0a+PTX;10.0a"
+    assert build_spec(aot.export_package("axpy", tmp_path / "axpy_pkg"))["arch_specific"] is False

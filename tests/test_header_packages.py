@@ -170,5 +170,5 @@ def test_an_aot_package_carries_the_package_headers_it_includes(fake_cutlass, ke
     copied = out / "csrc" / "packages" / "nvidia-cutlass" / "source" / "include" / "fakelib"
     assert (copied / "value.h").read_text() == (fake_cutlass.include / "fakelib" / "value.h").read_text()
     assert not (copied / "unused.h").exists()  # what the kernel includes, not the whole package
-    setup = (out / "setup.py").read_text()
-    assert "csrc/packages/nvidia-cutlass/source/include" in setup and str(fake_cutlass.site) not in setup
+    spec = (out / "kreg_build_spec.json").read_text()
+    assert "csrc/packages/nvidia-cutlass/source/include" in spec and str(fake_cutlass.site) not in spec

@@ -129,8 +129,18 @@ def _environ_writes(path: Path) -> list[int]:
     return lines
 
 
+# Runs as an AOT package's setup.py, in pip's build process, where setuptools reads the arch list
+# from the environment; the registry imports only its pure functions.
+SETUP_SCRIPT = {"registry.package_setup": ["target_archs"]}
+
+
 def test_only_knobs_writes_the_environment():
-    wrong = [f"{m}:{line}" for m, path in MODULES.items() if m != "registry.knobs" for line in _environ_writes(path)]
+    allowed = {(m, line) for m, functions in SETUP_SCRIPT.items()
+               for node in ast.walk(ast.parse(MODULES[m].read_text()))
+               if isinstance(node, ast.FunctionDef) and node.name in functions
+               for line in range(node.lineno, node.end_lineno + 1)}
+    wrong = [f"{m}:{line}" for m, path in MODULES.items() if m != "registry.knobs" for line in _environ_writes(path)
+             if (m, line) not in allowed]
     assert not wrong, "os.environ written outside registry/knobs.py: " + ", ".join(wrong)
     assert _environ_writes(MODULES["registry.knobs"]), "the check must see knobs' own writes"
 

@@ -10,7 +10,9 @@ registers torch.ops.<kernel>.<op> when imported, with no JIT and no registry.
 
 What is written (registry/core/codegen_aot.h says why one module per backend):
 
-    setup.py                 setuptools + BuildExtension, flags copied from the manifest
+    setup.py                 registry/package_setup.py (setuptools + BuildExtension), copied
+    kreg_build_spec.json     what it builds: sources, include dirs, flags (its format is
+                             documented in registry/package_setup.py)
     README.md                how to build and use it
     csrc/kernel/...          the kernel's sources and the headers they include, in
                              the kernel folder's layout (so #include paths still work)
@@ -33,12 +35,13 @@ invisible to the scan, so list such a file in `headers`.
 """
 from __future__ import annotations
 
+import json
 import keyword
 import shutil
 import warnings
 from pathlib import Path
 
-from registry import _core, dispatch_autograd, torch_ops
+from registry import _core, dispatch_autograd, package_setup, torch_ops
 from registry.builder import keys
 from registry.errors import BuildEnvironmentError, RegistryError, UsageError
 
@@ -116,7 +119,9 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
     if _with_backward(manifest):
         # The JIT's own registration, so both give the same gradients; it imports torch only.
         shutil.copy2(Path(dispatch_autograd.__file__), package / "_autograd.py")
-    (out / "setup.py").write_text(_setup_py(manifest, sources, include_dirs, device_code=bool(cubins)))
+    spec = _build_spec(manifest, sources, include_dirs, device_code=bool(cubins))
+    (out / package_setup.SPEC_FILE).write_text(json.dumps(spec, indent=2) + "\n")
+    (out / "setup.py").write_text(_setup_py(manifest))
     (out / "README.md").write_text(_readme(manifest, backends))
     return out
 
@@ -248,165 +253,38 @@ def _package_include_dirs(manifest) -> list[str]:
 # ---- generated text ----------------------------------------------------------
 
 
-def _setup_py(manifest, sources: dict[str, list[str]], include_dirs: list[str], *, device_code: bool = False) -> str:
+def _build_spec(manifest, sources: dict[str, list[str]], include_dirs: list[str], *, device_code: bool) -> dict:
+    """kreg_build_spec.json: what the package's setup.py (registry/package_setup.py) builds,
+    composed from the manifest by the JIT's own flag functions."""
     package = package_name(manifest.name)
-    cuda = "cuda" in sources
     # With device code in a carried cubin, [cuda] sources are host launchers: [cuda] cflags go to
     # the compiler that builds them (c++, or nvcc with launcher_compiler = "nvcc"), as in the JIT.
     launcher_cxx_flags = list(manifest.cuda.cflags) if device_code and manifest.cuda.launcher_compiler != "nvcc" else []
-    # Hidden visibility like the JIT's kernel libraries; the launchers are kept
-    # private by the generated units (see registry/core/codegen_aot.h).
-    cxx_flags = ["-fvisibility=hidden", *manifest.cflags]
-    # torch_libstdcxx() below repeats registry/environment.py's: the package
-    # builds where the registry is not installed.
-    return f'''{MARKER} from {manifest.name}'s kernel.toml: `python -m registry aot {manifest.name}`.
-"""Builds {package}: torch.ops.{manifest.namespace} ahead of time. See README.md.
-
-One extension module per unit (CPU and CUDA launchers share symbol names):
-  {package}._C        the op definitions (TORCH_LIBRARY)
-  {package}._C_cpu    the CPU kernels{"" if "cpu" in sources else " (not exported)"}
-  {package}._C_cuda   the CUDA kernels{", built when nvcc is usable (KREG_AOT_CUDA=0 skips them, =1 requires them)" if cuda else " (not exported)"}
-"""
-import os
-import re
-
-from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-INCLUDE_DIRS = [os.path.join(HERE, d) for d in {include_dirs!r}]
-CXX_FLAGS = {cxx_flags!r}  # + the manifest's [cpu] cflags for the CPU module
-CPU_CXX_FLAGS = {list(manifest.cpu.cflags)!r}
-CUDA_CXX_FLAGS = {launcher_cxx_flags!r}  # the host launchers of a carried cubin
-NVCC_FLAGS = {["-Xcompiler=-fvisibility=hidden", *keys.nvcc_flags(manifest)]!r}
-# [cuda] arch_specific: the kernel needs each GPU's arch-specific variant (sm_90a: wgmma, TMA multicast).
-ARCH_SPECIFIC = {bool(manifest.cuda.present and manifest.cuda.arch_specific)!r}
-LINK_FLAGS = {list(manifest.ldflags)!r}
-SOURCES = {sources!r}
-# The device code, built by the registry when the package was exported: one cubin per architecture.
-PACKAGE_DATA = {(["_device/*.cubin"] if device_code else [])!r}
+    return {
+        "format": package_setup.SPEC_FORMAT,
+        "package": package,
+        "distribution": package.replace("_", "-"),
+        "description": manifest.description or f"torch.ops.{manifest.namespace}",
+        "sources": sources,
+        "include_dirs": include_dirs,
+        # Hidden visibility like the JIT's kernel libraries; the launchers are kept
+        # private by the generated units (see registry/core/codegen_aot.h).
+        "cxx_flags": ["-fvisibility=hidden", *manifest.cflags],
+        "cpu_cxx_flags": list(manifest.cpu.cflags),
+        "cuda_cxx_flags": launcher_cxx_flags,
+        "nvcc_flags": ["-Xcompiler=-fvisibility=hidden", *keys.nvcc_flags(manifest)],
+        # [cuda] arch_specific: the kernel needs each GPU's arch-specific variant (sm_90a: wgmma, TMA multicast).
+        "arch_specific": bool(manifest.cuda.present and manifest.cuda.arch_specific),
+        "link_flags": list(manifest.ldflags),
+        "package_data": ["_device/*.cubin"] if device_code else [],
+    }
 
 
-def torch_libstdcxx():
-    """The libstdc++ this torch runs with, or None where it cannot be told.
-
-    Linked by path, ahead of the compiler's own -lstdc++, so each module shares
-    it. A toolchain that finds only libstdc++.a in its own library folder
-    would otherwise put a second, static copy into the module, and Python's link
-    flags (often -Wl,-Bsymbolic-functions) bind the module to that copy. Two
-    copies of libstdc++'s locale state in one process break number formatting:
-    an error message with a shape in it comes out cut short, or crashes.
-    """
-    import torch  # noqa: F401  (maps torch's libraries, and the libstdc++ they need)
-
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.split(maxsplit=5)[-1].strip()
-                if os.path.basename(path).startswith("libstdc++.so") and os.path.isfile(path):
-                    return path
-    except OSError:
-        pass
-    return None
-
-
-LINK_FLAGS += [lib for lib in [torch_libstdcxx()] if lib]
-
-
-def host_cpu_flags():
-    """-mf16c where the CPU that builds has F16C, as the registry's own CPU
-    builds do (without it every half <-> float conversion is a library call).
-    Linux lists f16c in /proc/cpuinfo exactly when it is usable (AVX and the
-    OS saving its state); elsewhere nothing is added. The manifest's flags
-    come after these, so a -mno-f16c there wins."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("flags"):
-                    return ["-mf16c"] if "f16c" in line.split(":", 1)[-1].split() else []
-    except OSError:
-        pass
-    return []
-
-
-def cuda_problem():
-    """Why the CUDA module cannot be built here, or None."""
-    import torch
-    from torch.utils.cpp_extension import CUDA_HOME
-
-    if torch.version.cuda is None:
-        return f"this torch ({{torch.__version__}}) is built without CUDA"
-    if CUDA_HOME is None or not os.path.exists(os.path.join(CUDA_HOME, "bin", "nvcc")):
-        return "nvcc was not found; set CUDA_HOME to the CUDA toolkit"
-    if not os.path.exists(os.path.join(CUDA_HOME, "include", "cuda_runtime.h")):
-        return f"CUDA_HOME={{CUDA_HOME}} has no include/cuda_runtime.h; set CUDA_HOME to the CUDA toolkit"
-    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and not torch.cuda.is_available():
-        return 'no GPU is visible to choose the architectures from; set TORCH_CUDA_ARCH_LIST (e.g. "9.0")'
-    return None
-
-
-def arch_specific_list(arch_list):
-    """TORCH_CUDA_ARCH_LIST with each entry from 9.0 on as its arch-specific variant
-    ("8.0;9.0+PTX" -> "8.0;9.0a+PTX"), as the registry builds it for this kernel."""
-    entries = []
-    for entry in arch_list.replace(" ", ";").split(";"):
-        match = re.fullmatch(r"(\\d+)\\.(\\d+)(\\+PTX)?", entry.strip())
-        if match and int(match.group(1)) >= 9:
-            entry = f"{{match.group(1)}}.{{match.group(2)}}a{{match.group(3) or ''}}"
-        if entry.strip():
-            entries.append(entry.strip())
-    return ";".join(entries)
-
-
-def target_archs():
-    """Sets TORCH_CUDA_ARCH_LIST for an ARCH_SPECIFIC kernel (from the visible GPU when unset):
-    built for plain sm_90, CUTLASS compiles such a kernel's body to an error printf."""
-    import torch
-
-    if not ARCH_SPECIFIC:
-        return
-    wanted = os.environ.get("TORCH_CUDA_ARCH_LIST") or "{{}}.{{}}".format(*torch.cuda.get_device_capability())
-    os.environ["TORCH_CUDA_ARCH_LIST"] = arch_specific_list(wanted)
-
-
-def extensions():
-    modules = [CppExtension("{package}._C", SOURCES["def"], include_dirs=INCLUDE_DIRS,
-                            extra_compile_args=CXX_FLAGS, extra_link_args=LINK_FLAGS)]
-    if "cpu" in SOURCES:
-        modules.append(CppExtension("{package}._C_cpu", SOURCES["cpu"], include_dirs=INCLUDE_DIRS,
-                                    extra_compile_args=host_cpu_flags() + CXX_FLAGS + CPU_CXX_FLAGS,
-                                    extra_link_args=LINK_FLAGS))
-    wanted = os.environ.get("KREG_AOT_CUDA", "auto")
-    if "cuda" in SOURCES and wanted != "0":
-        problem = cuda_problem()
-        if problem is None:
-            from torch.utils.cpp_extension import CUDAExtension
-
-            target_archs()
-            modules.append(CUDAExtension("{package}._C_cuda", SOURCES["cuda"], include_dirs=INCLUDE_DIRS,
-                                         extra_compile_args={{"cxx": CXX_FLAGS + CUDA_CXX_FLAGS, "nvcc": NVCC_FLAGS}},
-                                         extra_link_args=LINK_FLAGS))
-        elif wanted == "1":
-            raise SystemExit(f"KREG_AOT_CUDA=1 but the CUDA kernels cannot be built: {{problem}}")
-        else:
-            print(f"{package}: building without the CUDA kernels: {{problem}}")
-    return modules
-
-
-# Not `build_ext -j`: BuildExtension's ninja files share one build folder, so
-# modules built in parallel overwrite each other's (each module's own units do
-# compile in parallel).
-setup(
-    name="{package.replace("_", "-")}",
-    version="0",
-    description={(manifest.description or f"torch.ops.{manifest.namespace}")!r},
-    packages=["{package}"],
-    package_data={{"{package}": PACKAGE_DATA}},
-    ext_modules=extensions(),
-    cmdclass={{"build_ext": BuildExtension}},
-    zip_safe=False,
-)
-'''
+def _setup_py(manifest) -> str:
+    """registry/package_setup.py under a first line that marks the folder as an export."""
+    return (f"{MARKER} from {manifest.name}'s kernel.toml: `python -m registry aot {manifest.name}`.\n"
+            f"# registry/package_setup.py, copied; what it builds is in {package_setup.SPEC_FILE}.\n"
+            + Path(package_setup.__file__).read_text())
 
 
 def _init_py(manifest, backends: list[str], *, device_code: bool = False) -> str:
