@@ -162,8 +162,6 @@ def test_loading_over_an_op_torch_already_has_is_an_import_error_not_an_abort(cp
 @pytest.mark.slow
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.xfail(strict=True, reason="failed on the H200 on 2026-12-03 16:11 UTC (bench/results/gpu-2026-12-03-1611/"
-                                        "gpu_tests.txt; the log was cut before its assertion)")
 def test_cuda_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for_bit(tmp_path, cache_root):
     from kernels._rust import Metadata
 

@@ -57,3 +57,26 @@ def test_an_address_is_placed_when_the_sanitizers_output_shares_the_line():
     log = "========= COMPUTE-SANITIZER" + ranges + OUT_OF_BOUNDS
     assert _relative(0x7faab4c00200 + 4, log, ["out", "x"]) == "4 bytes into argument 'x' (512 bytes)"
     assert _relative(0x7faab4c00400, log, ["out", "x"]) == "0 bytes after the end of argument 'x' (512 bytes)"
+
+
+# As compute-sanitizer printed it on the H200 (2026-12-03, bench/results/gpu-2026-12-03-1745/memcheck.txt)
+# for a 4,096-float output whose next element was written: "Access to", and a size with a comma.
+H200_REPORT = ("========= COMPUTE-SANITIZER\n"
+               "kreg-checked-call: 0 0x7faaeec00000 0x7faaeec04000 1 0x7faaeec14000 0x7faaeec18000\n"
+               "========= Invalid __global__ write of size 4 bytes\n"
+               "=========     at body(float *, const float *, long, float)+0x220 in kernel.cu:7\n"
+               "=========     by thread (0,0,0) in block (0,0,0)\n"
+               "=========     Access to 0x7faaeec04000 is out of bounds\n"
+               "=========     and is 1 bytes after the nearest allocation at 0x7faaeec00000 of size 16,384 bytes\n")
+
+
+def test_the_h200s_report_places_the_write_just_past_the_end_of_out():
+    from registry.isolation.sanitizer_report import _MEMCHECK_ACCESS, _relative, memcheck_address
+
+    start = _MEMCHECK_ACCESS.search(H200_REPORT).end()
+    assert memcheck_address(H200_REPORT, start) == 0x7faaeec04000
+    assert _relative(0x7faaeec04000, H200_REPORT, ["out", "x"]) == \
+        "0 bytes after the end of argument 'out' (16384 bytes)"
+    # Without the address line, the distance from the allocation memcheck names gives the same address.
+    without = H200_REPORT.replace("=========     Access to 0x7faaeec04000 is out of bounds\n", "")
+    assert memcheck_address(without, start) == 0x7faaeec04000

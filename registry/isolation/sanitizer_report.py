@@ -8,8 +8,8 @@ in the kernel's folder), the file the user edits.
                     "WRITE of size 4 at 0x...", "#0 0x... in fn /path/file.cpp:9"
   UBSan             "/path/file.cpp:9:12: runtime error: load of misaligned address ..."
   memcheck          "Invalid __global__ write of size 4 bytes", "at fn+0x70 in /path/file.cu:9",
-                    "Access at 0x... is out of bounds" (older versions: "Address 0x... is ..."),
-                    "and is 1 bytes after the nearest allocation ..."
+                    "Access to 0x... is out of bounds" ("Access at", older versions "Address 0x... is"),
+                    "and is 1 bytes after the nearest allocation at 0x... of size 16,384 bytes"
 """
 from __future__ import annotations
 
@@ -25,9 +25,10 @@ _UBSAN = re.compile(r"^(/[^\s:]+):(\d+):(\d+): runtime error: (.*)$", re.M)
 _MEMCHECK_ACCESS = re.compile(r"Invalid (?:(__\w+__) )?(read|write) of size (\d+) bytes?")
 # The file as the compiler was given it: absolute, or relative to the build's folder ("kernel.cu").
 _MEMCHECK_AT = re.compile(r"at \S.*? in ([^\s:]+):(\d+)")
-_MEMCHECK_ADDRESS = re.compile(r"(?:Access at|Address) (0x[0-9a-f]+) is ([^\n]*)")
+_MEMCHECK_ADDRESS = re.compile(r"(?:Access (?:at|to)|Address) (0x[0-9a-f]+) is ([^\n]*)")
 _MEMCHECK_NEAREST = re.compile(r"and is ([^\n]*)")
-_MEMCHECK_ALLOCATION = re.compile(r"(\d+) bytes (after|before) the nearest allocation at (0x[0-9a-f]+) of size (\d+)")
+# Sizes as memcheck prints them: "of size 16,384 bytes".
+_MEMCHECK_ALLOCATION = re.compile(r"([\d,]+) bytes (after|before) the nearest allocation at (0x[0-9a-f]+) of size ([\d,]+)")
 _MEMCHECK_OTHER = re.compile(r"=+ (Misaligned [^\n]*|Device-side assert[^\n]*|Program hit [^\n]*|[^\n]*trap[^\n]*)", re.I)
 
 
@@ -67,18 +68,10 @@ def fault(op, recorded) -> KernelFault:
             access = f"a misaligned {direction} of {size} bytes"
         else:
             access = f"an out-of-bounds {direction} of {size} bytes" + (f" ({space} memory)" if space else "")
-        if found:
-            address = int(found.group(1), 16)
+        address = memcheck_address(log, memcheck.end())
         nearest = _MEMCHECK_NEAREST.search(log, memcheck.end())
         if nearest:
             relative = nearest.group(1).strip().rstrip(".")
-            allocation = _MEMCHECK_ALLOCATION.search(relative)
-            if address is None and allocation is not None:
-                # No address line: memcheck's distance from the allocation it names, which is one
-                # of the worker's exact-size copies when the access ran off an argument.
-                count, side, start, size = allocation.groups()
-                start, size = int(start, 16), int(size)
-                address = start + size + int(count) - 1 if side == "after" else start - int(count)
         at = _MEMCHECK_AT.search(log, memcheck.end())
         if at:
             where = (_source_of(built, at.group(1)), int(at.group(2)), None)
@@ -101,6 +94,22 @@ def fault(op, recorded) -> KernelFault:
     return KernelFault(kernel=op.kernel, op=op.name, dtype=recorded.dtype, backend=op.backend, what=what,
                        hang=recorded.hang, checked=True, access=access, relative=relative, diagnostics=diagnostics,
                        log=log)
+
+
+def memcheck_address(log: str, start: int) -> int | None:
+    """The address of memcheck's report of an invalid access after `start`:
+    its address line, else its distance from the allocation it names (one of
+    the worker's exact-size copies when the access ran off an argument)."""
+    found = _MEMCHECK_ADDRESS.search(log, start)
+    if found:
+        return int(found.group(1), 16)
+    allocation = _MEMCHECK_ALLOCATION.search(log, start)
+    if allocation is None:
+        return None
+    count, side, base, size = allocation.groups()
+    count, base, size = int(count.replace(",", "")), int(base, 16), int(size.replace(",", ""))
+    # "1 bytes after" an allocation is its first byte past the end.
+    return base + size + count - 1 if side == "after" else base - count
 
 
 def _source_of(built, path: str) -> str:
