@@ -81,9 +81,6 @@ def test_checked_cuda_out_of_bounds_names_the_line(kernels_root, cache_root):
     assert torch.equal(registry.get(name, device="cuda", checked=True)(x, 2.0), 2.0 * x)
 
 
-@pytest.mark.xfail(strict=True, reason="failed on the H200 on 2026-12-03 16:11 UTC (bench/results/gpu-2026-12-03-1611/"
-                                        "gpu_tests.txt; the log was cut before its assertion): at 14:22 memcheck "
-                                        "caught the write at n = 128 and named the line, not the argument")
 @pytest.mark.parametrize("k", [1, 3])
 def test_checked_cuda_names_a_write_just_past_the_end_at_any_size(kernels_root, cache_root, k):
     """Exact multiples of the allocation granularity (512 bytes, 2 MiB) and
