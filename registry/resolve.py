@@ -82,6 +82,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
                            header_packages(manifest))
     planned = plan.artifacts  # a copy on each access (pybind11): read once
     device, device_job = None, None
+    team = _team()
+    team_before = dict(team.counts) if team is not None else None
     if device_module:
         # NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a device-only edit
         # leaves the host key alone. When the host side has misses too (a new
@@ -92,7 +94,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
 
         def cubin():
             return cubin_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
-                                       trust_memo=plan.memo_vouched, force=rebuild, compiler=compiler)
+                                       trust_memo=plan.memo_vouched, force=rebuild, compiler=compiler,
+                                       remote=team)
 
         if any(a.missing for a in planned):
             device_job = _Beside(cubin)
@@ -103,8 +106,6 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         else:
             device = cubin()
 
-    team = _team()
-    team_before = dict(team.counts) if team is not None else None
     artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
     if team is not None:
         team.share([a.entry for a in artifacts.values()])  # built before the remote was set up

@@ -373,10 +373,12 @@ def _cached(store, record: str, base, labels):
 
 
 def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, force: bool,
-           compiler=None) -> DeviceArtifact:
+           compiler=None, remote=None) -> DeviceArtifact:
     """The kernel's cubin: the memo's key when no stamp moved (trust_memo),
-    else scan + snapshot + key; a miss compiles under the key's lock.
-    compiler: the device compiler (default: the manifest's, device_compiler())."""
+    else scan + snapshot + key; a miss asks the team's remote cache (remote:
+    team_cache.RemoteCache or None), then compiles under the key's lock and
+    stores the result there. compiler: the device compiler (default: the
+    manifest's, device_compiler())."""
     from registry.builder.artifacts import Target, claim_artifact
 
     nv = compiler or device_compiler(manifest)
@@ -416,9 +418,15 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     # what was compiled (the base's inputs plus each file beyond the scanned
     # ones, as the record will reproduce it) and the record's entry.
     artifact = _core.recorded_artifact("device", "device", base, record, label_roots(manifest), scanned, force)
-    claim = claim_artifact(store, Target(artifact))
+    target = Target(artifact)
+    claim = claim_artifact(store, target)
     if claim.hit is not None:
         return DeviceArtifact(claim.hit, None, nv, reason, base_snapshot.stamps + list(claim.extra_stamps))
+    if remote is not None and not force:
+        fetched = _from_team(store, target, base, remote)
+        if fetched is not None:
+            claim.release()
+            return DeviceArtifact(fetched, None, nv, reason, base_snapshot.stamps + target.extra_stamps)
     staging = Path(claim.staging)
     try:
         built = compile_device(manifest, snapshot, arch, nv, staging)
@@ -433,7 +441,20 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
         claim.release()
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if remote is not None:
+        remote.store(published)  # only warns on failure
+        target.share_record(remote)
     # The size cap is applied after the result, with the other artifacts of
     # this get (resolve.resolve: cache_cap.collect_garbage_soon), not here in
     # the middle of the edit.
     return DeviceArtifact(published, built, nv, reason, snapshot.stamps)
+
+
+def _from_team(store, target, base, remote):
+    """The cubin a teammate built for this content, adopted into `store`, or
+    None. Under the claim's lock: the remote's dependency record, verified
+    against the files here as a local one is, names the key (a build that
+    needed no file beyond the scanned ones is stored under the base key)."""
+    key = target.match_remote(remote)
+    entry, _ = remote.fetch(store, key.hex if key is not None else base.hex)
+    return entry
