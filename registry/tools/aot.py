@@ -68,15 +68,7 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
     if "cuda" in backends and keys.uses_device_module(manifest, "cuda"):
         # Device code in a cubin: built here, by the registry's device compiler, and carried.
         cubins, problem = _device_cubins(manifest)
-        if problem and asked is not None:
-            raise BuildEnvironmentError(f"kernel {name!r}: its CUDA kernels cannot be exported here: {problem}")
-        if problem:
-            warnings.warn(f"kernel {name!r}: exporting without the CUDA kernels, whose device code cannot be "
-                          f"built here: {problem}", RuntimeWarning, stacklevel=2)
-            backends.remove("cuda")
-            if not backends:
-                raise BuildEnvironmentError(f"kernel {name!r} has only a CUDA backend, whose device code cannot "
-                                            f"be built here: {problem}")
+        backends = without_cuda_if(problem, manifest, backends, asked, "CUDA kernels")
     _check_python_names(manifest)
     if manifest.binding == "pybind":
         _check_pybind_ops(manifest)
@@ -124,6 +116,23 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
     (out / "setup.py").write_text(_setup_py(manifest))
     (out / "README.md").write_text(_readme(manifest, backends))
     return out
+
+
+def without_cuda_if(problem: str | None, manifest, backends: list[str], asked, what: str) -> list[str]:
+    """`backends`, less "cuda" when its `what` ("CUDA kernels") cannot be built
+    here (`problem` says why): an error when the caller asked for backends
+    (asked: not None) or none would be left, else a warning."""
+    if not problem:
+        return backends
+    if asked is not None:
+        raise BuildEnvironmentError(f"kernel {manifest.name!r}: its {what} cannot be built here: {problem}")
+    backends = [b for b in backends if b != "cuda"]
+    if not backends:
+        raise BuildEnvironmentError(f"kernel {manifest.name!r} has only a CUDA backend, whose {what} cannot be "
+                                    f"built here: {problem}")
+    warnings.warn(f"kernel {manifest.name!r}: exporting without the {what}, which cannot be built here: {problem}",
+                  RuntimeWarning, stacklevel=3)
+    return backends
 
 
 def _choose_backends(manifest, backends) -> list[str]:

@@ -44,7 +44,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 from registry import _core
@@ -119,15 +118,7 @@ def export_hf_kernel(name: str, out_dir, *, backends=None, source_dir=None, lice
     archs = None
     if "cuda" in chosen:
         archs, problem = _cuda_archs(manifest)
-        if problem and backends is not None:
-            raise BuildEnvironmentError(f"kernel {manifest.name!r}: its CUDA variant cannot be built here: {problem}")
-        if problem:
-            warnings.warn(f"kernel {manifest.name!r}: exporting without the CUDA variant, which cannot be built "
-                          f"here: {problem}", RuntimeWarning, stacklevel=2)
-            chosen.remove("cuda")
-        if not chosen:
-            raise BuildEnvironmentError(f"kernel {manifest.name!r} has only a CUDA backend, which cannot be "
-                                        f"built here: {problem}")
+        chosen = aot.without_cuda_if(problem, manifest, chosen, backends, "CUDA variant")
     variants = {backend: variant_name(backend) for backend in chosen}
     out = Path(out_dir).resolve()
     targets = {backend: _replaceable(out / "build" / variant) for backend, variant in variants.items()}
