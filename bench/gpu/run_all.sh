@@ -20,6 +20,8 @@
 #   STEPS="compile edits" ...                 (gemm beside torch.compile max-autotune; gemm's edit loop)
 #   STEPS="gemmnvrtc" ...                     (kernels/gemm_nvrtc: its GPU tests, then its edit loop beside
 #                                              nvcc -cubin: bench/gemm_edit_loop.py, ~5 min)
+#   STEPS="aotcubin" ...                      (AOT packages that carry a cubin: NVRTC and nvcc -cubin axpy,
+#                                              gemm_nvrtc bit for bit; the HF export's CUDA variant, ~5 min)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -58,6 +60,9 @@ for step in $STEPS; do
                  tests/test_gpu_gemm_nvrtc.py 2>&1 | tee "$OUT/gpu_gemm_nvrtc_tests.txt" | tail -12
                timeout "${GEMMNVRTC_S:-600}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-5}" \
                  --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop.log" | tail -14 ;;
+    aotcubin) timeout "${AOTCUBIN_S:-420}" python3 -m pytest -m gpu -p no:cacheprovider --timeout 240 --tb=short -rfEs \
+                -k "cubin_package or aot or cuda_variant" tests/test_aot.py tests/test_gpu_gemm_nvrtc.py \
+                tests/test_hf_export.py 2>&1 | tee "$OUT/gpu_aot_cubin_tests.txt" | tail -12 ;;
     notebooks) REGISTRY_SWEEP_FIGURE="$OUT/axpy_sweep_h200.png" python3 bench/gpu/run_notebooks.py "$OUT" 2>&1 | tail -20 ;;
   esac
 done
