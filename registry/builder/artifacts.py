@@ -141,17 +141,27 @@ def ensure(store, target: Target, plan: BuildPlan, remote=None) -> Artifact:
     return artifact
 
 
-def claim_artifact(store, target: Target):
-    """Polls for the build lock: Ctrl-C stays responsive and a timeout names the holder."""
+def poll(attempt, lock_path: str):
+    """attempt()'s first result that is not None, tried again with a growing
+    pause (5 ms to 100 ms) while another process holds the lock at
+    `lock_path`: Ctrl-C stays responsive, and a timeout names the holder."""
     start, timeout, delay = time.monotonic(), knobs.lock_timeout(), 0.005
-    while (claim := _core.try_claim(store, target.artifact)).busy:
+    while (result := attempt()) is None:
         waited = time.monotonic() - start
         if waited > timeout:
-            path = store.lock_path(target.lock_hex)
-            raise LockTimeoutError(path, _core.lock_holder(path), waited)
+            raise LockTimeoutError(lock_path, _core.lock_holder(lock_path), waited)
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
-    return claim
+    return result
+
+
+def claim_artifact(store, target: Target):
+    """The build lock's claim (a hit when another process published meanwhile)."""
+    def attempt():
+        claim = _core.try_claim(store, target.artifact)
+        return None if claim.busy else claim
+
+    return poll(attempt, store.lock_path(target.lock_hex))
 
 
 def _known_hex(key) -> str | None:
@@ -183,21 +193,13 @@ def _artifact_path(entry) -> str:
 
 
 class _locked:
-    """Poll a flock-based lock: Ctrl-C stays responsive and a timeout names the holder."""
+    """A flock-based lock, polled for (poll)."""
 
     def __init__(self, path: str):
         self.path, self.lock = path, None
 
     def __enter__(self):
-        start, timeout = time.monotonic(), knobs.lock_timeout()
-        delay = 0.005
-        while (lock := _core.FileLock.try_acquire(self.path)) is None:
-            waited = time.monotonic() - start
-            if waited > timeout:
-                raise LockTimeoutError(self.path, _core.lock_holder(self.path), waited)
-            time.sleep(delay)
-            delay = min(delay * 2, 0.1)
-        self.lock = lock
+        self.lock = poll(lambda: _core.FileLock.try_acquire(self.path), self.path)
         return self
 
     def __exit__(self, *exc):
