@@ -170,10 +170,10 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path, arch: str = "sm_90")
     NVRTC answers an identical recompile from the CUDA compute cache (0.07 s
     against 0.28 s on the H200), which no edit ever gets."""
     from registry.builder import keys
-    from registry.device import cubin_build
+    from registry.device import nvrtc_device
 
     out: dict = {}
-    includes = [f"-I{d}" for d in keys.include_dirs(manifest) + [str(cubin_build.SHIM_DIR), nv.include_dir]]
+    includes = [f"-I{d}" for d in keys.include_dirs(manifest) + [str(nvrtc_device.SHIM_DIR), nv.include_dir]]
     original = (copy.dir / "axpy_device.cu").read_text()
     fresh = iter(range(10_000, 1_000_000))
 
@@ -184,8 +184,8 @@ def floors(nv, copy: Copy, manifest, reps: int, work: Path, arch: str = "sm_90")
             text = text.replace(old, new.format(k=k), 1)
         return text.encode()
 
-    variants = {"nvrtc_compile": cubin_build.nvrtc_options(manifest, arch, split=nv.splits_compiles),
-                "nvrtc_compile_one_thread": cubin_build.nvrtc_options(manifest, arch, split=False)}
+    variants = {"nvrtc_compile": nvrtc_device.nvrtc_options(manifest, arch, split=nv.splits_compiles),
+                "nvrtc_compile_one_thread": nvrtc_device.nvrtc_options(manifest, arch, split=False)}
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(reps):  # in turn, so both see the same load
         for name, options in variants.items():

@@ -146,7 +146,7 @@ def test_the_include_path_of_every_compiler_holds_the_package(fake_cutlass, kern
     package_dirs = [str(fake_cutlass.include), str(fake_cutlass.include.parent / "tools" / "util" / "include")]
     dirs = keys.include_dirs(manifest)
     assert dirs[-3:-1] == package_dirs  # after the kernel's own, before the registry's
-    mirrored = dict(cubin_build._roots(manifest))
+    mirrored = dict(cubin_build.mirror_roots(manifest))
     assert mirrored[os.path.realpath(fake_cutlass.site / "cutlass_library")] == "p0"
 
 

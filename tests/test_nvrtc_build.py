@@ -17,7 +17,7 @@ import pytest
 from conftest import CHECKOUT
 from device_build_helpers import build, copy_example, cubin, inputs, store  # noqa: F401 (store: a fixture)
 from registry import _core
-from registry.device import cubin_build, nvrtc
+from registry.device import cubin_build, nvrtc, nvrtc_device
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_a_cubin_build_leaves_the_cache_cap_to_after_the_result(kernel, store, m
 
 def test_never_turns_on_nvrtc_automatic_pch(kernel):
     manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
-    options = cubin_build.nvrtc_options(manifest, "sm_90")
+    options = nvrtc_device.nvrtc_options(manifest, "sm_90")
     assert not [o for o in options if "pch" in o], options
 
 
@@ -75,7 +75,7 @@ def test_keys_are_exact_even_when_the_scanner_sees_nothing(kernel, store, monkey
     """NVRTC is given only the snapshot: with a scanner that finds no header at
     all, compiling still discovers each one and the key covers them all."""
     monkeypatch.setattr(cubin_build, "scan_files",
-                        lambda manifest, recorded: cubin_build.device_sources(manifest) + list(recorded))
+                        lambda manifest, recorded, compiler=None: cubin_build.device_sources(manifest) + list(recorded))
     artifact = build(kernel, store)
     assert artifact.built.rounds > 1
     keyed = {n for n in inputs(artifact) if n.startswith("file:")}
@@ -126,6 +126,6 @@ def test_split_compile_only_where_nvrtc_takes_it(kernel, library, distribution, 
     from registry.device.nvrtc import Nvrtc
 
     manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
-    compiler = cubin_build.NvrtcDevice(Nvrtc(library, None, distribution))
+    compiler = nvrtc_device.NvrtcDevice(Nvrtc(library, None, distribution))
     options = compiler.options(manifest, "sm_90")
-    assert (f"--split-compile={cubin_build.SPLIT_COMPILE_THREADS}" in options) is splits, options
+    assert (f"--split-compile={nvrtc_device.SPLIT_COMPILE_THREADS}" in options) is splits, options

@@ -143,6 +143,7 @@ void init_manifest_on_demand(py::module_& m) {
         py::arg("excerpts"));
   m.def("missing_launchers", &missing_launchers, py::arg("kernel"), py::arg("ops"), py::arg("exported"));
   m.attr("LAUNCHER_HEADER_VERSION") = kLauncherHeaderVersion;
+  m.attr("DEVICE_COMPILERS") = py::tuple(py::cast(kDeviceCompilers));
 
   // The config space ([tune], config_space.h); a config is a list of (name, value).
   py::class_<ConfigParam>(m, "ConfigParam")

@@ -262,9 +262,14 @@ class ManifestParser {
     spec->compiler = "nvcc";
     if (const toml::node* n = table.get("compiler")) {
       spec->compiler = read_string(*n, dotted(name, "compiler"));
-      if (spec->compiler != "nvcc" && spec->compiler != "nvrtc" && spec->compiler != "nvcc-cubin") {
-        fail(dotted(name, "compiler"), "unknown compiler \"" + spec->compiler +
-                                           "\"; use \"nvcc\" (default), \"nvrtc\" or \"nvcc-cubin\"");
+      const bool known = spec->compiler == "nvcc" || std::find(kDeviceCompilers.begin(), kDeviceCompilers.end(),
+                                                               spec->compiler) != kDeviceCompilers.end();
+      if (!known) {
+        std::string choices = "\"nvcc\" (default)";
+        for (size_t i = 0; i < kDeviceCompilers.size(); ++i) {
+          choices += (i + 1 == kDeviceCompilers.size() ? " or \"" : ", \"") + kDeviceCompilers[i] + "\"";
+        }
+        fail(dotted(name, "compiler"), "unknown compiler \"" + spec->compiler + "\"; use " + choices);
       }
     }
     const toml::node* device = table.get("device_sources");

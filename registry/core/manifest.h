@@ -144,6 +144,12 @@ namespace kreg {
 inline constexpr int kManifestFormat = 1;
 inline constexpr const char* kManifestFileName = "kernel.toml";
 
+// The [cuda] compilers that build device code into its own cubin, in the
+// order error messages list them ("nvcc" builds it with the launchers, through
+// torch's load()). Each has its module in registry/device/ (compiler.py's
+// COMPILERS, checked against this list by tests/test_device_compilers.py).
+inline const std::vector<std::string> kDeviceCompilers = {"nvrtc", "nvcc-cubin"};
+
 // A manifest problem, always naming the file and the field (dotted path, e.g.
 // "op[0].dtypes" or "cuda.sources[1]"; empty when the whole file is at fault).
 class ManifestError : public std::runtime_error {

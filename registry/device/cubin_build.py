@@ -28,7 +28,7 @@ can never hand back a cubin of older headers: the registry's cache is what
 makes going back to earlier code instant. For the same reason a precompiled
 header of the CUDA headers cannot be used (NVRTC accepts a PCH only with the
 command line it was made with, include paths included: warning 629). What
-does shorten the compile is --split-compile (SPLIT_COMPILE_THREADS).
+does shorten the compile is --split-compile (nvrtc_device.SPLIT_COMPILE_THREADS).
 """
 from __future__ import annotations
 
@@ -41,11 +41,9 @@ from pathlib import Path
 from registry import _core
 from registry.builder import arch_check, compiler_warnings, keys
 from registry.builder.diagnostics import parse_diagnostics
+from registry.device.mirror import device_sources, mirror_path, mirror_roots
 from registry.errors import BuildError, RegistryError
 
-# Bumped when what the registry hands NVRTC changes (options, mirror layout, shims).
-DEVICE_RECIPE = "nvrtc-cubin-1"
-SHIM_DIR = keys.REGISTRY_INCLUDE / "kreg" / "nvrtc"  # <cstdint>, <stdint.h>
 _MAX_DISCOVERY_ROUNDS = 32
 _MISSING = [
     # NVRTC (and nvcc's front end): file(line): catastrophic error: cannot open source file "x.h"
@@ -60,50 +58,17 @@ _MISSING = [
 compiles_run: list[str] = []
 
 
-class NvrtcDevice:
-    """NVRTC (registry/device/nvrtc.py) as the device compiler: in-process, with the
-    <cstdint> shims, keyed by the wheel's identity."""
-
-    name = "NVRTC"
-    recipe = DEVICE_RECIPE
-    extra_scan_dirs = [str(SHIM_DIR)]
-
-    def __init__(self, nv):
-        self.nvrtc = nv
-        self.system_include_dir = nv.include_dir  # the wheel's CUDA headers
-
-    def identity(self) -> str:
-        return self.nvrtc.identity()
-
-    def key_inputs(self) -> list[tuple[str, str]]:
-        return [("toolchain.nvrtc", self.nvrtc.identity()), ("nvrtc.include_dir", self.nvrtc.include_dir or "")]
-
-    def options(self, manifest, arch: str) -> list[str]:
-        return nvrtc_options(manifest, arch, split=self.nvrtc.splits_compiles)
-
-    def compile(self, unit: bytes, unit_name: str, options: list[str]) -> tuple[bytes | None, str, list[str]]:
-        cubin, log = self.nvrtc.compile(unit, unit_name, options)
-        return cubin, log, []  # what NVRTC opened is what the mirror held
-
-
 def device_compiler(manifest):
-    """The manifest's device compiler: NVRTC from torch's wheel, or nvcc -cubin."""
-    if manifest.cuda.compiler == "nvcc-cubin":
-        from registry.device.nvcc_cubin import NvccCubin
+    """The compiler the manifest names (device/compiler.py)."""
+    from registry.device.compiler import device_compiler as named
 
-        return NvccCubin()
-    from registry.device import nvrtc as nvrtc_lib
-
-    plain = NvrtcDevice(nvrtc_lib.load())
-    if manifest.cuda.prelude:
-        from registry.device.nvrtc_pch import NvrtcPchDevice
-
-        return NvrtcPchDevice(plain, manifest, device_sources(manifest), _mirror_path)
-    return plain
+    return named(manifest)
 
 
 def _as_compiler(compiler):
     """A device compiler; a bare registry.device.nvrtc.Nvrtc (callers before nvcc-cubin) is wrapped."""
+    from registry.device.nvrtc_device import NvrtcDevice
+
     return compiler if hasattr(compiler, "key_inputs") else NvrtcDevice(compiler)
 
 
@@ -126,43 +91,14 @@ def device_spec(manifest):
     return manifest.cuda
 
 
-def device_sources(manifest) -> list[str]:
-    """The files the unit includes, in order: the prelude first (device/nvrtc_pch.py)."""
-    prelude = [manifest.cuda.prelude] if manifest.cuda.prelude else []
-    return [str(Path(manifest.dir) / s) for s in prelude + list(manifest.cuda.device_sources)]
-
-
-def _roots(manifest) -> list[tuple[str, str]]:
-    """(real folder, its name in the mirror): the kernel's folder, the registry's
-    headers and each header package's import folder (mirrored as the kernel's
-    files are: the compiler reads only bytes the key covered).
-    Strings, not pathlib: an edit's compile maps a few dozen paths, and
-    pathlib's resolve() and relative_to() cost ~10 ms of it on the H200 host."""
-    return [(os.path.realpath(manifest.dir), "k"), (os.path.realpath(keys.REGISTRY_INCLUDE), "r"),
-            *((os.path.realpath(p.root), f"p{i}") for i, p in enumerate(keys.header_packages(manifest)))]
-
-
-def scan_files(manifest, recorded: list[str]) -> list[str]:
-    """The device sources, their scanned include closure and the files the
-    last build needed, sorted."""
-    # NVRTC's <cstdint> is the shim; nvcc's is the system's (not a project file).
-    extra = [str(SHIM_DIR)] if manifest.cuda.compiler == "nvrtc" else []
+def scan_files(manifest, recorded: list[str], compiler=None) -> list[str]:
+    """The device sources, their scanned include closure (with the compiler's
+    extra_scan_dirs: NVRTC's <cstdint> is the registry's shim, nvcc's the
+    system's) and the files the last build needed, sorted."""
+    extra = list((compiler or device_compiler(manifest)).extra_scan_dirs)
     dirs = keys.include_dirs(manifest) + extra
     closure = _core.scan_include_closure(device_sources(manifest), dirs)
     return sorted(set(closure.files) | {p for p in recorded if Path(p).is_file()})
-
-
-# NVVM optimizes and ptxas assembles in this many threads. axpy_nvrtc's six
-# kernels, new source each time (bench/nvrtc_edit_loop.py's floors): 0.263 ->
-# 0.215 s on the H200's 16 cores, 0.233 -> 0.201 s on 2. A fixed count, not 0
-# ("all cores"): the cubin's bytes depend on it, and they must depend only on
-# the key.
-SPLIT_COMPILE_THREADS = 8
-
-
-def nvrtc_options(manifest, arch: str, split: bool = True) -> list[str]:
-    threads = [f"--split-compile={SPLIT_COMPILE_THREADS}"] if split else []
-    return [f"-arch={arch}", "-std=c++17", "-default-device", *threads, *manifest.cuda.device_cflags]
 
 
 def target_arch(cuda_arch_list: str | None) -> str:
@@ -190,41 +126,29 @@ def device_key(manifest, snapshot: Snapshot, arch: str, compiler):
                             keys.header_packages(manifest))
 
 
-def _mirror_path(path: str, manifest, staging: Path, roots=None) -> str:
-    real = os.path.realpath(path)
-    for root, name in roots or _roots(manifest):
-        if real == root:
-            return os.path.join(staging, "src", name)
-        if real.startswith(root + "/"):
-            return os.path.join(staging, "src", name, real[len(root) + 1:])
-    raise RegistryError(f"{path} is outside the kernel's folder {manifest.dir}, the registry's headers and the "
-                        "manifest's header_packages; device code may include only files inside them (or the CUDA "
-                        "headers): copy the file into the kernel's folder")
-
-
 def _write_mirror(snapshot: Snapshot, staging: Path) -> None:
-    roots = _roots(snapshot.manifest)
+    roots = mirror_roots(snapshot.manifest)
     for path, data in snapshot.files.items():
-        target = _mirror_path(path, snapshot.manifest, staging, roots)
+        target = mirror_path(path, snapshot.manifest, staging, roots)
         if not os.path.exists(target):
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as f:
                 f.write(data)
 
 
-def _resolve_missing(name: str, includer_mirror: str, manifest, staging: Path) -> str | None:
-    """The real file an #include NVRTC could not open refers to, searched like
-    the scanner does: the including file's folder, then the include dirs."""
+def _resolve_missing(name: str, includer_mirror: str, manifest, staging: Path, compiler) -> str | None:
+    """The real file an #include the compiler could not open refers to, searched
+    like the scanner does: the including file's folder, then the include dirs
+    (and the compiler's extra_scan_dirs)."""
     candidates = []
     unmirrored = _unmirror(includer_mirror, manifest, staging)
     if unmirrored != includer_mirror:
         candidates.append(Path(unmirrored).parent / name)
-    candidates += [Path(d) / name for d in keys.include_dirs(manifest) + [str(SHIM_DIR)]]
-    # (the shim folder is searched for NVRTC's sake; nvcc never asks for those names)
+    candidates += [Path(d) / name for d in keys.include_dirs(manifest) + list(compiler.extra_scan_dirs)]
     for c in candidates:
         if c.is_file():
             try:
-                _mirror_path(str(c), manifest, staging)
+                mirror_path(str(c), manifest, staging)
             except RegistryError:
                 continue
             return os.path.normpath(str(c))
@@ -233,14 +157,14 @@ def _resolve_missing(name: str, includer_mirror: str, manifest, staging: Path) -
 
 def _unmirror(text: str, manifest, staging: Path) -> str:
     """Mirror paths in NVRTC's log -> the real files, so errors point at what to edit."""
-    for root, name in _roots(manifest):
+    for root, name in mirror_roots(manifest):
         text = text.replace(os.path.join(staging, "src", name) + "/", root + "/")
     return text.replace(os.path.join(staging, "src") + "/", "")  # the generated unit: "<kernel>.device.cu"
 
 
 def _include_paths(manifest, staging: Path, compiler) -> list[str]:
-    roots = _roots(manifest)
-    paths = [_mirror_path(d, manifest, staging, roots) for d in keys.include_dirs(manifest) + compiler.extra_scan_dirs]
+    roots = mirror_roots(manifest)
+    paths = [mirror_path(d, manifest, staging, roots) for d in keys.include_dirs(manifest) + compiler.extra_scan_dirs]
     if compiler.system_include_dir:
         paths.append(compiler.system_include_dir)
     return paths
@@ -250,7 +174,7 @@ def _read_around_mirror(deps: list[str], manifest, staging: Path) -> list[str]:
     """Project files (kernel folder, registry headers) the compiler reported
     reading from their real place instead of the mirror (an absolute #include)."""
     mirror = os.path.realpath(os.path.join(staging, "src")) + "/"
-    roots = _roots(manifest)
+    roots = mirror_roots(manifest)
     found = []
     for dep in deps:
         real = os.path.realpath(dep)
@@ -278,8 +202,8 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: P
     options = compiler.options(manifest, arch)
     # One translation unit including every device source by its mirror path:
     # one cubin, one module per kernel.
-    roots = _roots(manifest)
-    unit = "".join(f'#include "{_mirror_path(s, manifest, staging, roots)}"\n' for s in device_sources(manifest))
+    roots = mirror_roots(manifest)
+    unit = "".join(f'#include "{mirror_path(s, manifest, staging, roots)}"\n' for s in device_sources(manifest))
     unit_name = str(staging / "src" / f"{manifest.name}.device.cu")
     for rounds in range(1, _MAX_DISCOVERY_ROUNDS + 1):
         _write_mirror(snapshot, staging)
@@ -300,7 +224,7 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: P
                                compiler_warnings.warning_lines(_unmirror(log, manifest, staging)))
         missing = [(m["name"], m["file"]) for pattern in _MISSING for m in pattern.finditer(log)]
         found = [p for name, includer in missing
-                 if (p := _resolve_missing(name, includer, manifest, staging)) and p not in snapshot.files]
+                 if (p := _resolve_missing(name, includer, manifest, staging, compiler)) and p not in snapshot.files]
         if not found:
             raise _build_error(manifest, _unmirror(log, manifest, staging), compiler, sorted(snapshot.files))
         for path in found:
@@ -395,7 +319,7 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     # headers read around the mirror) and their digests. Going back to
     # earlier content finds its cubin whatever was built in between.
     started_ns = time.time_ns()  # before any read: a file saved after it is not trusted as what was compiled
-    scanned = scan_files(manifest, [])
+    scanned = scan_files(manifest, [], nv)
     base_snapshot = Snapshot(manifest)
     for path in scanned:
         base_snapshot.add(path)
@@ -410,7 +334,7 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     # Compiled from the scanned files and those the last cubin needed (so a
     # macro-spelled include costs no extra discovery round).
     snapshot = base_snapshot
-    for path in scan_files(manifest, recorded_files(store, memo)):
+    for path in scan_files(manifest, recorded_files(store, memo), nv):
         snapshot.add(path)
     # Claimed and published as a kernel library is (core/build_claim.h): under
     # the base key's lock, look again (another process may have published this

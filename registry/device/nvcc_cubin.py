@@ -28,7 +28,7 @@ from pathlib import Path
 
 from registry import _core, environment, knobs
 
-# Bumped when what the registry hands nvcc changes (options, mirror layout).
+# Stands for what the registry hands nvcc beyond the options: the mirror's layout.
 RECIPE = "nvcc-cubin-1"
 
 
@@ -91,6 +91,11 @@ class NvccCubin:
         if done.returncode != 0 or not cubin.is_file():
             return None, log, []
         return cubin.read_bytes(), log, read_dependency_file(deps)
+
+
+def make(manifest) -> NvccCubin:
+    """The toolkit's nvcc and its host compiler (device/compiler.py's COMPILERS)."""
+    return NvccCubin()
 
 
 def read_dependency_file(path: Path) -> list[str]:

@@ -143,10 +143,10 @@ def _nvcc_include_dirs(nvcc: str) -> tuple[str, ...]:
 
 class NvrtcPchDevice:
     """NVRTC through the compile server, with the prelude's PCH. `plain` is
-    cubin_build's NvrtcDevice (options, shims, identity); `sources` the
+    nvrtc_device's NvrtcDevice (options, shims, identity); `sources` the
     device sources, the prelude first; `mirror_path` cubin_build's map of a
-    project file into the staging mirror (passed in: cubin_build imports
-    this module)."""
+    project file into the staging mirror (passed in: this module is below
+    cubin_build)."""
 
     name = "NVRTC (precompiled prelude)"
     recipe = RECIPE

@@ -1,0 +1,62 @@
+"""NVRTC as a device compiler (device/compiler.py's protocol): in-process
+(registry/device/nvrtc.py, the library), with the registry's <cstdint> shims,
+keyed by the wheel's identity. With a [cuda] prelude, the same behind the
+compile server that keeps the prelude's precompiled header (nvrtc_pch.py).
+"""
+from __future__ import annotations
+
+from registry.builder import keys
+
+# Stands for what the registry hands NVRTC beyond the options: the mirror's layout, the shims.
+RECIPE = "nvrtc-cubin-1"
+SHIM_DIR = keys.REGISTRY_INCLUDE / "kreg" / "nvrtc"  # <cstdint>, <stdint.h>
+
+# NVVM optimizes and ptxas assembles in this many threads. axpy_nvrtc's six
+# kernels, new source each time (bench/nvrtc_edit_loop.py's floors): 0.263 ->
+# 0.215 s on the H200's 16 cores, 0.233 -> 0.201 s on 2. A fixed count, not 0
+# ("all cores"): the cubin's bytes depend on it, and they must depend only on
+# the key.
+SPLIT_COMPILE_THREADS = 8
+
+
+class NvrtcDevice:
+    """NVRTC (registry/device/nvrtc.py) as the device compiler."""
+
+    name = "NVRTC"
+    recipe = RECIPE
+    extra_scan_dirs = [str(SHIM_DIR)]
+
+    def __init__(self, nv):
+        self.nvrtc = nv
+        self.system_include_dir = nv.include_dir  # the wheel's CUDA headers
+
+    def identity(self) -> str:
+        return self.nvrtc.identity()
+
+    def key_inputs(self) -> list[tuple[str, str]]:
+        return [("toolchain.nvrtc", self.nvrtc.identity()), ("nvrtc.include_dir", self.nvrtc.include_dir or "")]
+
+    def options(self, manifest, arch: str) -> list[str]:
+        return nvrtc_options(manifest, arch, split=self.nvrtc.splits_compiles)
+
+    def compile(self, unit: bytes, unit_name: str, options: list[str]) -> tuple[bytes | None, str, list[str]]:
+        cubin, log = self.nvrtc.compile(unit, unit_name, options)
+        return cubin, log, []  # what NVRTC opened is what the mirror held
+
+
+def nvrtc_options(manifest, arch: str, split: bool = True) -> list[str]:
+    threads = [f"--split-compile={SPLIT_COMPILE_THREADS}"] if split else []
+    return [f"-arch={arch}", "-std=c++17", "-default-device", *threads, *manifest.cuda.device_cflags]
+
+
+def make(manifest):
+    """NVRTC from torch's wheel; with a [cuda] prelude, through its compile server."""
+    from registry.device import nvrtc as nvrtc_lib
+
+    plain = NvrtcDevice(nvrtc_lib.load())
+    if manifest.cuda.prelude:
+        from registry.device.mirror import device_sources, mirror_path
+        from registry.device.nvrtc_pch import NvrtcPchDevice
+
+        return NvrtcPchDevice(plain, manifest, device_sources(manifest), mirror_path)
+    return plain
