@@ -85,13 +85,14 @@ def test_arch_specific_builds_sm_90a_with_the_feature_macro_on(tmp_path, store, 
     with pytest.raises(ArchTargetError):
         cubin_for(plain_kernel, store, monkeypatch)
     manifest = _core.parse_manifest(str(kernel.path("kernel.toml")))
-    plain_key = cubin_build.device_key(manifest, _snapshot(manifest), "sm_90", cubin_build.device_compiler(manifest))
+    compiler = cubin_build.device_compiler(manifest)
+    plain_key = cubin_build.device_key(manifest, _snapshot(manifest, compiler), "sm_90", compiler)
     assert plain_key.hex != built.key
 
 
-def _snapshot(manifest):
+def _snapshot(manifest, compiler):
     snapshot = cubin_build.Snapshot(manifest)
-    for path in cubin_build.scan_files(manifest, []):
+    for path in cubin_build.scan_files(manifest, [], compiler):
         snapshot.add(path)
     return snapshot
 

@@ -75,7 +75,7 @@ def test_keys_are_exact_even_when_the_scanner_sees_nothing(kernel, store, monkey
     """NVRTC is given only the snapshot: with a scanner that finds no header at
     all, compiling still discovers each one and the key covers them all."""
     monkeypatch.setattr(cubin_build, "scan_files",
-                        lambda manifest, recorded, compiler=None: cubin_build.device_sources(manifest) + list(recorded))
+                        lambda manifest, recorded, compiler: cubin_build.device_sources(manifest) + list(recorded))
     artifact = build(kernel, store)
     assert artifact.built.rounds > 1
     keyed = {n for n in inputs(artifact) if n.startswith("file:")}

@@ -91,12 +91,11 @@ def device_spec(manifest):
     return manifest.cuda
 
 
-def scan_files(manifest, recorded: list[str], compiler=None) -> list[str]:
+def scan_files(manifest, recorded: list[str], compiler) -> list[str]:
     """The device sources, their scanned include closure (with the compiler's
     extra_scan_dirs: NVRTC's <cstdint> is the registry's shim, nvcc's the
     system's) and the files the last build needed, sorted."""
-    extra = list((compiler or device_compiler(manifest)).extra_scan_dirs)
-    dirs = keys.include_dirs(manifest) + extra
+    dirs = keys.include_dirs(manifest) + list(compiler.extra_scan_dirs)
     closure = _core.scan_include_closure(device_sources(manifest), dirs)
     return sorted(set(closure.files) | {p for p in recorded if Path(p).is_file()})
 
@@ -305,7 +304,7 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     manifest's, device_compiler())."""
     from registry.builder.artifacts import Target, claim_artifact
 
-    nv = compiler or device_compiler(manifest)
+    nv = _as_compiler(compiler or device_compiler(manifest))
     if trust_memo and not force and memo is not None and "device" in memo.keys:
         hit = store.lookup(memo.keys["device"])
         # The same compiler too: the memo's verdict covers only the files.
