@@ -146,3 +146,45 @@ def test_an_isolated_op_whose_device_code_is_a_cubin_launches_it(cache_root):
     x = torch.randn(4097, device="cuda")
     y = torch.randn(4097, device="cuda")
     assert torch.equal(isolated(x, y, 1.5), normal(x, y, 1.5))
+
+
+def test_isolated_cuda_calls_take_the_call_channel(cache_root):
+    """After its first call, an isolated CUDA op's calls are written into the
+    worker's call channel by C++ (core/isolated_call.h) and run by the
+    worker's C++ loop: bit for bit the normal op's, in stream order."""
+    from registry.isolation.supervisor import SUPERVISOR
+
+    normal = registry.get("axpy", device="cuda")
+    isolated = registry.get("axpy", device="cuda", isolate=True)
+    x = torch.randn(4099, device="cuda")
+    y = torch.randn(4099, device="cuda")
+    isolated(x, y, 0.5)  # the first call sends the worker its launcher and memory
+    channel = SUPERVISOR.workers[("plain", "cuda")].channel
+    before = channel.calls
+    for k in range(50):
+        y2 = y * k  # queued on the current stream just before: the call must see it
+        assert torch.equal(isolated(x, y2, 0.25 * k), normal(x, y2, 0.25 * k)), k
+    assert channel.calls - before >= 50, "the calls did not go through the call channel"
+
+
+def test_a_device_fault_on_the_call_channel_is_a_kernel_fault(kernels_root, cache_root):
+    """A kernel that faults only on some calls: the faulting call comes through
+    the channel's fast path (the op's memory is already mapped), is a
+    KernelFault, and the next call runs in a new worker."""
+    from registry.isolation.supervisor import SUPERVISOR
+
+    name = f"iso_cuda_{next(_names)}"
+    _edit(kernels_root, name, "  if (a == 13.0f && i < n) os[i + (int64_t(1) << 40)] = xs[i];\n"
+                              "  else if (i < n) os[i] = a * xs[i];")
+    op = registry.get(name, device="cuda", isolate=True)
+    x = torch.arange(1000, dtype=torch.float32, device="cuda")
+    assert torch.equal(op(x, 2.0), 2.0 * x)
+    worker = SUPERVISOR.workers[("plain", "cuda")]
+    calls = worker.channel.calls
+    with pytest.raises(registry.KernelFault) as caught:
+        op(x, 13.0)
+    assert "illegal" in str(caught.value).lower() and caught.value.backend == "cuda"
+    assert worker.channel.calls == calls + 1, "the faulting call did not take the channel's fast path"
+    assert not worker.alive()
+    assert torch.equal(op(x, 3.0), 3.0 * x)
+    assert float((x * 2).sum()) == float(2 * x.double().sum())

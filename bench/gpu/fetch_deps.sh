@@ -4,7 +4,8 @@
 # Debian packages (ccache, toml++/xxHash headers for the core, redis-server for
 # the team-cache tests and benchmark), the
 # Jupyter wheels for CPython 3.12 that executing notebooks needs and the kernels
-# package (pyproject's test extra: tests/test_hf_export.py) with its dependencies.
+# package (pyproject's test extra: tests/test_hf_export.py) with its dependencies,
+# and the nvidia-cutlass wheel (the cutlass extra).
 set -euo pipefail
 mkdir -p .gpu/debs .gpu/wheels
 (cd .gpu/debs && apt-get download ccache libhiredis0.14 libtomlplusplus-dev libxxhash-dev \
@@ -21,6 +22,9 @@ KERNELS_PIN=$(python3 -c 'import tomllib; print(next(r for r in tomllib.load(ope
 python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
   --platform any -d .gpu/wheels "$KERNELS_PIN"
+# The cutlass extra (kernels/gemm, kernels/gemm_nvrtc): headers only, no dependencies.
+CUTLASS_PIN=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["cutlass"][0])')
+python3 -m pip download -q --no-deps --only-binary=:all: -d .gpu/wheels "$CUTLASS_PIN"
 # torch's own dependencies are on the image already: copies of them first on
 # PYTHONPATH (env.sh) would shadow the versions torch was installed with.
 rm -f .gpu/wheels/typing_extensions-* .gpu/wheels/filelock-* .gpu/wheels/fsspec-*

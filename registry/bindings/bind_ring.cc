@@ -1,4 +1,4 @@
-// Isolated CPU calls through the shared call channel (core/call_ring.h):
+// Isolated calls through the shared call channel (core/call_ring.h):
 // the parent's channels and slots (core/isolated_call.h) for
 // registry/isolation/, and the worker's loop (core/ring_worker.h) as plain C
 // functions, which worker.py reaches by loading this module with ctypes (it
@@ -34,6 +34,10 @@ KREG_EXPORT void kreg_ring_worker_add_region(uint32_t id, uintptr_t base, uintpt
 KREG_EXPORT void kreg_ring_worker_drop_region(uint32_t id) { kreg::ring_worker::drop_region(id); }
 KREG_EXPORT void kreg_ring_worker_serve(int64_t spin_ns) { kreg::ring_worker::serve(spin_ns); }
 KREG_EXPORT void kreg_ring_worker_install_fault_handler() { kreg::ring_worker::install_fault_handler(); }
+KREG_EXPORT void kreg_ring_worker_set_cuda(void* stream, const void* stream_query, const void* stream_synchronize,
+                                           const void* error_name, const void* error_string) {
+  kreg::ring_worker::set_cuda(stream, stream_query, stream_synchronize, error_name, error_string);
+}
 
 namespace kreg::python {
 namespace {
@@ -74,6 +78,21 @@ void init_ring_on_demand(py::module_& m) {
         c.storages.erase(std::remove_if(c.storages.begin(), c.storages.end(),
                                        [id](const Channel::Region& r) { return r.id == id; }),
                         c.storages.end());
+        c.cuda_allocations.erase(std::remove_if(c.cuda_allocations.begin(), c.cuda_allocations.end(),
+                                               [id](const Channel::CudaAllocation& a) { return a.id == id; }),
+                                c.cuda_allocations.end());
+      })
+      // A CUDA worker's channel: the driver's cuStreamQuery, cuStreamSynchronize, cuPointerGetAttribute.
+      .def("set_cuda_driver", [](Channel& c, uintptr_t query, uintptr_t synchronize, uintptr_t attribute) {
+        std::lock_guard<std::mutex> hold(c.tables);
+        c.driver.stream_query = reinterpret_cast<int (*)(void*)>(query);
+        c.driver.stream_synchronize = reinterpret_cast<int (*)(void*)>(synchronize);
+        c.driver.pointer_get_attribute = reinterpret_cast<int (*)(void*, int, uintptr_t)>(attribute);
+        c.cuda = query != 0 && synchronize != 0 && attribute != 0;
+      })
+      .def("add_cuda_allocation", [](Channel& c, uintptr_t base, uintptr_t end, uint64_t buffer_id, uint32_t id) {
+        std::lock_guard<std::mutex> hold(c.tables);
+        c.cuda_allocations.push_back({base, end, buffer_id, id});
       })
       .def("add_pool", [](Channel& c, int64_t segment, uint32_t region) {
         std::lock_guard<std::mutex> hold(c.tables);
@@ -117,8 +136,9 @@ void init_ring_on_demand(py::module_& m) {
       .def("reply", [](const Channel& c) {
         return py::bytes(reinterpret_cast<const char*>(c.ring.reply()), c.ring.header()->reply_bytes);
       });
-  m.def("set_call_channel", [](std::shared_ptr<Channel> channel) { set_current_channel(std::move(channel)); },
-        py::arg("channel").none(true));
+  // The fast path finds a slot's channel by its generation among these.
+  m.def("add_call_channel", [](std::shared_ptr<Channel> channel) { add_channel(std::move(channel)); });
+  m.def("drop_call_channel", [](const Channel& channel) { drop_channel(channel.generation); });
   m.def("isolated_entry", [] { return reinterpret_cast<uintptr_t>(&kreg_isolated_entry); });
 
   py::class_<IsolatedSlot, std::shared_ptr<IsolatedSlot>>(m, "IsolatedSlot")

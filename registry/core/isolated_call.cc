@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <optional>
 
@@ -15,8 +16,8 @@ constexpr uint32_t kNoRegion = 0xFFFFFFFFu;  // wire.NO_REGION
 constexpr int64_t kZone = 64;                 // guards.ZONE
 constexpr int kMaxParams = KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS;
 
-std::mutex current_mutex;
-std::shared_ptr<IsolatedChannel> current;
+std::mutex channels_mutex;
+std::vector<std::shared_ptr<IsolatedChannel>> channels;  // a few at most: one per plain worker
 
 const int64_t kPage = sysconf(_SC_PAGESIZE);
 
@@ -79,20 +80,50 @@ const uint8_t kCanary[64] = {
 #undef KREG_C
 };
 
-void set_current_channel(std::shared_ptr<IsolatedChannel> channel) {
-  std::lock_guard<std::mutex> hold(current_mutex);
-  current = std::move(channel);
+void add_channel(std::shared_ptr<IsolatedChannel> channel) {
+  std::lock_guard<std::mutex> hold(channels_mutex);
+  channels.push_back(std::move(channel));
 }
 
-std::shared_ptr<IsolatedChannel> current_channel() {
-  std::lock_guard<std::mutex> hold(current_mutex);
-  return current;
+void drop_channel(uint64_t generation) {
+  std::lock_guard<std::mutex> hold(channels_mutex);
+  for (auto it = channels.begin(); it != channels.end(); ++it) {
+    if ((*it)->generation == generation) {
+      channels.erase(it);
+      return;
+    }
+  }
+}
+
+std::shared_ptr<IsolatedChannel> channel_of(uint64_t generation) {
+  std::lock_guard<std::mutex> hold(channels_mutex);
+  for (const auto& channel : channels) {
+    if (channel->generation == generation) return channel;
+  }
+  return nullptr;
 }
 
 namespace {
 
+constexpr int kCuPointerAttributeBufferId = 7;  // CU_POINTER_ATTRIBUTE_BUFFER_ID
+constexpr int kCudaErrorNotReady = 600;         // CUDA_ERROR_NOT_READY
+constexpr int64_t kStreamSpinNs = 20'000'000;   // as cuda_memory.SPIN_SECONDS
+
+// Waits for the parent's stream: what it queued before the call (the inputs)
+// is written. Polled first: a blocking wait wakes ~100 us late, an idle gap on
+// the device between back-to-back calls. The driver's result.
+int wait_for_stream(const IsolatedChannel::CudaDriver& driver, void* stream) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kStreamSpinNs);
+  for (;;) {
+    const int result = driver.stream_query(stream);
+    if (result != kCudaErrorNotReady) return result;
+    if (std::chrono::steady_clock::now() > until) return driver.stream_synchronize(stream);
+  }
+}
+
 // The call, written and sent; nullptr where Python takes it (`*declined`).
-const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_value* values, bool* declined) {
+const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_value* values, void* stream,
+                      bool* declined) {
   *declined = true;
   CallRing& ring = channel.ring;
   if (!ring.idle() || slot.kinds.size() > static_cast<size_t>(kMaxParams)) return nullptr;
@@ -121,7 +152,24 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
           uint32_t region = kNoRegion;
           int64_t offset = 0, free = 0;
           bool stage = false;
-          if (data != 0 && nbytes != 0) {
+          if (data != 0 && nbytes != 0 && channel.cuda) {
+            const uintptr_t end = data + static_cast<uintptr_t>(nbytes);
+            const IsolatedChannel::CudaAllocation* found = nullptr;
+            for (const IsolatedChannel::CudaAllocation& a : channel.cuda_allocations) {
+              if (a.base <= data && end <= a.end) {
+                found = &a;
+                break;
+              }
+            }
+            uint64_t buffer_id = 0;
+            if (found == nullptr ||
+                channel.driver.pointer_get_attribute(&buffer_id, kCuPointerAttributeBufferId, data) != 0 ||
+                buffer_id != found->buffer_id) {
+              return nullptr;  // memory the worker has not opened (or a new allocation at its address): Python
+            }
+            region = found->id;
+            offset = static_cast<int64_t>(data - found->base);
+          } else if (data != 0 && nbytes != 0) {
             const uintptr_t end = data + static_cast<uintptr_t>(nbytes);
             const IsolatedChannel::Region* found = nullptr;
             for (const IsolatedChannel::Region& r : channel.storages) {
@@ -188,6 +236,9 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
       channel.staged_bytes.fetch_add(total, std::memory_order_relaxed);
     }
   }
+  if (channel.cuda && wait_for_stream(channel.driver, stream) != 0) {
+    return nullptr;  // the parent's context reports an error: Python's path raises it
+  }
   *declined = false;
   for (int k = 0; k < zone_count; ++k) std::memcpy(reinterpret_cast<void*>(zones[k].at), kCanary, zones[k].size);
   ring.post(kRequestCall, static_cast<uint32_t>(w.at()));
@@ -215,6 +266,10 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
   const uint8_t* reply = ring.reply();
   const uint32_t reply_bytes = ring.header()->reply_bytes;
   if (reply_bytes >= 1 && reply[0] == 'K') return nullptr;
+  if (reply_bytes >= 1 && reply[0] == 'F') {
+    slot.slow(kSlowDeviceFault, values, 0, 0);  // Python reads why from the reply and retires the worker
+    return slot.fault_text;
+  }
   slot.error.assign(reinterpret_cast<const char*>(reply) + (reply_bytes > 0 ? 1 : 0), reply_bytes > 0 ? reply_bytes - 1 : 0);
   return slot.error.c_str();
 }
@@ -227,12 +282,13 @@ extern "C" const char* kreg_isolated_entry(const void* launcher, const kreg_valu
                                            int32_t wide) {
   using namespace kreg;
   auto& slot = *const_cast<IsolatedSlot*>(static_cast<const IsolatedSlot*>(launcher));
-  std::shared_ptr<IsolatedChannel> channel = current_channel();
-  if (channel && channel->generation == slot.generation && channel->in_ring.load() && !channel->broken.load() &&
-      !shared_output_pool().has_retired() && !channel->busy.exchange(true, std::memory_order_acquire)) {
+  std::shared_ptr<IsolatedChannel> channel = slot.generation != 0 ? channel_of(slot.generation) : nullptr;
+  if (channel && channel->in_ring.load() && !channel->broken.load() &&
+      (channel->cuda || !shared_output_pool().has_retired()) &&
+      !channel->busy.exchange(true, std::memory_order_acquire)) {
     Busy release{channel->busy};
     bool declined = true;
-    const char* result = fast_call(slot, *channel, values, &declined);
+    const char* result = fast_call(slot, *channel, values, stream, &declined);
     if (!declined) return result;
   }
   // Python's path: the same message, and whatever it must send or set up first.

@@ -1,4 +1,4 @@
-// An isolated CPU op's call, the parent's side, without Python on the way
+// An isolated op's call, the parent's side, without Python on the way
 // (registry/isolation/: proxy.py makes the slots, supervisor.py the channels).
 //
 // An isolated op's proxy table (kreg/launcher_table.h) has kreg_isolated_entry
@@ -12,7 +12,16 @@
 // sent, a staging buffer to grow, a worker not in its ring loop, a wait past
 // the spin, a fault) goes to Python: the slot's fallback (the Python
 // launcher of the same prototype, through the kernel library's own entry) or
-// its slow-path callback. Here and not in a library of its own: the parent
+// its slow-path callback.
+//
+// A CUDA call differs in three places: its tensors are allocations the
+// worker opened by IPC (the channel's cuda_allocations, each checked against
+// the driver's buffer id, so memory freed and allocated again at the same
+// address is never mistaken for the one the worker maps); before posting, the
+// parent waits for its own stream (the worker's context cannot see it); and
+// a reply 'F' is a fault of the worker's context (the worker exits after it).
+// The driver's functions come from Python (set_cuda_driver): the core links
+// no CUDA library. Here and not in a library of its own: the parent
 // already loads the core, and the worker loads the same module with ctypes
 // (ring_worker.h), so both sides share one build and one layout.
 #pragma once
@@ -38,6 +47,20 @@ struct IsolatedChannel {
     uintptr_t end;
     uint32_t id;
   };
+  // A CUDA allocation the worker opened by IPC (cuda_memory.py): the driver's
+  // buffer id tells it from a later allocation at the same address.
+  struct CudaAllocation {
+    uintptr_t base;
+    uintptr_t end;
+    uint64_t buffer_id;
+    uint32_t id;
+  };
+  // The CUDA driver's entries the fast path calls (CUresult is an int; CUstream a pointer).
+  struct CudaDriver {
+    int (*stream_query)(void* stream) = nullptr;
+    int (*stream_synchronize)(void* stream) = nullptr;
+    int (*pointer_get_attribute)(void* value, int attribute, uintptr_t pointer) = nullptr;
+  };
 
   CallRing ring;
   uint64_t generation = 0;               // unique per channel: a slot's launcher id is this worker's
@@ -54,12 +77,17 @@ struct IsolatedChannel {
   uint32_t staging_region = 0;
   uintptr_t staging_base = 0;
   int64_t staging_size = 0;
+  // A CUDA worker's channel: the driver is set and the allocations are its tensors' memory.
+  bool cuda = false;
+  CudaDriver driver;
+  std::vector<CudaAllocation> cuda_allocations;
 };
 
 // What the fast path hands to Python (the slot's slow-path callback).
 enum SlowCode : int {
   kSlowWait = 1,     // no reply within the spin: wait for it. 1: it came; else the call failed
   kSlowOverrun = 2,  // a canary changed: a = parameter index, b = 0 after, 1 before; returns 0
+  kSlowDeviceFault = 3,  // the worker replied 'F' (its context faulted; the reply holds why); returns 0
 };
 using SlowPath = int (*)(int code, const kreg_value* values, int64_t a, int64_t b);
 
@@ -77,9 +105,10 @@ struct IsolatedSlot {
   std::string error;                     // the last launcher error, alive while the binding reads it
 };
 
-// The plain CPU worker's channel (one at a time; null when none).
-void set_current_channel(std::shared_ptr<IsolatedChannel> channel);
-std::shared_ptr<IsolatedChannel> current_channel();
+// The channels of the plain workers (one per backend), found by generation.
+void add_channel(std::shared_ptr<IsolatedChannel> channel);
+void drop_channel(uint64_t generation);
+std::shared_ptr<IsolatedChannel> channel_of(uint64_t generation);
 
 // The canary bytes guards.py writes (ZONE of them).
 extern const uint8_t kCanary[64];

@@ -4,6 +4,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -41,7 +42,20 @@ struct CallTensor {
   uintptr_t start, end;
 };
 
+// A CUDA worker's stream and the driver entries it waits with.
+struct Cuda {
+  void* stream = nullptr;
+  int (*stream_query)(void*) = nullptr;
+  int (*stream_synchronize)(void*) = nullptr;
+  int (*error_name)(int, const char**) = nullptr;
+  int (*error_string)(int, const char**) = nullptr;
+};
+constexpr int kCudaErrorNotReady = 600;         // CUDA_ERROR_NOT_READY
+constexpr int64_t kStreamSpinNs = 20'000'000;   // as worker.FINISH_SPIN_SECONDS
+
 CallRing ring;
+Cuda cuda;
+bool context_lost = false;  // a call's stream reported an error: reply, then exit
 std::vector<Launcher> launchers;  // by id (1, 2, ...)
 std::unordered_map<uint32_t, Region> regions;
 CallTensor call_tensors[kMaxParams];
@@ -64,6 +78,28 @@ uint32_t reply_text(char kind, const char* text) {
   if (n > kReplyCapacity - 1) n = kReplyCapacity - 1;
   if (n > 0) std::memcpy(out + 1, text, n);
   return static_cast<uint32_t>(1 + n);
+}
+
+// Waits for the worker's stream (worker.py's Cuda.finish): polled while a
+// kernel is short, as a blocking wait wakes ~100 us after it ends; a long one
+// is waited for without a spinning core. The driver's result.
+int finish_stream() {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kStreamSpinNs);
+  for (;;) {
+    const int result = cuda.stream_query(cuda.stream);
+    if (result != kCudaErrorNotReady) return result;
+    if (std::chrono::steady_clock::now() > until) return cuda.stream_synchronize(cuda.stream);
+  }
+}
+
+// "CUDA_ERROR_ILLEGAL_ADDRESS (700): an illegal memory access was encountered", as worker.py's error_text.
+std::string cuda_error_text(int result) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (cuda.error_name != nullptr) cuda.error_name(result, &name);
+  if (cuda.error_string != nullptr) cuda.error_string(result, &text);
+  return std::string(name != nullptr ? name : "CUDA error") + " (" + std::to_string(result) + "): " +
+         (text != nullptr ? text : "");
 }
 
 // Runs the "C" message of `bytes` in the request area; the reply's length.
@@ -130,8 +166,15 @@ uint32_t run_call(uint32_t bytes) {
   }
   call_tensor_count = tensors;
   in_call = 1;
-  const char* error = l.entry(l.launcher, values, nullptr, l.wide);
+  const char* error = l.entry(l.launcher, values, cuda.stream, l.wide);
   in_call = 0;
+  if (cuda.stream_query != nullptr) {
+    const int result = finish_stream();
+    if (result != 0) {
+      context_lost = true;
+      return reply_text('F', cuda_error_text(result).c_str());
+    }
+  }
   return error == nullptr ? reply_text('K', nullptr) : reply_text('E', error);
 }
 
@@ -242,7 +285,17 @@ void serve(int64_t spin_ns) {
       return;
     }
     ring.finish(run_call(bytes));
+    if (context_lost) _exit(3);  // as worker.py after a device fault: the parent starts a new worker
   }
+}
+
+void set_cuda(void* stream, const void* stream_query, const void* stream_synchronize, const void* error_name,
+              const void* error_string) {
+  cuda.stream = stream;
+  cuda.stream_query = reinterpret_cast<int (*)(void*)>(const_cast<void*>(stream_query));
+  cuda.stream_synchronize = reinterpret_cast<int (*)(void*)>(const_cast<void*>(stream_synchronize));
+  cuda.error_name = reinterpret_cast<int (*)(int, const char**)>(const_cast<void*>(error_name));
+  cuda.error_string = reinterpret_cast<int (*)(int, const char**)>(const_cast<void*>(error_string));
 }
 
 void install_fault_handler() {

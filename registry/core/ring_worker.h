@@ -1,4 +1,4 @@
-// The isolated CPU worker's call loop (registry/isolation/worker.py, which
+// The isolated worker's call loop (registry/isolation/worker.py, which
 // runs with no torch and loads the core module with ctypes for this): waits
 // on the call channel (call_ring.h), reads each wire.py "C" message, calls
 // the kernel library's entry (kreg_entry_fn, kreg/abi.h) with the launcher,
@@ -26,5 +26,12 @@ void drop_region(uint32_t id);
 void serve(int64_t spin_ns);
 // Installs the SIGSEGV handler (once), keeping the one there for the calls Python runs.
 void install_fault_handler();
+// A CUDA worker: launchers get `stream` (the worker's), and each call waits
+// for it with the driver's cuStreamQuery (polled) / cuStreamSynchronize; an
+// error there is replied as 'F' + its name and text (cuGetErrorName /
+// cuGetErrorString), and the worker exits after the reply, its context being
+// unusable.
+void set_cuda(void* stream, const void* stream_query, const void* stream_synchronize, const void* error_name,
+              const void* error_string);
 
 }  // namespace kreg::ring_worker

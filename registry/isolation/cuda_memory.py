@@ -1,6 +1,8 @@
 """CUDA memory the worker can map: an allocation's base and size from the
 driver (cuMemGetAddressRange), its IPC handle (cuIpcGetMemHandle of the base,
-sent once per allocation and worker), and the pointer's offset in it.
+sent once per allocation and worker), and the pointer's offset in it. The
+call channel's fast path (core/isolated_call.h) is told each allocation as it
+is sent, and finds the next call's pointers there without Python.
 
 Memory IPC cannot share (cuMemMap'ed, as with expandable segments) is staged
 through a cudaMalloc'ed buffer by device copies; registry.status() says so.
@@ -13,8 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import time
-
-from registry.isolation import wire
 
 CU_POINTER_ATTRIBUTE_BUFFER_ID = 7
 _driver = None
@@ -41,6 +41,13 @@ def _cuda():
         _driver["attribute"].argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64]
         _driver["ipc"].argtypes = [ctypes.c_void_p, ctypes.c_uint64]
     return _driver
+
+
+def driver_entries() -> tuple[int, int, int]:
+    """The addresses of cuStreamQuery, cuStreamSynchronize and cuPointerGetAttribute,
+    which the call channel's fast path calls (core/isolated_call.h)."""
+    driver = _cuda()
+    return tuple(ctypes.cast(driver[name], ctypes.c_void_p).value for name in ("query", "sync", "attribute"))
 
 
 def _check(result: int, what: str) -> None:
@@ -97,8 +104,8 @@ def region_of(worker, address: int) -> tuple[int, int]:
         return None
     region = worker.new_region_id()
     if known is not None:
-        worker.sock.send(wire.DROP.pack(b"X", known[1]))
-    worker.sock.send(wire.CUDA_REGION_HEAD.pack(b"G", region) + bytes(handle))
+        worker.drop_cuda_region(known[1])
+    worker.send_cuda_region(region, bytes(handle), (base.value, base.value + size.value, buffer_id.value))
     worker.cuda_regions[base.value] = (buffer_id.value, region)
     return _seen(worker, address, buffer_id.value, region, address - base.value)
 
@@ -122,9 +129,9 @@ def staging_buffer(worker, size: int) -> tuple[int, int]:
         handle = (ctypes.c_char * 64)()
         _check(driver["ipc"](ctypes.byref(handle), pointer.value), "cuIpcGetMemHandle (staging)")
         region = worker.new_region_id()
-        worker.sock.send(wire.CUDA_REGION_HEAD.pack(b"G", region) + bytes(handle))
+        worker.send_cuda_region(region, bytes(handle))
         if staging is not None:
-            worker.sock.send(wire.DROP.pack(b"X", staging[0]))
+            worker.drop_cuda_region(staging[0])
             getattr(driver["lib"], "cuMemFree_v2")(ctypes.c_uint64(staging[1]))
         worker.cuda_staging = staging = (region, pointer.value, size)
     return staging[0], staging[1]

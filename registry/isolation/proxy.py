@@ -13,7 +13,7 @@ reply as the launcher's result. And on the CPU the output hooks: the
 binding takes large outputs from the shared output pool
 (core/shared_output_pool.h), so the worker writes them in place.
 
-A plain CPU op's table goes one step further (core/isolated_call.h): its
+A plain op's table (CPU or CUDA) goes one step further (core/isolated_call.h): its
 entry is the core's kreg_isolated_entry and each launchers[] slot an
 IsolatedSlot, so a call whose memory the worker already maps is written
 into the worker's call channel by C++ and never enters Python; the ctypes
@@ -148,7 +148,7 @@ class ProxyTable:
         kinds = kinds_of(spec)
         # The call channel's fast path (core/isolated_call.h): the kernel library's
         # entry spreads the values for the fallback, and the worker calls it too.
-        source_entry = self.table.entry if backend == "cpu" and flavor == "plain" and launchers is None else None
+        source_entry = self.table.entry if flavor == "plain" and launchers is None else None
         entry_symbol = symbol_of(source_entry)[1] if source_entry else ""
         self.links = {}
         self._callbacks = []
@@ -212,7 +212,7 @@ def _cuda_memory():
 
 # A slot's way back into Python (core/isolated_call.h's SlowPath): code, the call's values, a, b.
 _SLOW_PATH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-_SLOW_WAIT, _SLOW_OVERRUN = 1, 2
+_SLOW_WAIT, _SLOW_OVERRUN, _SLOW_DEVICE_FAULT = 1, 2, 3
 _VALUE_BYTES = ctypes.sizeof(wire.KregTensor)  # a kreg_value (kreg/abi.h): its largest member
 
 
@@ -239,13 +239,14 @@ class Link:
         # only: copied in, not back).
         self.roles = ("inout",) * len(kinds)
         self.param_names = [f"parameter {k}" for k in range(len(kinds))]  # set by ProxyTable
-        self.slot = None  # the call channel's slot (core/isolated_call.h), for a plain CPU launcher
+        self.slot = None  # the call channel's slot (core/isolated_call.h), for a plain launcher
         self.entry = ""  # the kernel library's entry symbol, which the worker's ring loop calls
 
     def slow(self, code, values, a, b):
         """The slot's fast path needs Python: _SLOW_WAIT (no reply within its
-        spin: wait for it; 1 when it came) or _SLOW_OVERRUN (canary a, side b
-        changed). A failure is recorded in CALL for the handle; returns 0."""
+        spin: wait for it; 1 when it came), _SLOW_OVERRUN (canary a, side b
+        changed) or _SLOW_DEVICE_FAULT (a CUDA worker's context faulted). A
+        failure is recorded in CALL for the handle; returns 0."""
         try:
             with SUPERVISOR.lock:  # held already when the call came through the handle
                 return self._slow(code, values, a, b)
@@ -262,6 +263,13 @@ class Link:
                 params = values  # read as parameters only if the call failed
                 worker.ring_wait(wait_limit())
                 return 1
+            if code == _SLOW_DEVICE_FAULT:  # the worker replied F and exits: its context is lost
+                reply = worker.channel.reply()
+                SUPERVISOR.retire(worker, finishing=True)
+                SUPERVISOR.faults += 1
+                CALL.outcome = Fault(f"the kernel faulted on the device: {reply[1:].decode(errors='replace')}",
+                                     worker.read_log(), self.dtype, cuda=True)
+                return 0
             params = self._params_at(values)
             SUPERVISOR.retire(worker)
             SUPERVISOR.faults += 1

@@ -7,7 +7,7 @@ under compute-sanitizer (checked CUDA builds). A worker holds what was sent
 to it (loaded launchers, mapped memory); a new worker starts empty and gets
 it again on its next call.
 
-A plain CPU worker's calls go through a call channel (core/call_ring.h) in
+A plain worker's calls (CPU or CUDA) go through a call channel (core/call_ring.h) in
 shared memory instead of the socket: the op's binding reaches it through
 core/isolated_call.h without Python when everything the call needs is in
 place, and through Worker.request otherwise. The socket carries the rest
@@ -47,8 +47,6 @@ WAIT_SLICE_SECONDS = 0.1
 RING_SPIN_NS = 50_000
 RING_SLICE_SECONDS = 0.01
 _HUNG_UP = object()  # ring_wait: the worker hung up without replying
-
-_current_channel = [None]  # the channel core/isolated_call.h's fast path uses
 
 SIGNAL_MEANING = {
     signal.SIGSEGV: "a segmentation fault: the kernel read or wrote memory the process does not own "
@@ -113,14 +111,20 @@ class Worker:
         self._poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.sock.send(wire.HELLO.pack(b"H", wire.VERSION, b"g" if backend == "cuda" else b"c", ordinal,
                                        flavor != "plain"))
-        if flavor == "plain" and backend == "cpu":
+        if flavor == "plain":
             # Checked workers keep the socket: a sanitizer's report, not the call's speed, is their point.
             from registry import _core
 
             self.channel = _core.CallChannel()
+            if backend == "cuda":
+                from registry.isolation import cuda_memory
+
+                self.channel.set_cuda_driver(*cuda_memory.driver_entries())
+                # A reply comes when the kernel has ended: spin as long as a launch is polled
+                # (a futex wake-up is a gap on the device between back-to-back calls).
+                self.channel.spin_ns = int(CUDA_SPIN_SECONDS * 1e9)
             socket.send_fds(self.sock, [b"Q" + _core.__file__.encode()], [self.channel.fd])
-            _core.set_call_channel(self.channel)
-            _current_channel[0] = self.channel
+            _core.add_call_channel(self.channel)
 
     # -- what the worker did (the channel's fast path counts its own calls) ----
     def _count(name):
@@ -172,6 +176,18 @@ class Worker:
     def new_region_id(self) -> int:
         self._next_region += 1
         return self._next_region
+
+    def send_cuda_region(self, region_id: int, handle: bytes, allocation: tuple[int, int, int] | None = None) -> None:
+        """An IPC handle for the worker to open as region_id (cuda_memory.py).
+        allocation: (base, end, buffer id), which the call channel's fast path then knows."""
+        self._send(wire.CUDA_REGION_HEAD.pack(b"G", region_id) + handle)
+        if allocation is not None and self.channel is not None:
+            self.channel.add_cuda_allocation(*allocation, region_id)
+
+    def drop_cuda_region(self, region_id: int) -> None:
+        if self.channel is not None:
+            self.channel.drop_storage(region_id)
+        self._send(wire.DROP.pack(b"X", region_id))
 
     def share_cpu_storage(self, storage) -> None:
         """Give the worker a CPU storage that lives in shared memory (moved
@@ -304,7 +320,7 @@ class Worker:
             channel.claim()
             try:
                 channel.post(message)
-                if not channel.spin(RING_SPIN_NS):
+                if not channel.spin(channel.spin_ns):
                     self.ring_wait(timeout)
                 return channel.reply()
             finally:
@@ -450,11 +466,10 @@ class Worker:
 
     def drop_channel(self) -> None:
         """The fast path stops using this worker's channel (its counts stay readable)."""
-        if self.channel is not None and _current_channel[0] is self.channel:
+        if self.channel is not None:
             from registry import _core
 
-            _core.set_call_channel(None)
-            _current_channel[0] = None
+            _core.drop_call_channel(self.channel)
 
 
 class Supervisor:

@@ -10,13 +10,14 @@ parent shares (CPU: the fds of shared storages, mmap'ed; CUDA: IPC handles),
 calls a launcher through a prototype built from the signature's argument
 kinds, and replies with the launcher's error string or nothing.
 
-A plain CPU worker runs its calls in C++: the parent sends it a call channel
+A plain worker (CPU or CUDA) runs its calls in C++: the parent sends it a call channel
 (wire.py's "Q": a memfd, core/call_ring.h) and the path of the registry's
 core module, which it loads with ctypes (a plain shared library to it; no
 torch, no Python init). On "R" it enters the module's ring loop
 (core/ring_worker.h), which calls the kernel library's entry for each "C"
-message and returns here only when the parent yields (memory to map, a
-launcher to load). Everything it needs is registered with the loop as it
+message (on CUDA with this worker's stream, waited for as Cuda.finish does)
+and returns here only when the parent yields (memory to map, a launcher to
+load). Everything it needs is registered with the loop as it
 arrives here (launchers, regions).
 
 A kernel that faults on the CPU kills this process (SIGSEGV, SIGBUS, ...):
@@ -191,7 +192,9 @@ class Worker:
                                                           mapping.reserved + mapping.length)
             elif what == b"G":
                 _, region = wire.CUDA_REGION_HEAD.unpack_from(message)
-                self.regions[region] = self.cuda.map_ipc(message[wire.CUDA_REGION_HEAD.size:])
+                self.regions[region] = base = self.cuda.map_ipc(message[wire.CUDA_REGION_HEAD.size:])
+                if self.ring is not None:  # device memory: no guard pages for the fault handler to name
+                    self.ring.kreg_ring_worker_add_region(region, base, base, base, base)
             elif what == b"X":
                 _, region = wire.DROP.unpack_from(message)
                 self.regions.pop(region, None)
@@ -232,6 +235,13 @@ class Worker:
         for region, mapping in guard_pages.MAPPINGS.items():
             core.kreg_ring_worker_add_region(region, mapping.base, mapping.end, mapping.reserved,
                                              mapping.reserved + mapping.length)
+        cuda = self.cuda
+        if cuda is not None:
+            for region, base in self.regions.items():
+                core.kreg_ring_worker_add_region(region, base, base, base, base)
+            core.kreg_ring_worker_set_cuda.argtypes = [ctypes.c_void_p] * 5
+            core.kreg_ring_worker_set_cuda(cuda.stream, *(ctypes.cast(cuda.lib[n], ctypes.c_void_p) for n in (
+                cuda.query.__name__, cuda.synchronize.__name__, "cuGetErrorName", "cuGetErrorString")))
         self.ring = core
 
     def load(self, message: bytes) -> bytes:
