@@ -34,6 +34,12 @@ REGISTRY_ISOLATE       "1": every `get` returns isolated ops, whose launchers ru
                        in a worker process (registry/isolation/; default: 0)
 REGISTRY_ISOLATE_TIMEOUT  seconds an isolated call may run before its worker is
                        killed and the call raises KernelFault (default: 30)
+REGISTRY_ISOLATE_CUDA_CHANNEL  "1": isolated CUDA calls go through the shared-
+                       memory call channel, C++ on both sides, as CPU calls do;
+                       "0" (the default): over the worker's socket, the path
+                       whose faults and figures the H200 runs in bench/results
+                       show. The channel's GPU tests are in
+                       tests/test_isolated_gpu.py.
 """
 from __future__ import annotations
 
@@ -238,6 +244,14 @@ def isolate_timeout() -> float:
     value = _positive_seconds("REGISTRY_ISOLATE_TIMEOUT", raw.strip() or "30")
     _isolate_timeout = (raw, value)
     return value
+
+
+def isolate_cuda_channel() -> bool:
+    """REGISTRY_ISOLATE_CUDA_CHANNEL, read when a CUDA worker starts."""
+    value = os.environ.get("REGISTRY_ISOLATE_CUDA_CHANNEL", "0").strip()
+    if value not in ("0", "1", ""):
+        raise _setting_error(f"REGISTRY_ISOLATE_CUDA_CHANNEL must be 1 or 0, not {value!r}")
+    return value == "1"
 
 
 def _positive_seconds(name: str, text: str) -> float:

@@ -148,26 +148,44 @@ def test_an_isolated_op_whose_device_code_is_a_cubin_launches_it(cache_root):
     assert torch.equal(isolated(x, y, 1.5), normal(x, y, 1.5))
 
 
-def test_isolated_cuda_calls_take_the_call_channel(cache_root):
+
+@pytest.fixture
+def cuda_channel(monkeypatch):
+    """REGISTRY_ISOLATE_CUDA_CHANNEL=1 for the CUDA workers the test starts (none runs before or after it)."""
+    from registry.isolation.supervisor import SUPERVISOR
+
+    def stop():
+        worker = SUPERVISOR.workers.get(("plain", "cuda"))
+        if worker is not None:
+            SUPERVISOR.retire(worker)
+
+    stop()
+    monkeypatch.setenv("REGISTRY_ISOLATE_CUDA_CHANNEL", "1")
+    yield
+    stop()
+
+
+def test_isolated_cuda_calls_take_the_call_channel(kernels_root, cache_root, cuda_channel):
     """After its first call, an isolated CUDA op's calls are written into the
     worker's call channel by C++ (core/isolated_call.h) and run by the
     worker's C++ loop: bit for bit the normal op's, in stream order."""
     from registry.isolation.supervisor import SUPERVISOR
 
-    normal = registry.get("axpy", device="cuda")
-    isolated = registry.get("axpy", device="cuda", isolate=True)
+    name = f"iso_cuda_{next(_names)}"
+    _edit(kernels_root, name, cuda_good(1))
+    normal = registry.get(name, device="cuda")
+    isolated = registry.get(name, device="cuda", isolate=True)
     x = torch.randn(4099, device="cuda")
-    y = torch.randn(4099, device="cuda")
-    isolated(x, y, 0.5)  # the first call sends the worker its launcher and memory
+    isolated(x, 0.5)  # the first call sends the worker its launcher and memory
     channel = SUPERVISOR.workers[("plain", "cuda")].channel
     before = channel.calls
     for k in range(50):
-        y2 = y * k  # queued on the current stream just before: the call must see it
-        assert torch.equal(isolated(x, y2, 0.25 * k), normal(x, y2, 0.25 * k)), k
+        x2 = x * k  # queued on the current stream just before: the call must see it
+        assert torch.equal(isolated(x2, 0.25 * k), normal(x2, 0.25 * k)), k
     assert channel.calls - before >= 50, "the calls did not go through the call channel"
 
 
-def test_a_device_fault_on_the_call_channel_is_a_kernel_fault(kernels_root, cache_root):
+def test_a_device_fault_on_the_call_channel_is_a_kernel_fault(kernels_root, cache_root, cuda_channel):
     """A kernel that faults only on some calls: the faulting call comes through
     the channel's fast path (the op's memory is already mapped), is a
     KernelFault, and the next call runs in a new worker."""
@@ -188,3 +206,26 @@ def test_a_device_fault_on_the_call_channel_is_a_kernel_fault(kernels_root, cach
     assert not worker.alive()
     assert torch.equal(op(x, 3.0), 3.0 * x)
     assert float((x * 2).sum()) == float(2 * x.double().sum())
+
+
+def test_cpu_and_cuda_workers_each_have_a_channel_used_side_by_side(kernels_root, cache_root, cuda_channel):
+    """One process, both backends isolated: each worker's calls go through its
+    own channel (the fast path finds a slot's channel by its generation)."""
+    from registry.isolation.supervisor import SUPERVISOR
+
+    name = f"iso_cuda_{next(_names)}"
+    _edit(kernels_root, name, cuda_good(2))
+    normal = {"cpu": registry.get("axpy", device="cpu"), "cuda": registry.get(name, device="cuda")}
+    isolated = {"cpu": registry.get("axpy", device="cpu", isolate=True), "cuda": registry.get(name, device="cuda",
+                                                                                           isolate=True)}
+    x = {d: torch.arange(1000, dtype=torch.float32, device=d) for d in ("cpu", "cuda")}
+    args = {"cpu": lambda k: (x["cpu"], x["cpu"], float(k)), "cuda": lambda k: (x["cuda"], float(k))}
+    for d in ("cpu", "cuda"):
+        isolated[d](*args[d](1))  # each worker gets its launcher and memory
+    channels = {d: SUPERVISOR.workers[("plain", d)].channel for d in ("cpu", "cuda")}
+    assert channels["cpu"].generation != channels["cuda"].generation
+    before = {d: channels[d].calls for d in channels}
+    for k in range(10):
+        for d in ("cpu", "cuda"):
+            assert torch.equal(isolated[d](*args[d](k)), normal[d](*args[d](k))), (d, k)
+    assert all(channels[d].calls - before[d] == 10 for d in channels), {d: channels[d].calls for d in channels}

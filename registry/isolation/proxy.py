@@ -13,7 +13,7 @@ reply as the launcher's result. And on the CPU the output hooks: the
 binding takes large outputs from the shared output pool
 (core/shared_output_pool.h), so the worker writes them in place.
 
-A plain op's table (CPU or CUDA) goes one step further (core/isolated_call.h): its
+A plain op's table (CPU; CUDA with REGISTRY_ISOLATE_CUDA_CHANNEL=1) goes one step further (core/isolated_call.h): its
 entry is the core's kreg_isolated_entry and each launchers[] slot an
 IsolatedSlot, so a call whose memory the worker already maps is written
 into the worker's call channel by C++ and never enters Python; the ctypes
@@ -31,7 +31,7 @@ import ctypes
 import os
 import struct
 
-from registry import _core, dtypes
+from registry import _core, dtypes, knobs
 from registry.isolation import guards, wire
 from registry.isolation.supervisor import SUPERVISOR, WorkerDied, WorkerTimeout
 
@@ -148,7 +148,8 @@ class ProxyTable:
         kinds = kinds_of(spec)
         # The call channel's fast path (core/isolated_call.h): the kernel library's
         # entry spreads the values for the fallback, and the worker calls it too.
-        source_entry = self.table.entry if flavor == "plain" and launchers is None else None
+        channel = backend == "cpu" or knobs.isolate_cuda_channel()
+        source_entry = self.table.entry if channel and flavor == "plain" and launchers is None else None
         entry_symbol = symbol_of(source_entry)[1] if source_entry else ""
         self.links = {}
         self._callbacks = []

@@ -7,7 +7,8 @@ under compute-sanitizer (checked CUDA builds). A worker holds what was sent
 to it (loaded launchers, mapped memory); a new worker starts empty and gets
 it again on its next call.
 
-A plain worker's calls (CPU or CUDA) go through a call channel (core/call_ring.h) in
+A plain worker's calls go through a call channel (core/call_ring.h; on CUDA
+with REGISTRY_ISOLATE_CUDA_CHANNEL=1) in
 shared memory instead of the socket: the op's binding reaches it through
 core/isolated_call.h without Python when everything the call needs is in
 place, and through Worker.request otherwise. The socket carries the rest
@@ -23,11 +24,11 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
+from registry import knobs
 from registry.isolation import guards, wire
 from registry.isolation.interrupts import WATCH
 
@@ -111,7 +112,7 @@ class Worker:
         self._poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.sock.send(wire.HELLO.pack(b"H", wire.VERSION, b"g" if backend == "cuda" else b"c", ordinal,
                                        flavor != "plain"))
-        if flavor == "plain":
+        if flavor == "plain" and (backend == "cpu" or knobs.isolate_cuda_channel()):
             # Checked workers keep the socket: a sanitizer's report, not the call's speed, is their point.
             from registry import _core
 
