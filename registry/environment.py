@@ -18,7 +18,7 @@ import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
-from registry import _core, knobs
+from registry import _core, command_lines, knobs
 
 
 # Asking torch about the GPU starts the CUDA driver (hundreds of ms), which a
@@ -205,24 +205,11 @@ def _ask_version(invoked: str) -> str:
     return done.stdout + done.stderr
 
 
-# How builds link, as a key input: changing how modules are linked must not
-# reuse modules linked the old way. Not the libstdc++ path itself: finding it
-# costs a scan of the process's mappings (milliseconds with CUDA loaded) that
-# a `get` finding everything cached should not pay, and the module records
-# only the soname (libstdc++.so.6), so the path does not change what is built.
-LINK_RECIPE = "libstdc++ of the running torch, by path (1)"
-
-
-# How kernel libraries (and hand-written modules) are compiled and linked, as
-# a key input: a library built under an older recipe with the same sources and
-# flags is not what this one builds. Bump the number when the recipe changes.
-KERNEL_LIB_RECIPE = "top-level cflags reach nvcc too; kernel libraries linked with -z defs (2)"
-
-
 def kernel_lib_recipe() -> str:
-    """The recipe, with the host flags below: a cache shared by machines with
-    different CPUs keeps one library per flag set."""
-    return f"{KERNEL_LIB_RECIPE}; host flags: {' '.join(host_cxx_flags()) or 'none'}"
+    """How kernel libraries are compiled and linked, as a key input: the flag
+    lines command_lines.py composes, with the host flags below (a cache shared
+    by machines with different CPUs keeps one library per flag set)."""
+    return f"{command_lines.key_texts()['toolchain.kernel_lib']}\nhost flags: {' '.join(host_cxx_flags()) or 'none'}"
 
 
 def host_cxx_flags() -> tuple[str, ...]:
@@ -265,7 +252,13 @@ def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = Fals
         "env.python": f"{sys.version_info.major}.{sys.version_info.minor} {python_soabi()}",
         "env.platform": sys.platform,
         "toolchain.cxx": _core.compiler_identity_text(cxx_command(), memo, _ask_version),
-        "toolchain.link": LINK_RECIPE,
+        # How modules link (torch's libstdc++ by path), and what the registry
+        # compiles itself: the command shapes, not the libstdc++ path (finding
+        # it costs a scan of the process's mappings, milliseconds with CUDA
+        # loaded, that a cached `get` should not pay; a module records only
+        # the soname, so the path does not change what is built).
+        "toolchain.link": command_lines.key_texts()["toolchain.link"],
+        "toolchain.direct": command_lines.key_texts()["toolchain.direct"],
         "toolchain.kernel_lib": kernel_lib_recipe(),
     }
     if backend == "cuda":

@@ -305,7 +305,6 @@ void init_plan_on_demand(py::module_& m) {
   }, py::arg("manifest"), py::arg("registry_include"), py::arg("files"), py::arg("recipe"), py::arg("options"),
      py::arg("compiler_inputs"), py::arg("header_packages") = std::vector<HeaderPackage>{});
   m.def("built_directly", &built_directly, py::arg("manifest"), py::arg("backend"));
-  m.attr("DIRECT_RECIPE") = kDirectRecipe;
   m.def("binding_namespace", &binding_namespace, py::arg("signature"), py::arg("backend"));
   m.def("binding_key", &binding_key, py::arg("backend"), py::arg("env"), py::arg("registry_include"));
   m.def("binding_module_name", &binding_module_name, py::arg("backend"), py::arg("key"));

@@ -42,19 +42,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from registry import command_lines
 from registry.builder import arch_check, ccache, compiler_warnings, elf, launch_runtime, nvcc_launchers
 from registry.builder.failure import build_error, check_launchers_at
 from registry.builder.progress import build_progress, wait_for_build
 from registry.builder.step import BuildResult, builds_run, sanitized, torch_libstdcxx_flags
 
-_COMPILE = ["-std=c++20", "-fPIC"]
-
-
 def build(plan, staging: Path):
     builds_run.append((plan.kernel, plan.kind))
     cxx = os.environ.get("CXX") or "c++"
     real_cxx = ccache.unwrapped(cxx)  # what links: ccache caches no step that links
-    flags = [*_COMPILE, *plan.cflags, *(f"-I{p}" for p in plan.include_paths)]
+    flags = command_lines.direct_flags(plan.cflags, plan.include_paths)
     out = staging / plan.artifact
     start = time.perf_counter()
     sources, linked, outputs = plan.compiled_sources(), [], []
@@ -66,8 +64,8 @@ def build(plan, staging: Path):
     if plan.one_step():
         # The progress timer starts only if the build outlasts SHOW_AFTER_S (progress.wait_for_build).
         def step(link_flags: list[str], check: bool = True):
-            return _run([real_cxx, *flags, "-pipe", "-MMD", "-MF", "0.d", sources[0], *linked, *link_flags,
-                         "-o", str(out)], plan, staging, progress=True, check=check)
+            return _run(command_lines.direct_one_step(real_cxx, flags, sources[0], linked, link_flags, str(out)),
+                        plan, staging, progress=True, check=check)
 
         if _needs_only_c_runtime(plan.previous_library):
             returncode, log = step(_lean_link_flags(plan), check=False)
@@ -86,8 +84,8 @@ def build(plan, staging: Path):
                 outputs += pool.map(lambda i: _run(_compile_command(plan, cxx, real_cxx, flags, sources[i], i),
                                                    plan, staging), range(len(objects)))
             runtime_libs = nvcc_launchers.runtime_link_flags() if plan.launcher_arch else []
-            outputs.append(_run([real_cxx, *objects, *linked, *_link_flags(plan, real_cxx), *runtime_libs,
-                                 "-o", str(out)], plan, staging))
+            outputs.append(_run(command_lines.direct_link(real_cxx, objects, linked, _link_flags(plan, real_cxx),
+                                                          runtime_libs, str(out)), plan, staging))
     seconds = time.perf_counter() - start
     if plan.launcher_arch:  # nvcc's device pass over the launchers (arch_check.py)
         arch_check.check_image(plan.kernel, out.read_bytes(), arch=plan.launcher_arch,
@@ -105,23 +103,17 @@ def build(plan, staging: Path):
 def _compile_command(plan, cxx: str, real_cxx: str, flags: list[str], source: str, i: int) -> list[str]:
     if plan.launcher_arch:
         return nvcc_launchers.compile_command(plan, source, f"{i}.o", f"{i}.d", flags, real_cxx)
-    return [cxx, *flags, "-MMD", "-MF", f"{i}.d", "-c", source, "-o", f"{i}.o"]
+    return command_lines.direct_compile(cxx, flags, source, f"{i}.o", f"{i}.d")
 
 
 def _link_flags(plan, cxx: str) -> list[str]:
     # The shared binding's Python symbols come from the interpreter that loads
     # it (an extension links no libpython); everything else must resolve here.
-    undefined = [] if plan.kind == "binding" else ["-Wl,--no-undefined"]
-    return ["-shared", *plan.ldflags, *undefined, *_libstdcxx_flags(cxx)]
-
-
-# What the compiler driver would link, less libstdc++ (the runtime libraries
-# of C, not of C++). Explicit, for clang++ as for g++ (g++ 12 has no -nostdlib++).
-_LEAN_LIBS = ["-nodefaultlibs", "-lm", "-lc", "-lgcc_s", "-lgcc"]
+    return command_lines.link_flags(plan.ldflags, _libstdcxx_flags(cxx), allow_undefined=plan.kind == "binding")
 
 
 def _lean_link_flags(plan) -> list[str]:
-    return ["-shared", *plan.ldflags, "-Wl,--no-undefined", *_LEAN_LIBS]
+    return command_lines.lean_link_flags(plan.ldflags)
 
 
 # What a lean link provides (and ld.so itself).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from registry import _core, environment
+from registry import _core, command_lines, environment
 from registry import header_packages as packages
 from registry.knobs import REGISTRY_INCLUDE
 
@@ -50,13 +50,8 @@ def kernel_sources(manifest, backend: str) -> list[str]:
 
 
 def nvcc_flags(manifest) -> list[str]:
-    """What nvcc gets from the manifest: the top-level cflags (documented as
-    applying to every unit of every backend, and covered by the key) and then
-    [cuda] cflags. nvcc passes the ones it does not know (-fno-math-errno, say)
-    on to the host compiler instead of failing."""
-    if not manifest.cflags:
-        return list(manifest.cuda.cflags)
-    return ["-forward-unknown-to-host-compiler", *manifest.cflags, *manifest.cuda.cflags]
+    """What nvcc gets from the manifest (command_lines.nvcc_flags)."""
+    return command_lines.nvcc_flags(list(manifest.cflags), list(manifest.cuda.cflags))
 
 
 def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:

@@ -25,20 +25,19 @@ import os
 import re
 import subprocess
 
-from registry import environment
+from registry import command_lines, environment
 
 
 def compile_command(plan, source: str, obj: str, depfile: str, flags: list[str], host_cxx: str) -> list[str]:
     """nvcc's command compiling one launcher source to `obj`, with the host
     compiler's dependency list (-MMD: project headers) in `depfile`."""
-    return [environment.nvcc_command(), "-x", "cu", "-c", f"-arch={plan.launcher_arch}", "-ccbin", host_cxx,
-            "-forward-unknown-to-host-compiler", *flags, "-MMD", "-MF", depfile, source, "-o", obj]
+    return command_lines.nvcc_launcher_compile(environment.nvcc_command(), plan.launcher_arch, host_cxx, flags,
+                                               depfile, source, obj)
 
 
 def runtime_link_flags() -> list[str]:
     """The static CUDA runtime and what it needs, from nvcc's own library folders."""
-    return [*(f"-L{d}" for d in _library_dirs(environment.nvcc_command())),
-            "-lcudart_static", "-ldl", "-lpthread", "-lrt"]
+    return command_lines.nvcc_runtime_libs(list(_library_dirs(environment.nvcc_command())))
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,12 +1,13 @@
 """The build recipe: what a kernel library (or pybind module) and the shared
 binding are built from, as BuildPlans (step.py): sources, flags in their
-order, include paths, libraries, the launcher prototypes. Composed here
-only; the core hashes what the plan names (core/plan.h)."""
+order, include paths, libraries, the launcher prototypes. The flags the
+registry adds are command_lines.py's (which the keys hash); the core hashes
+what the plan names (core/plan.h)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from registry import _core, environment, knobs
+from registry import _core, command_lines, environment, knobs
 from registry.builder import keys
 from registry.builder.step import BuildPlan
 
@@ -24,11 +25,10 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
     # [cuda] cflags go to nvcc, except with a device cubin: then the [cuda] sources are host C++.
     host_flags = backend == "cpu" or keys.uses_device_module(manifest, backend)
     cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if host_flags else [])]
-    # Launcher prototypes from the signatures, seen by every source: a launcher
-    # that disagrees does not compile; with each op's entry, which the shared
-    # binding calls (core/launcher_header.h).
-    prototypes = [] if pybind else ["-include", (plan.launcher_header if plan is not None else "")
-                                    or _launcher_header(manifest)]
+    # Launcher prototypes from the signatures, seen by every source (with each
+    # op's entry, which the shared binding calls: core/launcher_header.h);
+    # the flags around them are command_lines.py's.
+    header = "" if pybind else (plan.launcher_header if plan is not None else "") or _launcher_header(manifest)
     return BuildPlan(
         kernel=manifest.name, backend=backend,
         kind="module" if pybind else "kernel-lib",
@@ -36,11 +36,10 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
         # modules by name); a kernel library's must not (ccache, see torch_extension.py).
         module_name=f"kreg_{manifest.name}_{backend}" + (f"_{key_hex[:16]}" if pybind else _config_suffix(manifest)),
         sources=list(plan.sources) if plan is not None else keys.kernel_sources(manifest, backend),
-        cflags=([] if pybind else ["-fvisibility=hidden"]) + prototypes + cflags,
-        cuda_cflags=([] if pybind else ["-Xcompiler=-fvisibility=hidden"]) + prototypes + keys.nvcc_flags(manifest),
-        # -z defs: a symbol no source defines fails the link, where it can be
-        # named with its declaration (failure.py), not the first dlopen.
-        ldflags=([] if pybind else ["-Wl,-Bsymbolic", "-Wl,-z,defs"]) + list(manifest.ldflags),
+        cflags=cflags if pybind else command_lines.kernel_lib_cflags(header, cflags),
+        cuda_cflags=(keys.nvcc_flags(manifest) if pybind else
+                     command_lines.kernel_lib_nvcc_flags(header, list(manifest.cflags), list(manifest.cuda.cflags))),
+        ldflags=list(manifest.ldflags) if pybind else command_lines.kernel_lib_ldflags(list(manifest.ldflags)),
         include_paths=includes[1:] if pybind else includes,
         project_dirs=includes,
         estimate_s=estimate_s,
@@ -99,12 +98,11 @@ def binding_plan(manifest, backend: str, artifact) -> BuildPlan:
     host C++ with or without a toolkit. Python's symbols come from the
     interpreter that loads it, as for any extension module."""
     torch_dir = _torch_dir()
-    torch_libs = ["-ltorch_cpu"] + (["-ltorch_cuda"] if backend == "cuda" else [])
     return BuildPlan(
         kernel=manifest.name, backend=backend, kind="binding", module_name=artifact.namespace,
-        sources=[artifact.source], cflags=["-O2"],
+        sources=[artifact.source], cflags=list(command_lines.BINDING_CFLAGS),
         include_paths=[str(keys.REGISTRY_INCLUDE), str(torch_dir / "include"), _python_include()], project_dirs=[],
-        ldflags=[f"-L{torch_dir / 'lib'}", *torch_libs],
+        ldflags=command_lines.binding_ldflags(str(torch_dir / "lib"), backend == "cuda"),
         cuda_toolkit=False, direct=True,
     )
 

@@ -121,7 +121,7 @@ builds_run: list[tuple[str, str]] = []
 
 def torch_libstdcxx_flags() -> list[str]:
     """torch's libstdc++ by path, so every module shares it (see
-    environment.torch_libstdcxx and LINK_RECIPE)."""
+    environment.torch_libstdcxx and command_lines.link_flags)."""
     lib = environment.torch_libstdcxx()
     return [lib] if lib else []
 

@@ -151,9 +151,10 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   if (uses_device_module(m, facts.backend)) kb.add("device_compiler", m.cuda.compiler);
   const bool nvcc_launchers = uses_device_module(m, facts.backend) && spec.launcher_compiler == "nvcc";
   if (nvcc_launchers) kb.add("launcher_compiler", spec.launcher_compiler);
-  // The launcher prototypes are force-included into every source of a
-  // kernel-lib: a new generator version is a different compile.
-  if (m.binding != "pybind") kb.add("launcher_header", std::to_string(kLauncherHeaderVersion));
+  // The launcher prototypes and entries are force-included into every source
+  // of a kernel-lib: their text, as generated, is part of what is compiled
+  // (a generator change is a different compile with no version to bump).
+  if (m.binding != "pybind") kb.add("launcher_header", hash_bytes(generate_launcher_header(m.name, m.ops)).hex());
   // Each op's signature (already in kernel.toml's digest), so that status().changes
   // says "signature:axpy: ... -> ..." rather than only "file:kernel.toml changed".
   if (m.binding != "pybind") {
@@ -163,10 +164,9 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   // never the library a plain get builds, even where the files alone would agree.
   if (!m.dtype_subset.empty()) kb.add_list("dtype_subset", m.dtype_subset);
   const bool direct = built_directly(m, facts.backend);
-  if (direct) kb.add("builder", kDirectRecipe);
   for (const auto& [name, value] : facts.env) {
-    const bool left_out = direct && kNotDirectInputs.count(name) &&
-                          !(nvcc_launchers && kNvccLauncherInputs.count(name));
+    const bool left_out = direct ? kNotDirectInputs.count(name) && !(nvcc_launchers && kNvccLauncherInputs.count(name))
+                                 : name == kDirectCommandInput;
     if (!left_out) kb.add(name, value);
   }
   return kb.finish();

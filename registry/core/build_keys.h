@@ -10,10 +10,10 @@
 //                         device_compiler (host launchers of a cubin: "nvrtc"
 //                         or "nvcc-cubin"), launcher_compiler (only when
 //                         "nvcc": then toolchain.nvcc and env.cuda_arch stay
-//                         in a direct build's key), builder
-//                         (direct builds), launcher_header (kernel-libs: the
-//                         version of the launcher prototypes force-included
-//                         into their sources, launcher_header.h), signature:<op>
+//                         in a direct build's key), toolchain.direct
+//                         (direct builds only), launcher_header (kernel-libs: the
+//                         digest of the launcher prototypes and entries, as
+//                         generated and force-included, launcher_header.h), signature:<op>
 //                         per op (kernel-libs: its canonical text), and the environment's env.* and
 //                         toolchain.* inputs (a direct build leaves out those
 //                         of torch, Python and nvcc: kNotDirectInputs)
@@ -66,9 +66,10 @@ bool uses_device_module(const Manifest& manifest, const std::string& backend);
 // Torch-free libraries the registry compiles itself (registry/builder/direct.py):
 // CPU kernel libraries and the host launchers of device code in a cubin.
 bool built_directly(const Manifest& manifest, const std::string& backend);
-// The key input "builder" of a directly built library: bump when the command
-// registry/builder/direct.py runs changes.
-inline constexpr const char* kDirectRecipe = "direct-1: c++ -std=c++20 -fPIC -shared -Wl,--no-undefined";
+// The environment's input naming the registry's own compiler calls
+// (registry/command_lines.py composes it from the functions
+// registry/builder/direct.py runs): in the key of what is built directly only.
+inline constexpr const char* kDirectCommandInput = "toolchain.direct";
 
 // The kernel-lib base key and binding pieces, for tools and tests.
 Key kernel_lib_key(const Manifest& manifest, const PlanFacts& facts, const std::vector<std::string>& files);

@@ -24,7 +24,10 @@
 
 namespace kreg {
 
-// Bumped when the generated text changes in a way the manifest does not capture.
+// The launcher ABI's generation, named in the generated header and in the
+// messages of a launcher that disagrees with it: bumped when what a launcher
+// must accept changes, so a user reads why an older kernel stopped compiling.
+// Keys do not use it: they hash the generated text (build_keys.cc).
 inline constexpr int kLauncherHeaderVersion = 3;  // 2: float64 launchers take double scalars; 3: op entries
 
 struct LauncherParam {

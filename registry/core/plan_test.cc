@@ -52,7 +52,8 @@ class PlanTest : public ::testing::Test {
     write_file(root_ + "/include/kreg/abi.h", "// abi\n");
     write_file(root_ + "/include/kreg/launcher_table.h", "// launcher table\n");
     facts_.backend = "cpu";
-    facts_.env = {{"env.torch", "2.14.1"}, {"toolchain.cxx", "/usr/bin/c++ 13"}, {"toolchain.kernel_lib", "r2"}};
+    facts_.env = {{"env.torch", "2.14.1"}, {"toolchain.cxx", "/usr/bin/c++ 13"}, {"toolchain.kernel_lib", "r2"},
+                  {"toolchain.direct", "c++ -std=c++20 -fPIC <cflags>"}};
     facts_.registry_include = root_ + "/include";
   }
 
@@ -295,17 +296,19 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   Key key = kernel_lib_key(m, facts_, files);
   std::vector<std::string> names;
   for (const KeyInput& input : key.inputs) names.push_back(input.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"backend", "builder", "file:axpy_cpu.cpp", "file:include/axpy_math.h",
+  EXPECT_EQ(names, (std::vector<std::string>{"backend", "file:axpy_cpu.cpp", "file:include/axpy_math.h",
                                              "file:kernel.toml", "flags.cflags", "flags.cpu", "flags.ldflags",
                                              "include_dirs", "kernel", "key.format", "kind", "launcher_header",
-                                             "signature:axpy", "toolchain.cxx", "toolchain.kernel_lib"}));
+                                             "signature:axpy", "toolchain.cxx", "toolchain.direct",
+                                             "toolchain.kernel_lib"}));
   Key binding = binding_key("cpu", facts_.env, facts_.registry_include);
   names.clear();
   for (const KeyInput& input : binding.inputs) names.push_back(input.name);
   // No signature: one binding serves every op; no torch version: it is built on the stable ABI.
   EXPECT_EQ(names, (std::vector<std::string>{"backend", "file:registry/include/kreg/abi.h",
                                              "file:registry/include/kreg/launcher_table.h", "key.format", "kind",
-                                             "source", "stable_abi", "template", "toolchain.cxx"}));
+                                             "source", "stable_abi", "template", "toolchain.cxx",
+                                             "toolchain.direct"}));
   EXPECT_EQ(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cpu"));
   EXPECT_NE(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cuda"));
 }

@@ -41,7 +41,7 @@ import shutil
 import warnings
 from pathlib import Path
 
-from registry import _core, dispatch_autograd, package_setup, torch_ops
+from registry import _core, command_lines, dispatch_autograd, package_setup, torch_ops
 from registry.builder import keys
 from registry.errors import BuildEnvironmentError, RegistryError, UsageError
 
@@ -278,10 +278,10 @@ def _build_spec(manifest, sources: dict[str, list[str]], include_dirs: list[str]
         "include_dirs": include_dirs,
         # Hidden visibility like the JIT's kernel libraries; the launchers are kept
         # private by the generated units (see registry/core/codegen_aot.h).
-        "cxx_flags": ["-fvisibility=hidden", *manifest.cflags],
+        "cxx_flags": [*command_lines.HIDDEN_CFLAGS, *manifest.cflags],
         "cpu_cxx_flags": list(manifest.cpu.cflags),
         "cuda_cxx_flags": launcher_cxx_flags,
-        "nvcc_flags": ["-Xcompiler=-fvisibility=hidden", *keys.nvcc_flags(manifest)],
+        "nvcc_flags": [*command_lines.HIDDEN_NVCC_FLAGS, *keys.nvcc_flags(manifest)],
         # [cuda] arch_specific: the kernel needs each GPU's arch-specific variant (sm_90a: wgmma, TMA multicast).
         "arch_specific": bool(manifest.cuda.present and manifest.cuda.arch_specific),
         "link_flags": list(manifest.ldflags),

@@ -1,0 +1,160 @@
+"""The command lines the registry composes for a build, in one place: the
+builders run what these functions return (builder/recipe.py for a kernel
+library's flags, builder/direct.py for its own compiler calls,
+builder/nvcc_launchers.py for launchers nvcc compiles, tools/aot.py for a
+package's setup.py), and the keys hash the same functions' output with the
+per-build parts as placeholders (key_texts: environment.py's toolchain.*
+inputs). So a flag changed here changes every key it affects, with no recipe
+string to bump by hand (tests/test_command_lines.py edits one).
+
+What is not here is keyed where it is composed: the manifest's own flags and
+include dirs (core/build_keys.h), the device compilers' options (each
+compiler's options(), hashed as the device key's flags.device), the shared
+binding's generated text (by digest).
+
+Pure functions over lists of strings, importing nothing of the registry: a
+fresh process's cached `get` reads key_texts() and must stay cheap.
+"""
+from __future__ import annotations
+
+import functools
+
+# ---- a kernel library's flags (builder/recipe.py) ---------------------------
+
+# Launchers are the library's only exports (kreg/abi.h marks them visible).
+HIDDEN_CFLAGS = ["-fvisibility=hidden"]
+HIDDEN_NVCC_FLAGS = ["-Xcompiler=-fvisibility=hidden"]
+# -Bsymbolic: the library's own calls stay inside it (two versions of a
+# kernel are loaded side by side). -z defs: a symbol no source defines fails
+# the link, where it can be named with its declaration (builder/failure.py),
+# not at the first dlopen.
+_LIBRARY_LDFLAGS = ["-Wl,-Bsymbolic", "-Wl,-z,defs"]
+
+
+def prototypes(launcher_header: str) -> list[str]:
+    """The launcher prototypes (core/launcher_header.h), seen by every unit:
+    a launcher that disagrees with its signature does not compile."""
+    return ["-include", launcher_header]
+
+
+def kernel_lib_cflags(launcher_header: str, host_flags: list[str]) -> list[str]:
+    """The host compiler's flags for a kernel library's units, the manifest's
+    among host_flags (after the host's defaults, so that a manifest flag wins)."""
+    return [*HIDDEN_CFLAGS, *prototypes(launcher_header), *host_flags]
+
+
+def nvcc_flags(manifest_cflags: list[str], cuda_cflags: list[str]) -> list[str]:
+    """What nvcc gets from the manifest: the top-level cflags (documented as
+    applying to every unit of every backend) and then [cuda] cflags. nvcc
+    passes the ones it does not know (-fno-math-errno, say) on to the host
+    compiler instead of failing."""
+    if not manifest_cflags:
+        return list(cuda_cflags)
+    return ["-forward-unknown-to-host-compiler", *manifest_cflags, *cuda_cflags]
+
+
+def kernel_lib_nvcc_flags(launcher_header: str, manifest_cflags: list[str], cuda_cflags: list[str]) -> list[str]:
+    return [*HIDDEN_NVCC_FLAGS, *prototypes(launcher_header), *nvcc_flags(manifest_cflags, cuda_cflags)]
+
+
+def kernel_lib_ldflags(manifest_ldflags: list[str]) -> list[str]:
+    return [*_LIBRARY_LDFLAGS, *manifest_ldflags]
+
+
+# The shared binding (builder/recipe.py's binding_plan): host C++ on torch's stable ABI.
+BINDING_CFLAGS = ["-O2"]
+
+
+def binding_ldflags(torch_lib_dir: str, cuda: bool) -> list[str]:
+    return [f"-L{torch_lib_dir}", "-ltorch_cpu", *(["-ltorch_cuda"] if cuda else [])]
+
+
+# ---- the registry's own compiler calls (builder/direct.py) -------------------
+
+
+def direct_flags(cflags: list[str], include_paths: list[str]) -> list[str]:
+    return ["-std=c++20", "-fPIC", *cflags, *(f"-I{p}" for p in include_paths)]
+
+
+def direct_one_step(cxx: str, flags: list[str], source: str, linked: list[str], link_flags: list[str],
+                    out: str) -> list[str]:
+    """One source compiled and linked in one call (the fastest edit), its
+    dependencies written to 0.d."""
+    return [cxx, *flags, "-pipe", "-MMD", "-MF", "0.d", source, *linked, *link_flags, "-o", out]
+
+
+def direct_compile(cxx: str, flags: list[str], source: str, obj: str, depfile: str) -> list[str]:
+    return [cxx, *flags, "-MMD", "-MF", depfile, "-c", source, "-o", obj]
+
+
+def direct_link(cxx: str, objects: list[str], linked: list[str], link_flags: list[str], runtime_libs: list[str],
+                out: str) -> list[str]:
+    return [cxx, *objects, *linked, *link_flags, *runtime_libs, "-o", out]
+
+
+def link_flags(ldflags: list[str], libstdcxx: list[str], allow_undefined: bool = False) -> list[str]:
+    """A shared library's link: everything resolved here (the shared
+    binding's Python symbols excepted: they come from the interpreter that
+    loads it, allow_undefined), with torch's libstdc++ by path (libstdcxx)."""
+    return ["-shared", *ldflags, *([] if allow_undefined else ["-Wl,--no-undefined"]), *libstdcxx]
+
+
+# What the compiler driver would link, less libstdc++ (the runtime libraries
+# of C, not of C++). Explicit, for clang++ as for g++ (g++ 12 has no -nostdlib++).
+LEAN_LIBS = ["-nodefaultlibs", "-lm", "-lc", "-lgcc_s", "-lgcc"]
+
+
+def lean_link_flags(ldflags: list[str]) -> list[str]:
+    return ["-shared", *ldflags, "-Wl,--no-undefined", *LEAN_LIBS]
+
+
+# ---- launchers nvcc compiles (builder/nvcc_launchers.py) --------------------
+
+
+def nvcc_launcher_compile(nvcc: str, arch: str, host_cxx: str, flags: list[str], depfile: str, source: str,
+                          obj: str) -> list[str]:
+    return [nvcc, "-x", "cu", "-c", f"-arch={arch}", "-ccbin", host_cxx, "-forward-unknown-to-host-compiler",
+            *flags, "-MMD", "-MF", depfile, source, "-o", obj]
+
+
+def nvcc_runtime_libs(library_dirs: list[str]) -> list[str]:
+    """The static CUDA runtime and what it needs, from nvcc's library folders."""
+    return [*(f"-L{d}" for d in library_dirs), "-lcudart_static", "-ldl", "-lpthread", "-lrt"]
+
+
+# ---- what the keys hash -----------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def key_texts() -> dict[str, str]:
+    """Each command shape above, with <placeholders> for what differs per
+    build (and is keyed on its own: sources by content, the manifest's flags,
+    the compilers' identities). environment.py hands them to the core as
+    key inputs: toolchain.kernel_lib (every kernel library), toolchain.direct
+    (what the registry compiles itself: kernel libraries of the CPU and of
+    cubins' launchers, the shared binding), toolchain.link (every module's
+    link against torch's libstdc++)."""
+    def line(parts: list[str]) -> str:
+        return " ".join(parts)
+
+    flags = direct_flags(["<cflags>"], ["<include dir>"])
+    libstdcxx = ["<torch's libstdc++, by path>"]
+    kernel_lib = [
+        line(kernel_lib_cflags("<launcher header>", ["<host defaults>", "<manifest cflags>"])),
+        line(kernel_lib_nvcc_flags("<launcher header>", ["<manifest cflags>"], ["<[cuda] cflags>"])),
+        line(kernel_lib_ldflags(["<manifest ldflags>"])),
+    ]
+    direct = [
+        line(direct_one_step("<c++>", flags, "<source>", ["<launch runtime>"],
+                             link_flags(["<ldflags>"], libstdcxx), "<out>")),
+        line(lean_link_flags(["<ldflags>"])),
+        line(direct_compile("<c++>", flags, "<source>", "<i>.o", "<i>.d")),
+        line(direct_link("<c++>", ["<objects>"], ["<launch runtime>"], link_flags(["<ldflags>"], libstdcxx),
+                         ["<runtime libs>"], "<out>")),
+        line(nvcc_launcher_compile("<nvcc>", "<arch>", "<c++>", flags, "<i>.d", "<source>", "<i>.o")),
+        line(nvcc_runtime_libs(["<nvcc library dir>"])),
+        line([*BINDING_CFLAGS, *binding_ldflags("<torch lib>", True)]),
+        line(link_flags(["<ldflags>"], libstdcxx, allow_undefined=True)),
+    ]
+    return {"toolchain.kernel_lib": "\n".join(kernel_lib), "toolchain.direct": "\n".join(direct),
+            "toolchain.link": line(link_flags([], libstdcxx))}
