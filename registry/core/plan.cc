@@ -160,6 +160,13 @@ std::vector<std::string> key_changes(const std::optional<Memo>& memo, const Key&
   auto lib = memo->keys.find("lib");
   if (lib != memo->keys.end() && lib->second == key.digest.hex()) return {};
   std::vector<std::string> lines = diff_key_inputs(memo->inputs, key.inputs);
+  // The launcher header is generated from the signatures: beside a signature's
+  // own line, its digest changing says nothing more.
+  const auto starts = [](const std::string& line, const char* prefix) { return line.rfind(prefix, 0) == 0; };
+  if (std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return starts(l, "signature:"); })) {
+    lines.erase(std::remove_if(lines.begin(), lines.end(), [&](const std::string& l) { return starts(l, "launcher_header:"); }),
+                lines.end());
+  }
   if (lines.empty()) lines.push_back("key format changed");
   return lines;
 }
