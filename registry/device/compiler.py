@@ -29,8 +29,9 @@ class DeviceCompiler(Protocol):
     """One device compiler, identified once per process."""
 
     name: str                      # as messages say it: "NVRTC", "nvcc -cubin"
-    # Stands for what the registry hands the compiler beyond its options (the
-    # mirror's layout, shims): part of the key, changed with that handling.
+    # Stands for what the compiler adds inside compile() beyond its options (a
+    # prelude's stop marker, say): the driver hashes it with what it composes
+    # itself, the unit and the include paths (cubin_build.keyed_recipe).
     recipe: str
     extra_scan_dirs: list[str]     # include dirs the scan adds for this compiler (NVRTC's <cstdint> shims)
     system_include_dir: str | None  # headers that come with the compiler (outside the key; its identity covers them)

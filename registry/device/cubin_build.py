@@ -117,12 +117,33 @@ def target_arch(cuda_arch_list: str | None) -> str:
     return f"sm_{newest.group(1)}{newest.group(2)}{newest.group(3)}"
 
 
+# The staging folder's stand-in where the key hashes what a build is handed:
+# each build's folder differs, the layout under it does not.
+_KEYED_STAGING = Path("<staging>")
+
+
+def device_unit(manifest, staging: Path, roots=None) -> str:
+    """The translation unit: every device source included by its mirror path
+    (one cubin, one module per kernel)."""
+    roots = roots or mirror_roots(manifest)
+    return "".join(f'#include "{mirror_path(s, manifest, staging, roots)}"\n' for s in device_sources(manifest))
+
+
+def keyed_recipe(manifest, compiler) -> str:
+    """What the compiler is handed besides its options and the files, as
+    composed for a build with the staging folder as a placeholder: the unit
+    (the mirror's layout) and the include paths; then the compiler's own
+    recipe (what it adds inside compile(), e.g. a prelude's stop marker)."""
+    includes = [f"-I{p}" for p in _include_paths(manifest, _KEYED_STAGING, compiler)]
+    return "\n".join([compiler.recipe, device_unit(manifest, _KEYED_STAGING), *includes])
+
+
 def device_key(manifest, snapshot: Snapshot, arch: str, compiler):
     """The cubin's base key, made by the core (core/build_keys.h says what it covers)."""
     compiler = _as_compiler(compiler)
-    return _core.device_key(manifest, str(keys.REGISTRY_INCLUDE), sorted(snapshot.files.items()), compiler.recipe,
-                            compiler.options(manifest, arch), list(compiler.key_inputs()),
-                            keys.header_packages(manifest))
+    return _core.device_key(manifest, str(keys.REGISTRY_INCLUDE), sorted(snapshot.files.items()),
+                            keyed_recipe(manifest, compiler), compiler.options(manifest, arch),
+                            list(compiler.key_inputs()), keys.header_packages(manifest))
 
 
 def _write_mirror(snapshot: Snapshot, staging: Path) -> None:
@@ -199,10 +220,7 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: P
     compiler = _as_compiler(compiler)
     start = time.perf_counter()
     options = compiler.options(manifest, arch)
-    # One translation unit including every device source by its mirror path:
-    # one cubin, one module per kernel.
-    roots = mirror_roots(manifest)
-    unit = "".join(f'#include "{mirror_path(s, manifest, staging, roots)}"\n' for s in device_sources(manifest))
+    unit = device_unit(manifest, staging)
     unit_name = str(staging / "src" / f"{manifest.name}.device.cu")
     for rounds in range(1, _MAX_DISCOVERY_ROUNDS + 1):
         _write_mirror(snapshot, staging)

@@ -28,8 +28,19 @@ from pathlib import Path
 
 from registry import _core, environment, knobs
 
-# Stands for what the registry hands nvcc beyond the options: the mirror's layout.
-RECIPE = "nvcc-cubin-1"
+
+
+def command(nvcc: str, options: list[str], deps: str, unit: str, cubin: str) -> list[str]:
+    """nvcc's command line for one unit. The dependency list comes from the
+    host preprocessor's own pass (-Xcompiler): nvcc's -MD would run a second
+    preprocessing pass (~15 % of the compile)."""
+    depend = [f"-Xcompiler=-MD,-MF,{deps}"] if "," not in deps else ["-MD", "-MF", deps]
+    return [nvcc, *options, *depend, unit, "-o", cubin]
+
+
+# What nvcc is handed beyond the options, for the key (cubin_build.keyed_recipe
+# adds the unit's text and the include paths): the command's shape.
+RECIPE = " ".join(command("<nvcc>", ["<options>"], "<unit>.d", "<unit>.cu", "<unit>.cubin"))
 
 
 def _ask_version(invoked: str) -> str:
@@ -82,10 +93,7 @@ class NvccCubin:
         unit_path = Path(unit_name)
         unit_path.write_bytes(unit)
         cubin, deps = unit_path.with_suffix(".cubin"), unit_path.with_suffix(".d")
-        # The dependency list from the host preprocessor's own pass (-Xcompiler):
-        # nvcc's -MD would run a second preprocessing pass (~15 % of the compile).
-        depend = [f"-Xcompiler=-MD,-MF,{deps}"] if "," not in str(deps) else ["-MD", "-MF", str(deps)]
-        done = subprocess.run([self.nvcc, *options, *depend, str(unit_path), "-o", str(cubin)],
+        done = subprocess.run(command(self.nvcc, options, str(deps), str(unit_path), str(cubin)),
                               capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"}, check=False)
         log = done.stdout + done.stderr
         if done.returncode != 0 or not cubin.is_file():

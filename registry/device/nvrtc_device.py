@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from registry.builder import keys
 
-# Stands for what the registry hands NVRTC beyond the options: the mirror's layout, the shims.
+# What NVRTC is handed inside compile() beyond the options: the unit in memory (cubin_build.keyed_recipe hashes the rest).
 RECIPE = "nvrtc-cubin-1"
 SHIM_DIR = keys.REGISTRY_INCLUDE / "kreg" / "nvrtc"  # <cstdint>, <stdint.h>
 
