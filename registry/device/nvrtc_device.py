@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from registry.builder import keys
 
-# What NVRTC is handed inside compile() beyond the options: the unit in memory (cubin_build.keyed_recipe hashes the rest).
-RECIPE = "nvrtc-cubin-1"
+# What NVRTC is handed beyond the options and the driver's unit and include
+# paths (which cubin_build.keyed_recipe hashes): nothing; the unit is compiled
+# in memory as it is.
+RECIPE = ""
 SHIM_DIR = keys.REGISTRY_INCLUDE / "kreg" / "nvrtc"  # <cstdint>, <stdint.h>
 
 # NVVM optimizes and ptxas assembles in this many threads. axpy_nvrtc's six

@@ -44,8 +44,26 @@ from registry.builder import keys
 from registry.device import pch_server
 from registry.errors import RegistryError
 
-RECIPE = "nvrtc-pch-1"
 PRELUDE_END = "namespace kreg_prelude_end {}\n"
+
+
+def pch_unit(unit: str) -> str:
+    """The unit NVRTC compiles: the prelude's #include (the driver's unit puts
+    it first), the stop of the precompiled header, the device sources."""
+    first, _, rest = unit.partition("\n")
+    return first + "\n" + PRELUDE_END + rest
+
+
+def cccl_options(cccl) -> list[str]:
+    """libcu++ from the wheel or the toolkit (cccl_root), after the mirror and
+    the wheel's headers, so they win over the toolkit's copies."""
+    return [f"-I{cccl / 'cccl'}", f"-I{cccl}"] if cccl else []
+
+
+# What NVRTC is handed beyond the options and the driver's unit, for the key
+# (cubin_build.keyed_recipe): the unit as recomposed here, the libcu++ paths.
+RECIPE = " ".join([pch_unit("#include <prelude>\n#include <device sources>\n"),
+                   *cccl_options(Path("<libcu++>"))])
 # A server with no compile for this long exits; the next compile starts one.
 IDLE_SECONDS = 1800.0
 
@@ -170,20 +188,15 @@ class NvrtcPchDevice:
                 if version is not None and version.is_file() else "none")
         return [*self.plain.key_inputs(), ("nvrtc.prelude", self.manifest.cuda.prelude), ("nvrtc.cccl", cccl)]
 
-    def _cccl_options(self) -> list[str]:
-        # After the mirror and the wheel's headers, so they win over the toolkit's copies.
-        return [f"-I{self.cccl / 'cccl'}", f"-I{self.cccl}"] if self.cccl else []
-
     def compile(self, unit: bytes, unit_name: str, options: list[str]) -> tuple[bytes | None, str, list[str]]:
         staging_src = os.path.dirname(unit_name)
-        options = options + self._cccl_options()
+        options = options + cccl_options(self.cccl)
         files = _mirrored(staging_src)
         body_only = self._body_only(staging_src)
         # The options name the staging folder, new for each build: keyed without it.
         prelude_key = _prelude_key({name: data for name, data in files.items() if name not in body_only},
                                    [o.replace(staging_src, "<src>") for o in options], repr(self.key_inputs()))
-        first, _, rest = unit.decode().partition("\n")
-        unit_text = first + "\n" + PRELUDE_END + rest
+        unit_text = pch_unit(unit.decode())
 
         def make_request(workspace: Path) -> dict:
             src = str(workspace / prelude_key / "src")
