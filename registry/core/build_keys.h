@@ -18,8 +18,9 @@
 //                         toolchain.* inputs (a direct build leaves out those
 //                         of torch, Python and nvcc: kNotDirectInputs)
 //                         + the files its dependency record adds (dep_record.h)
-//   device (cubin)        kernel, backend "cuda", kind "device", recipe (the
-//                         device compiler's), file:<label> per file its
+//   device (cubin)        kernel, backend "cuda", kind "device", recipe (what
+//                         the compiler is handed besides its options and the
+//                         files, as composed: cubin_build.keyed_recipe), file:<label> per file its
 //                         snapshot holds (content digests: the bytes compiled),
 //                         flags.device (the compiler's options), include_dirs,
 //                         package:<name> per header package,
