@@ -1,8 +1,10 @@
-"""Getting one artifact of a plan: lock -> look again -> (the team's remote
-cache) -> build -> publish (-> store remotely). Never records a failed build;
-never shows a half-written one. The claim and the publish are one core call
-each (core/plan.h): the lock, the second look, the staging folder; the key
-from the compiler's list, the entry, the dependency record."""
+"""Getting one artifact, whatever builds it (a kernel library, the shared
+binding, a cubin): lock -> look again -> (the team's remote cache) -> build
+-> publish (-> store remotely). Never records a failed build; never shows a
+half-written one. The claim and the publish are one core call each
+(core/plan.h): the lock, the second look, the staging folder; the key from
+the compiler's list, the entry, the dependency record. What differs per kind
+is only how it is built in the staging folder (a Job)."""
 from __future__ import annotations
 
 import os
@@ -10,6 +12,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from registry import _core, knobs
 from registry.builder.compile import run_build
@@ -21,9 +24,28 @@ from registry.errors import LockTimeoutError
 class Artifact:
     entry: object            # _core.Entry
     path: str                # the file to load
-    built: BuildResult | None  # set when this call compiled it
+    built: BuildResult | None  # set when this call compiled it (a cubin's: cubin_build.DeviceBuild)
     miss_reason: str = ""    # why a cached entry was rejected, if one was
     source: str = "cache"    # "cache", "remote" (fetched now) or "compiled"
+
+
+@dataclass
+class Job:
+    """One artifact's build as the driver runs it: the entry's names and a
+    function building into a staging folder, which returns what a
+    step.BuildResult holds (artifact, seconds, deps: the files the key covers).
+    started_ns: when its inputs were read (a file saved later is not trusted
+    as what was built); None: when the build starts."""
+    kernel: str
+    backend: str
+    kind: str
+    run: Callable[[Path], object]
+    started_ns: int | None = None
+
+
+def plan_job(plan: BuildPlan) -> Job:
+    """A kernel library's or the binding's build (compile.run_build)."""
+    return Job(plan.kernel, plan.backend, plan.kind, lambda staging: run_build(plan, staging))
 
 
 class Target:
@@ -104,9 +126,10 @@ def fetch_remote(store, key_hex: str, remote) -> tuple[Artifact | None, str]:
     return Artifact(entry, _artifact_path(entry), None, source="remote"), ""
 
 
-def ensure(store, target: Target, plan: BuildPlan, remote=None) -> Artifact:
+def ensure(store, target: Target, job: Job, remote=None) -> Artifact:
     """The artifact the plan found missing: claimed under its lock, where
-    another process's build may turn up; else built and published."""
+    another process's build may turn up; else the team's (remote), else built
+    by `job` and published (and stored in the team's cache)."""
     force, reason = target.artifact.force, target.artifact.miss_reason
     claim = claim_artifact(store, target)
     if claim.hit is not None:
@@ -127,7 +150,7 @@ def ensure(store, target: Target, plan: BuildPlan, remote=None) -> Artifact:
                 return Artifact(entry, _artifact_path(entry), None, reason, "remote")
             reason = reason or note
         try:
-            artifact = _build(store, target, plan, claim, reason)
+            artifact = _build(store, target, job, claim, reason)
             published = True
         finally:
             if team_claim is not None:
@@ -168,15 +191,16 @@ def _known_hex(key) -> str | None:
     return None if key is None else key.hex
 
 
-def _build(store, target: Target, plan: BuildPlan, claim, reason: str) -> Artifact:
+def _build(store, target: Target, job: Job, claim, reason: str) -> Artifact:
     """Build in the claim's staging folder and publish (the core derives the
     key from the compiler's list, publishes, records, releases the lock)."""
     staging = Path(claim.staging)
     try:
-        started_ns = time.time_ns()  # the clock file times use: a dep saved after this is suspect
-        result = run_build(plan, staging)
+        # The clock file times use: a dep saved after this is suspect.
+        started_ns = job.started_ns if job.started_ns is not None else time.time_ns()
+        result = job.run(staging)
         entry = _core.Entry()
-        entry.kernel, entry.backend, entry.kind = plan.kernel, plan.backend, plan.kind
+        entry.kernel, entry.backend, entry.kind = job.kernel, job.backend, job.kind
         entry.artifact, entry.build_seconds = result.artifact, result.seconds
         entry.built_at, entry.deps = int(time.time()), result.deps
         published = _core.publish_claim(store, target.artifact, claim, entry, result.deps, started_ns)

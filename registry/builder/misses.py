@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from registry.builder import ccache
-from registry.builder.artifacts import Artifact, Target, ensure, fetch_remote
+from registry.builder.artifacts import Artifact, Target, ensure, fetch_remote, plan_job
 from registry.builder.recipe import binding_plan, lib_plan
 from registry.builder.step import BuildPlan
 from registry.remote import team_cache
@@ -63,13 +63,14 @@ def _build_plan(plan, manifest, target: Target, estimate_s, cache_root: Path, pr
 def _run_side_by_side(store, builds: dict, team, cache_root: Path) -> dict[str, Artifact]:
     if len(builds) == 1:
         (what, (target, build)), = builds.items()
-        return {what: ensure(store, target, build, team)}
+        return {what: ensure(store, target, plan_job(build), team)}
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     from registry.builder.build_processes import stop_builds_of_this_process
 
     with ThreadPoolExecutor(max_workers=len(builds)) as pool:
-        futures = {what: pool.submit(ensure, store, target, build, team) for what, (target, build) in builds.items()}
+        futures = {what: pool.submit(ensure, store, target, plan_job(build), team)
+                   for what, (target, build) in builds.items()}
         try:
             done, pending = wait(futures.values(), return_when=FIRST_EXCEPTION)
             failed = next((f for f in done if f.exception() is not None), None)

@@ -320,7 +320,8 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     team_cache.RemoteCache or None), then compiles under the key's lock and
     stores the result there. compiler: the device compiler (default: the
     manifest's, device_compiler())."""
-    from registry.builder.artifacts import Target, claim_artifact
+    from registry.builder.artifacts import Job, Target
+    from registry.builder.artifacts import ensure as ensure_artifact
 
     nv = _as_compiler(compiler or device_compiler(manifest))
     if trust_memo and not force and memo is not None and "device" in memo.keys:
@@ -353,49 +354,21 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     snapshot = base_snapshot
     for path in scan_files(manifest, recorded_files(store, memo), nv):
         snapshot.add(path)
-    # Claimed and published as a kernel library is (core/build_claim.h): under
+    # Claimed, fetched from the team and published by the driver every
+    # artifact goes through (builder/artifacts.py, core/build_claim.h): under
     # the base key's lock, look again (another process may have published this
-    # cubin while we waited), build in a staging folder, publish the key of
-    # what was compiled (the base's inputs plus each file beyond the scanned
-    # ones, as the record will reproduce it) and the record's entry.
+    # cubin while we waited), ask the team, build in a staging folder, publish
+    # the key of what was compiled (the base's inputs plus each file beyond the
+    # scanned ones, as the record will reproduce it) and the record's entry.
     artifact = _core.recorded_artifact("device", "device", base, record, label_roots(manifest), scanned, force)
     target = Target(artifact)
-    claim = claim_artifact(store, target)
-    if claim.hit is not None:
-        return DeviceArtifact(claim.hit, None, nv, reason, base_snapshot.stamps + list(claim.extra_stamps))
-    if remote is not None and not force:
-        fetched = _from_team(store, target, base, remote)
-        if fetched is not None:
-            claim.release()
-            return DeviceArtifact(fetched, None, nv, reason, base_snapshot.stamps + target.extra_stamps)
-    staging = Path(claim.staging)
-    try:
-        built = compile_device(manifest, snapshot, arch, nv, staging)
-        entry = _core.Entry()
-        entry.kernel, entry.backend, entry.kind = manifest.name, "cuda", "device"
-        entry.artifact, entry.build_seconds = built.artifact, built.seconds
-        entry.built_at, entry.deps = int(time.time()), built.deps
-        published = _core.publish_claim(store, artifact, claim, entry, sorted(snapshot.files), started_ns)
-        built.key = published.key
-        published = published.entry
-    except BaseException:
-        claim.release()
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if remote is not None:
-        remote.store(published)  # only warns on failure
-        target.share_record(remote)
-    # The size cap is applied after the result, with the other artifacts of
-    # this get (resolve.resolve: cache_cap.collect_garbage_soon), not here in
-    # the middle of the edit.
-    return DeviceArtifact(published, built, nv, reason, snapshot.stamps)
-
-
-def _from_team(store, target, base, remote):
-    """The cubin a teammate built for this content, adopted into `store`, or
-    None. Under the claim's lock: the remote's dependency record, verified
-    against the files here as a local one is, names the key (a build that
-    needed no file beyond the scanned ones is stored under the base key)."""
-    key = target.match_remote(remote)
-    entry, _ = remote.fetch(store, key.hex if key is not None else base.hex)
-    return entry
+    job = Job(manifest.name, "cuda", "device", lambda staging: compile_device(manifest, snapshot, arch, nv, staging),
+              started_ns=started_ns)
+    got = ensure_artifact(store, target, job, remote)
+    if got.built is not None:
+        got.built.key = target.key or got.built.key  # what was published: the base's inputs and the files beyond
+        # The size cap is applied after the result, with the other artifacts of
+        # this get (resolve.resolve: cache_cap.collect_garbage_soon), not here in
+        # the middle of the edit.
+        return DeviceArtifact(got.entry, got.built, nv, reason, snapshot.stamps)
+    return DeviceArtifact(got.entry, None, nv, reason or got.miss_reason, base_snapshot.stamps + target.extra_stamps)
