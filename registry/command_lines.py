@@ -2,22 +2,22 @@
 builders run what these functions return (builder/recipe.py for a kernel
 library's flags, builder/direct.py for its own compiler calls,
 builder/nvcc_launchers.py for launchers nvcc compiles, tools/aot.py for a
-package's setup.py), and the keys hash the same functions' output with the
-per-build parts as placeholders (key_texts: environment.py's toolchain.*
-inputs). So a flag changed here changes every key it affects, with no recipe
-string to bump by hand (tests/test_command_lines.py edits one).
+package's setup.py), and every key covers this file by its digest
+(environment.py's toolchain.command_lines). So a flag changed here rebuilds
+what it builds, with no recipe string to bump by hand
+(tests/test_command_lines.py edits one).
 
 What is not here is keyed where it is composed: the manifest's own flags and
 include dirs (core/build_keys.h), the device compilers' options (each
 compiler's options(), hashed as the device key's flags.device), the shared
 binding's generated text (by digest).
 
-Pure functions over lists of strings, importing nothing of the registry: a
-fresh process's cached `get` reads key_texts() and must stay cheap.
+Pure functions over lists of strings, importing nothing of the registry.
+The builders only choose which values go in (the manifest's, the machine's);
+no flag of the registry's own is written anywhere else, or the digest would
+not cover it.
 """
 from __future__ import annotations
-
-import functools
 
 # ---- a kernel library's flags (builder/recipe.py) ---------------------------
 
@@ -37,9 +37,14 @@ def prototypes(launcher_header: str) -> list[str]:
     return ["-include", launcher_header]
 
 
+def host_cflags(host_defaults: list[str], manifest_cflags: list[str], section_cflags: list[str]) -> list[str]:
+    """The host compiler's flags from the machine and the manifest: the
+    host's defaults first, so that a manifest flag (-mno-f16c, say) wins."""
+    return [*host_defaults, *manifest_cflags, *section_cflags]
+
+
 def kernel_lib_cflags(launcher_header: str, host_flags: list[str]) -> list[str]:
-    """The host compiler's flags for a kernel library's units, the manifest's
-    among host_flags (after the host's defaults, so that a manifest flag wins)."""
+    """A kernel library's units: hidden, the launcher prototypes, host_cflags()."""
     return [*HIDDEN_CFLAGS, *prototypes(launcher_header), *host_flags]
 
 
@@ -120,41 +125,3 @@ def nvcc_launcher_compile(nvcc: str, arch: str, host_cxx: str, flags: list[str],
 def nvcc_runtime_libs(library_dirs: list[str]) -> list[str]:
     """The static CUDA runtime and what it needs, from nvcc's library folders."""
     return [*(f"-L{d}" for d in library_dirs), "-lcudart_static", "-ldl", "-lpthread", "-lrt"]
-
-
-# ---- what the keys hash -----------------------------------------------------
-
-
-@functools.lru_cache(maxsize=None)
-def key_texts() -> dict[str, str]:
-    """Each command shape above, with <placeholders> for what differs per
-    build (and is keyed on its own: sources by content, the manifest's flags,
-    the compilers' identities). environment.py hands them to the core as
-    key inputs: toolchain.kernel_lib (every kernel library), toolchain.direct
-    (what the registry compiles itself: kernel libraries of the CPU and of
-    cubins' launchers, the shared binding), toolchain.link (every module's
-    link against torch's libstdc++)."""
-    def line(parts: list[str]) -> str:
-        return " ".join(parts)
-
-    flags = direct_flags(["<cflags>"], ["<include dir>"])
-    libstdcxx = ["<torch's libstdc++, by path>"]
-    kernel_lib = [
-        line(kernel_lib_cflags("<launcher header>", ["<host defaults>", "<manifest cflags>"])),
-        line(kernel_lib_nvcc_flags("<launcher header>", ["<manifest cflags>"], ["<[cuda] cflags>"])),
-        line(kernel_lib_ldflags(["<manifest ldflags>"])),
-    ]
-    direct = [
-        line(direct_one_step("<c++>", flags, "<source>", ["<launch runtime>"],
-                             link_flags(["<ldflags>"], libstdcxx), "<out>")),
-        line(lean_link_flags(["<ldflags>"])),
-        line(direct_compile("<c++>", flags, "<source>", "<i>.o", "<i>.d")),
-        line(direct_link("<c++>", ["<objects>"], ["<launch runtime>"], link_flags(["<ldflags>"], libstdcxx),
-                         ["<runtime libs>"], "<out>")),
-        line(nvcc_launcher_compile("<nvcc>", "<arch>", "<c++>", flags, "<i>.d", "<source>", "<i>.o")),
-        line(nvcc_runtime_libs(["<nvcc library dir>"])),
-        line([*BINDING_CFLAGS, *binding_ldflags("<torch lib>", True)]),
-        line(link_flags(["<ldflags>"], libstdcxx, allow_undefined=True)),
-    ]
-    return {"toolchain.kernel_lib": "\n".join(kernel_lib), "toolchain.direct": "\n".join(direct),
-            "toolchain.link": line(link_flags([], libstdcxx))}

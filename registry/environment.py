@@ -9,6 +9,7 @@ key and `status()` names which one did.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -18,7 +19,7 @@ import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
-from registry import _core, command_lines, knobs
+from registry import _core, knobs
 
 
 # Asking torch about the GPU starts the CUDA driver (hundreds of ms), which a
@@ -205,11 +206,23 @@ def _ask_version(invoked: str) -> str:
     return done.stdout + done.stderr
 
 
+# Every command line a build runs is composed in command_lines.py: the keys
+# cover it by the file's digest, not by importing it (a fresh process's cached
+# `get` never loads it). Any edit there changes every key: exact, if more than
+# a flag's own reach.
+COMMAND_LINES = Path(__file__).with_name("command_lines.py")
+
+
+@functools.lru_cache(maxsize=None)
+def command_lines_digest() -> str:
+    # hashlib, not the core: a cached get crosses into the core a few times only (tests/test_core_calls.py).
+    return hashlib.sha256(COMMAND_LINES.read_bytes()).hexdigest()[:32]
+
+
 def kernel_lib_recipe() -> str:
-    """How kernel libraries are compiled and linked, as a key input: the flag
-    lines command_lines.py composes, with the host flags below (a cache shared
-    by machines with different CPUs keeps one library per flag set)."""
-    return f"{command_lines.key_texts()['toolchain.kernel_lib']}\nhost flags: {' '.join(host_cxx_flags()) or 'none'}"
+    """The host flags kernel libraries are compiled with, as a key input: a
+    cache shared by machines with different CPUs keeps one library per flag set."""
+    return f"host flags: {' '.join(host_cxx_flags()) or 'none'}"
 
 
 def host_cxx_flags() -> tuple[str, ...]:
@@ -252,13 +265,11 @@ def build_environment(backend: str, cache_root: Path, nvcc_optional: bool = Fals
         "env.python": f"{sys.version_info.major}.{sys.version_info.minor} {python_soabi()}",
         "env.platform": sys.platform,
         "toolchain.cxx": _core.compiler_identity_text(cxx_command(), memo, _ask_version),
-        # How modules link (torch's libstdc++ by path), and what the registry
-        # compiles itself: the command shapes, not the libstdc++ path (finding
-        # it costs a scan of the process's mappings, milliseconds with CUDA
-        # loaded, that a cached `get` should not pay; a module records only
-        # the soname, so the path does not change what is built).
-        "toolchain.link": command_lines.key_texts()["toolchain.link"],
-        "toolchain.direct": command_lines.key_texts()["toolchain.direct"],
+        # How every build is compiled and linked (torch's libstdc++ by path
+        # among it): not the libstdc++ path itself, whose lookup scans the
+        # process's mappings (milliseconds with CUDA loaded) that a cached
+        # `get` should not pay; a module records only the soname.
+        "toolchain.command_lines": command_lines_digest(),
         "toolchain.kernel_lib": kernel_lib_recipe(),
     }
     if backend == "cuda":

@@ -35,7 +35,7 @@ def test_cpu_library_key_leaves_torch_out(axpy_copy, cache_root):
     entry = _core.CacheStore(str(cache_root)).lookup(status.key).entry
     names = {i.name for i in entry.inputs}
     assert "env.torch" not in names and "env.python" not in names
-    assert "toolchain.direct" in names and "toolchain.cxx" in names
+    assert "toolchain.command_lines" in names and "toolchain.cxx" in names
 
 
 def test_torch_upgrade_keeps_the_library_key(axpy_copy):

@@ -21,10 +21,10 @@ def lib_plan(manifest, backend: str, key_hex: str, estimate_s: float | None = No
     spec = keys.backend_spec(manifest, backend)
     pybind = manifest.binding == "pybind"
     includes = list(plan.include_dirs) if plan is not None else keys.include_dirs(manifest)
-    # The host's defaults first, so a manifest flag (-mno-f16c, say) wins.
     # [cuda] cflags go to nvcc, except with a device cubin: then the [cuda] sources are host C++.
     host_flags = backend == "cpu" or keys.uses_device_module(manifest, backend)
-    cflags = [*environment.host_cxx_flags(), *manifest.cflags, *(spec.cflags if host_flags else [])]
+    cflags = command_lines.host_cflags(list(environment.host_cxx_flags()), list(manifest.cflags),
+                                       list(spec.cflags) if host_flags else [])
     # Launcher prototypes from the signatures, seen by every source (with each
     # op's entry, which the shared binding calls: core/launcher_header.h);
     # the flags around them are command_lines.py's.

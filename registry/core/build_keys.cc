@@ -165,8 +165,7 @@ Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<
   if (!m.dtype_subset.empty()) kb.add_list("dtype_subset", m.dtype_subset);
   const bool direct = built_directly(m, facts.backend);
   for (const auto& [name, value] : facts.env) {
-    const bool left_out = direct ? kNotDirectInputs.count(name) && !(nvcc_launchers && kNvccLauncherInputs.count(name))
-                                 : name == kDirectCommandInput;
+    const bool left_out = direct && kNotDirectInputs.count(name) && !(nvcc_launchers && kNvccLauncherInputs.count(name));
     if (!left_out) kb.add(name, value);
   }
   return kb.finish();

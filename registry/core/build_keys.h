@@ -10,13 +10,14 @@
 //                         device_compiler (host launchers of a cubin: "nvrtc"
 //                         or "nvcc-cubin"), launcher_compiler (only when
 //                         "nvcc": then toolchain.nvcc and env.cuda_arch stay
-//                         in a direct build's key), toolchain.direct
-//                         (direct builds only), launcher_header (kernel-libs: the
+//                         in a direct build's key), launcher_header (kernel-libs: the
 //                         digest of the launcher prototypes and entries, as
 //                         generated and force-included, launcher_header.h), signature:<op>
 //                         per op (kernel-libs: its canonical text), and the environment's env.* and
-//                         toolchain.* inputs (a direct build leaves out those
-//                         of torch, Python and nvcc: kNotDirectInputs)
+//                         toolchain.* inputs (toolchain.command_lines: the digest of
+//                         registry/command_lines.py, every flag the registry adds;
+//                         a direct build leaves out those of torch, Python and
+//                         nvcc: kNotDirectInputs)
 //                         + the files its dependency record adds (dep_record.h)
 //   device (cubin)        kernel, backend "cuda", kind "device", recipe (what
 //                         the compiler is handed besides its options and the
@@ -67,10 +68,6 @@ bool uses_device_module(const Manifest& manifest, const std::string& backend);
 // Torch-free libraries the registry compiles itself (registry/builder/direct.py):
 // CPU kernel libraries and the host launchers of device code in a cubin.
 bool built_directly(const Manifest& manifest, const std::string& backend);
-// The environment's input naming the registry's own compiler calls
-// (registry/command_lines.py composes it from the functions
-// registry/builder/direct.py runs): in the key of what is built directly only.
-inline constexpr const char* kDirectCommandInput = "toolchain.direct";
 
 // The kernel-lib base key and binding pieces, for tools and tests.
 Key kernel_lib_key(const Manifest& manifest, const PlanFacts& facts, const std::vector<std::string>& files);

@@ -53,7 +53,7 @@ class PlanTest : public ::testing::Test {
     write_file(root_ + "/include/kreg/launcher_table.h", "// launcher table\n");
     facts_.backend = "cpu";
     facts_.env = {{"env.torch", "2.14.1"}, {"toolchain.cxx", "/usr/bin/c++ 13"}, {"toolchain.kernel_lib", "r2"},
-                  {"toolchain.direct", "c++ -std=c++20 -fPIC <cflags>"}};
+                  {"toolchain.command_lines", "0123abcd"}};
     facts_.registry_include = root_ + "/include";
   }
 
@@ -299,7 +299,7 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   EXPECT_EQ(names, (std::vector<std::string>{"backend", "file:axpy_cpu.cpp", "file:include/axpy_math.h",
                                              "file:kernel.toml", "flags.cflags", "flags.cpu", "flags.ldflags",
                                              "include_dirs", "kernel", "key.format", "kind", "launcher_header",
-                                             "signature:axpy", "toolchain.cxx", "toolchain.direct",
+                                             "signature:axpy", "toolchain.command_lines", "toolchain.cxx",
                                              "toolchain.kernel_lib"}));
   Key binding = binding_key("cpu", facts_.env, facts_.registry_include);
   names.clear();
@@ -307,8 +307,8 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   // No signature: one binding serves every op; no torch version: it is built on the stable ABI.
   EXPECT_EQ(names, (std::vector<std::string>{"backend", "file:registry/include/kreg/abi.h",
                                              "file:registry/include/kreg/launcher_table.h", "key.format", "kind",
-                                             "source", "stable_abi", "template", "toolchain.cxx",
-                                             "toolchain.direct"}));
+                                             "source", "stable_abi", "template", "toolchain.command_lines",
+                                             "toolchain.cxx"}));
   EXPECT_EQ(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cpu"));
   EXPECT_NE(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cuda"));
 }
