@@ -156,26 +156,13 @@ def test_gpu_the_aot_package_builds_the_cutlass_kernel_and_matches_the_jit_op_bi
     """python -m registry aot gemm: pip builds the CUTLASS library with nvcc
     (sm_90a on Hopper); installed without the registry, its op gives the JIT
     op's bits with the alpha/beta/bias epilogue."""
-    import os
-    import subprocess
-    import sys
-
+    from aot_install import pip_install, run_installed
     from registry.tools import aot
 
     gen = torch.Generator(device="cuda").manual_seed(7)
     a, b = (torch.randn(*s, device="cuda", generator=gen).bfloat16() for s in ((1000, 512), (512, 384)))
     c, bias = torch.randn(1000, 384, device="cuda", generator=gen).bfloat16(), torch.randn(384, device="cuda").bfloat16()
     want = registry.get("gemm", device="cuda")(a, b, c, bias, 0.5, 2.0).cpu()
-    package = aot.export_package("gemm", tmp_path / "pkg", backends=["cuda"])
-    target = tmp_path / "site"
-    result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
-                             "--no-index", "--target", str(target), str(package)],
-                            capture_output=True, text=True, timeout=900, env={**os.environ, "KREG_AOT_CUDA": "1"})
-    assert result.returncode == 0, f"pip failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    pip_install(aot.export_package("gemm", tmp_path / "pkg", backends=["cuda"]), tmp_path / "site")
     torch.save((a.cpu(), b.cpu(), c.cpu(), bias.cpu(), want), tmp_path / "case.pt")
-    checkout = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
-    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != checkout]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), *kept]))
-    result = subprocess.run([sys.executable, "-c", AOT_CHECK, str(tmp_path / "case.pt")], capture_output=True,
-                            text=True, timeout=600, env=env, cwd=tmp_path)
-    assert result.returncode == 0 and "AOT-OK" in result.stdout, result.stdout + result.stderr
+    run_installed(tmp_path / "site", AOT_CHECK, str(tmp_path / "case.pt"), cwd=tmp_path)

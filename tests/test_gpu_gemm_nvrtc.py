@@ -89,25 +89,11 @@ print("AOT-OK")
 def test_gpu_the_aot_package_carries_the_nvrtc_cubin_and_matches_the_jit_op_bit_for_bit(tmp_path):
     """python -m registry aot gemm_nvrtc: the package carries the NVRTC-built
     cubin; installed without the registry, its op gives the JIT op's bits."""
-    import os
-    import subprocess
-    import sys
-
+    from aot_install import pip_install, run_installed
     from registry.tools import aot
 
     a, b, c, bias = operands(torch.bfloat16)
     want = registry.get("gemm_nvrtc", device="cuda")(a, b, bias=bias).cpu()
-    package = aot.export_package("gemm_nvrtc", tmp_path / "pkg", backends=["cuda"])
-    target = tmp_path / "site"
-    result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
-                             "--no-index", "--target", str(target), str(package)],
-                            capture_output=True, text=True, timeout=900, env={**os.environ, "KREG_AOT_CUDA": "1"})
-    assert result.returncode == 0, f"pip failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    pip_install(aot.export_package("gemm_nvrtc", tmp_path / "pkg", backends=["cuda"]), tmp_path / "site")
     torch.save((a.cpu(), b.cpu(), bias.cpu(), want), tmp_path / "case.pt")
-    # The install folder and what PYTHONPATH adds (a GPU machine's carried packages), not the checkout.
-    checkout = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
-    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != checkout]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), *kept]))
-    result = subprocess.run([sys.executable, "-c", AOT_CHECK, str(tmp_path / "case.pt")], capture_output=True,
-                            text=True, timeout=600, env=env, cwd=tmp_path)
-    assert result.returncode == 0 and "AOT-OK" in result.stdout, result.stdout + result.stderr
+    run_installed(tmp_path / "site", AOT_CHECK, str(tmp_path / "case.pt"), cwd=tmp_path)
