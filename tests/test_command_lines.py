@@ -18,6 +18,7 @@ from registry import _core, command_lines, environment, knobs
 from registry.builder import keys
 from registry.builder.step import builds_run
 from registry.resolve import locate
+from reliability_helpers import binding_seed, private_cache  # noqa: F401 (fixtures)
 
 PROBE_FLAG = '"-fvisibility=hidden"]'  # the composed flag the tests edit (HIDDEN_CFLAGS)
 
@@ -73,10 +74,14 @@ def test_a_changed_flag_changes_the_keys(edited_command_lines, monkeypatch):
     assert (_kernel_lib_key("axpy", "cpu"), _kernel_lib_key("axpy", "cuda")) == before
 
 
-def test_a_changed_flag_rebuilds_and_the_build_uses_it(kernels_root, cache_root, edited_command_lines):
+def test_a_changed_flag_rebuilds_and_the_build_uses_it(kernels_root, private_cache, monkeypatch,
+                                                       edited_command_lines):
     """A define added where a kernel library's flags are composed: the next get
     rebuilds and the library sees it; without it, the earlier library comes
-    back from the cache."""
+    back from the cache. In a cache of its own: the edit rebuilds the shared
+    binding too (it is built from the same file), which other tests' caches
+    must not hold."""
+    monkeypatch.setenv("REGISTRY_CACHE_DIR", str(private_cache))
     edit, revert = edited_command_lines
     name = "command_lines_probe"
     source = write_cpu_kernel(kernels_root, name,
