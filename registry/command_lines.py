@@ -1,7 +1,8 @@
 """The command lines the registry composes for a build, in one place: the
 builders run what these functions return (builder/recipe.py for a kernel
 library's flags, builder/direct.py for its own compiler calls,
-builder/nvcc_launchers.py for launchers nvcc compiles, tools/aot.py for a
+builder/nvcc_launchers.py for launchers nvcc compiles, builder/launch_runtime.py
+for the launch runtime's object, tools/aot.py for a
 package's setup.py), and every key covers this file by its digest
 (environment.py's toolchain.command_lines). So a flag changed here rebuilds
 what it builds, with no recipe string to bump by hand
@@ -125,3 +126,13 @@ def nvcc_launcher_compile(nvcc: str, arch: str, host_cxx: str, flags: list[str],
 def nvcc_runtime_libs(library_dirs: list[str]) -> list[str]:
     """The static CUDA runtime and what it needs, from nvcc's library folders."""
     return [*(f"-L{d}" for d in library_dirs), "-lcudart_static", "-ldl", "-lpthread", "-lrt"]
+
+
+# ---- the launch runtime's object (builder/launch_runtime.py) ----------------
+
+
+def launch_runtime_compile(cxx: str, include_dir: str, source: str, out: str) -> list[str]:
+    """Fixed flags, not the kernel's: nothing in the runtime is tuned per
+    kernel. Hidden visibility as every kernel library's: the runtime exports
+    only kreg_bind_device_module, which says so itself."""
+    return [cxx, "-std=c++20", "-fPIC", "-O2", "-fvisibility=hidden", f"-I{include_dir}", "-c", source, "-o", out]

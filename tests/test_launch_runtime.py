@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import CHECKOUT
-from registry import _core
+from registry import _core, command_lines
 from registry.builder import launch_runtime, recipe
 from registry.builder.step import LAUNCH_RUNTIME
 
@@ -35,7 +35,8 @@ def test_the_object_is_named_by_what_it_is_made_from(tmp_path, monkeypatch):
     monkeypatch.setattr(launch_runtime, "_HEADERS", [launch_runtime._HEADERS[0], header])
     edited = launch_runtime.object_path(CXX)
     assert edited != before
-    monkeypatch.setattr(launch_runtime, "FLAGS", [*launch_runtime.FLAGS, "-g"])
+    composed = command_lines.launch_runtime_compile
+    monkeypatch.setattr(command_lines, "launch_runtime_compile", lambda *args: [*composed(*args), "-g"])
     assert launch_runtime.object_path(CXX) not in (before, edited)
 
 

@@ -11,8 +11,9 @@ one compile-and-link of the launcher source (direct.py).
 The object lives under the cache's generated/ folder, named by a digest of
 what it is made from: the runtime and the headers it includes (read here,
 so an edit of the registry's headers gives a new object), the compiler
-(path, size, mtime) and the flags below. The kernel library's own key
-covers the runtime's text as one of its sources (core/build_keys.cc).
+(path, size, mtime) and its command (command_lines.py, which every key
+covers by digest). The kernel library's own key covers the runtime's text
+as one of its sources (core/build_keys.cc).
 """
 from __future__ import annotations
 
@@ -22,13 +23,9 @@ import subprocess
 import threading
 from pathlib import Path
 
-from registry import _core, knobs
+from registry import _core, command_lines, knobs
 from registry.builder.step import LAUNCH_RUNTIME
 
-# Fixed, not the kernel's: nothing in the runtime is tuned per kernel.
-# Hidden visibility as every kernel library's: the runtime exports only
-# kreg_bind_device_module, which says so itself.
-FLAGS = ["-std=c++20", "-fPIC", "-O2", "-fvisibility=hidden"]
 _HEADERS = [knobs.REGISTRY_INCLUDE / "kreg" / "launch.h", knobs.REGISTRY_INCLUDE / "kreg" / "abi.h"]
 
 
@@ -38,7 +35,7 @@ def object_path(cxx: str) -> Path:
     compiler = shutil.which(cxx) or cxx
     stat = os.stat(compiler)
     fields = [("compiler", os.path.realpath(compiler)), ("compiler.stat", f"{stat.st_size} {stat.st_mtime_ns}"),
-              ("flags", " ".join(FLAGS))]
+              ("command", " ".join(_command("<c++>", "<out>")))]
     fields += [(f"file:{path.name}", path.read_bytes().decode("utf-8", errors="replace"))
                for path in (LAUNCH_RUNTIME, *_HEADERS)]
     digest = _core.hash_fields_hex(fields)[:32]
@@ -55,10 +52,14 @@ def ensure_object(cxx: str) -> tuple[Path | None, str]:
         return path, ""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
-    command = [cxx, *FLAGS, f"-I{knobs.REGISTRY_INCLUDE}", "-c", str(LAUNCH_RUNTIME), "-o", str(partial)]
+    command = _command(cxx, str(partial))
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         partial.unlink(missing_ok=True)
         return None, " ".join(command) + "\n" + done.stdout + done.stderr
     os.replace(partial, path)
     return path, ""
+
+
+def _command(cxx: str, out: str) -> list[str]:
+    return command_lines.launch_runtime_compile(cxx, str(knobs.REGISTRY_INCLUDE), str(LAUNCH_RUNTIME), out)
