@@ -9,12 +9,21 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 _counter = itertools.count()
+
+# The Ctrl-C tests send SIGINT to this process, as a terminal does to a
+# notebook's kernel. A shell that starts a job in the background without job
+# control (`cmd &` in a script) hands it SIGINT ignored, and Python then
+# installs no KeyboardInterrupt handler: the signal would be lost and those
+# calls would run to their timeout. Give the suite the interpreter's default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
