@@ -29,7 +29,6 @@ from pathlib import Path
 from registry import _core, environment, knobs
 
 
-
 def command(nvcc: str, options: list[str], deps: str, unit: str, cubin: str) -> list[str]:
     """nvcc's command line for one unit. The dependency list comes from the
     host preprocessor's own pass (-Xcompiler): nvcc's -MD would run a second

@@ -64,6 +64,7 @@ def cccl_options(cccl) -> list[str]:
 # (cubin_build.keyed_recipe): the unit as recomposed here, the libcu++ paths.
 RECIPE = " ".join([pch_unit("#include <prelude>\n#include <device sources>\n"),
                    *cccl_options(Path("<libcu++>"))])
+
 # A server with no compile for this long exits; the next compile starts one.
 IDLE_SECONDS = 1800.0
 
