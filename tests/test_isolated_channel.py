@@ -123,12 +123,23 @@ def test_an_idle_worker_sleeps(kernels_root, cache_root):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_calls_keep_the_socket_by_default(cache_root):
-    op = registry.get("axpy", device="cuda", isolate=True)
-    x = torch.arange(1000, dtype=torch.float32, device="cuda")
-    for _ in range(3):
-        assert torch.equal(op(x, x, 2.0), registry.get("axpy", device="cuda")(x, x, 2.0))
-    assert SUPERVISOR.workers[("plain", "cuda")].channel is None
+def test_cuda_calls_keep_the_socket_with_the_channel_turned_off(cache_root, monkeypatch):
+    """REGISTRY_ISOLATE_CUDA_CHANNEL=0: a CUDA worker without a call channel, same results."""
+    def stop():
+        worker = SUPERVISOR.workers.get(("plain", "cuda"))
+        if worker is not None:
+            SUPERVISOR.retire(worker)
+
+    stop()
+    monkeypatch.setenv("REGISTRY_ISOLATE_CUDA_CHANNEL", "0")
+    try:
+        op = registry.get("axpy", device="cuda", isolate=True)
+        x = torch.arange(1000, dtype=torch.float32, device="cuda")
+        for _ in range(3):
+            assert torch.equal(op(x, x, 2.0), registry.get("axpy", device="cuda")(x, x, 2.0))
+        assert SUPERVISOR.workers[("plain", "cuda")].channel is None
+    finally:
+        stop()
 
 
 MIX_TOML = """format = 1

@@ -151,7 +151,9 @@ def test_an_isolated_op_whose_device_code_is_a_cubin_launches_it(cache_root):
 
 @pytest.fixture
 def cuda_channel(monkeypatch):
-    """REGISTRY_ISOLATE_CUDA_CHANNEL=1 for the CUDA workers the test starts (none runs before or after it)."""
+    """A CUDA worker started by the test itself, with the call channel on
+    (the default; set here so that a REGISTRY_ISOLATE_CUDA_CHANNEL=0 in the
+    environment does not turn these tests into socket tests)."""
     from registry.isolation.supervisor import SUPERVISOR
 
     def stop():

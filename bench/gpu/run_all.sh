@@ -20,6 +20,9 @@
 #   STEPS="compile edits" ...                 (gemm beside torch.compile max-autotune; gemm's edit loop)
 #   STEPS="gemmnvrtc" ...                     (kernels/gemm_nvrtc: its GPU tests, then its edit loop beside
 #                                              nvcc -cubin: bench/gemm_edit_loop.py, ~5 min)
+#   STEPS="channel" ...                       (isolated CUDA calls on the shared-memory call channel: its GPU
+#                                              tests, per-call cost with and without it, bench/isolated_percall.py)
+#   STEPS="gemmaot" ...                       (the AOT package of kernels/gemm built by pip with nvcc, bit for bit)
 #   STEPS="aotcubin" ...                      (AOT packages that carry a cubin: NVRTC and nvcc -cubin axpy,
 #                                              gemm_nvrtc bit for bit; the HF export's CUDA variant, ~5 min)
 set -u
@@ -63,6 +66,15 @@ for step in $STEPS; do
     aotcubin) timeout "${AOTCUBIN_S:-420}" python3 -m pytest -m gpu -p no:cacheprovider --timeout 240 --tb=short -rfEs \
                 -k "cubin_package or aot or cuda_variant" tests/test_aot.py tests/test_gpu_gemm_nvrtc.py \
                 tests/test_hf_export.py 2>&1 | tee "$OUT/gpu_aot_cubin_tests.txt" | tail -12 ;;
+    channel) timeout "${CHANNEL_TESTS_S:-240}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider --timeout 120 \
+               tests/test_isolated_gpu.py tests/test_isolated_channel.py 2>&1 | tee "$OUT/gpu_channel_tests.txt" | tail -20
+             for mode in 0 1; do
+               REGISTRY_ISOLATE_CUDA_CHANNEL=$mode timeout "${CHANNEL_BENCH_S:-120}" python3 bench/isolated_percall.py \
+                 --device cuda --sizes 1 268435456 --rounds "${ROUNDS:-20}" --out "$OUT/channel-$mode" 2>&1 \
+                 | grep -v '^  ' | tee "$OUT/channel-$mode.txt"
+             done ;;
+    gemmaot) timeout "${GEMMAOT_S:-300}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider --timeout 280 \
+               -k aot_package tests/test_gemm.py 2>&1 | tee "$OUT/gpu_gemm_aot_test.txt" | tail -12 ;;
     notebooks) REGISTRY_SWEEP_FIGURE="$OUT/axpy_sweep_h200.png" python3 bench/gpu/run_notebooks.py "$OUT" 2>&1 | tail -20 ;;
   esac
 done

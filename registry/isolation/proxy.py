@@ -13,7 +13,7 @@ reply as the launcher's result. And on the CPU the output hooks: the
 binding takes large outputs from the shared output pool
 (core/shared_output_pool.h), so the worker writes them in place.
 
-A plain op's table (CPU; CUDA with REGISTRY_ISOLATE_CUDA_CHANNEL=1) goes
+A plain op's table (CPU; CUDA unless REGISTRY_ISOLATE_CUDA_CHANNEL=0) goes
 one step further (core/isolated_call.h): its entry is the core's kreg_isolated_entry and each launchers[] slot an
 IsolatedSlot, so a call whose memory the worker already maps is written
 into the worker's call channel by C++ and never enters Python; the ctypes

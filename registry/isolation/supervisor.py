@@ -8,7 +8,7 @@ to it (loaded launchers, mapped memory); a new worker starts empty and gets
 it again on its next call.
 
 A plain worker's calls go through a call channel (core/call_ring.h; on CUDA
-with REGISTRY_ISOLATE_CUDA_CHANNEL=1) in
+unless REGISTRY_ISOLATE_CUDA_CHANNEL=0) in
 shared memory instead of the socket: the op's binding reaches it through
 core/isolated_call.h without Python when everything the call needs is in
 place, and through Worker.request otherwise. The socket carries the rest
