@@ -233,3 +233,36 @@ def test_cpu_and_cuda_workers_each_have_a_channel_used_side_by_side(kernels_root
             assert torch.equal(isolated[d](*args[d](k)), normal[d](*args[d](k))), (d, k)
     through = {d: channels[d].calls - before[d] for d in channels}
     assert through["cpu"] == 10 and through["cuda"] >= 8, through  # a new CUDA segment: once through Python
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_plain_isolation_names_a_write_just_past_the_end_of_an_output(kernels_root, cache_root, cuda_channel, k):
+    """No sanitizer: the binding leaves padding after an isolated CUDA op's
+    output and the worker keeps canaries there. A write of k elements past
+    the end is a KernelFault naming `out`, at exact multiples of the 512-byte
+    and 2 MiB allocation granularities, at 16 KiB and at an odd size; the
+    next call runs, and the op's outputs are the normal op's."""
+    name = f"iso_cuda_guard_{next(_names)}"
+    body, _ = cuda_write_past_end(k)
+    _edit(kernels_root, name, body)
+    op = registry.get(name, device="cuda", isolate=True)
+    for n in (128, 4096, 1 << 19, 1000):
+        x = torch.ones(n, device="cuda")
+        with pytest.raises(registry.KernelFault) as caught:
+            op(x, 2.0)
+        assert "wrote past the end of `out`" in str(caught.value) and f"n = {n}" in str(caught.value), \
+            f"n = {n}: {caught.value}"
+        assert float(x.sum()) == n  # the parent's tensors and context are untouched
+    good = f"iso_cuda_guard_{next(_names)}"
+    _edit(kernels_root, good, cuda_good(1))
+    normal, isolated = registry.get(good, device="cuda"), registry.get(good, device="cuda", isolate=True)
+    for n in (128, 1 << 19, 1000):
+        x = torch.randn(n, device="cuda")
+        isolated(x, 0.5)  # the worker maps the memory first
+        before = torch.cuda.memory_allocated()
+        out = isolated(x, 0.5)
+        # The padding the canaries sit in (torch 2.11 wraps an output from
+        # DLPack, whose storage is the tensor's alone: the allocator tells).
+        assert torch.cuda.memory_allocated() - before >= 4 * n + 64, (n, torch.cuda.memory_allocated() - before)
+        assert torch.equal(out, normal(x, 0.5)) and out.shape == (n,) and out.is_contiguous()
+        del out  # not freed while the next size is measured

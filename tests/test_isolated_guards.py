@@ -92,3 +92,16 @@ def test_good_calls_around_faults_are_exact(kernels_root, cache_root):
         x = torch.randn(n)
         for _ in range(3):  # the same memory again: its guards were restored
             assert torch.equal(op(x, 1.5), normal(x, 1.5)), n
+
+
+def test_a_cuda_workers_guard_reply_names_the_argument_and_side():
+    """The G reply of a CUDA worker (core/ring_worker.cc) in the words of a CPU overrun."""
+    from registry.isolation import guards
+
+    class Tensor:
+        numel = 4096
+
+    names, params = ["out", "x"], [Tensor(), Tensor()]
+    assert guards.from_reply(b"G0 after", names, params) == "the kernel wrote past the end of `out` (n = 4096)"
+    assert guards.from_reply(b"G1 before", names, params) == "the kernel wrote before the start of `x` (n = 4096)"
+    assert "the worker said" in guards.from_reply(b"Gnonsense", names, params)

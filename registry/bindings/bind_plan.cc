@@ -81,7 +81,7 @@ py::dict table_layout() {
     KREG_FIELD(kreg_launcher_table, arg_count);
     KREG_FIELD(kreg_launcher_table, return_count);
     KREG_FIELD(kreg_launcher_table, first_tensor);
-    KREG_FIELD(kreg_launcher_table, unused);
+    KREG_FIELD(kreg_launcher_table, output_padding);
     KREG_FIELD(kreg_launcher_table, mutated_mask);
     KREG_FIELD(kreg_launcher_table, arg_kinds);
     KREG_FIELD(kreg_launcher_table, arg_names);

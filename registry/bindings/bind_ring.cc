@@ -35,8 +35,11 @@ KREG_EXPORT void kreg_ring_worker_drop_region(uint32_t id) { kreg::ring_worker::
 KREG_EXPORT void kreg_ring_worker_serve(int64_t spin_ns) { kreg::ring_worker::serve(spin_ns); }
 KREG_EXPORT void kreg_ring_worker_install_fault_handler() { kreg::ring_worker::install_fault_handler(); }
 KREG_EXPORT void kreg_ring_worker_set_cuda(void* stream, const void* stream_query, const void* stream_synchronize,
-                                           const void* error_name, const void* error_string) {
-  kreg::ring_worker::set_cuda(stream, stream_query, stream_synchronize, error_name, error_string);
+                                           const void* error_name, const void* error_string,
+                                           const void* copy_to_device, const void* copy_to_host,
+                                           const void* alloc_host) {
+  kreg::ring_worker::set_cuda(stream, stream_query, stream_synchronize, error_name, error_string, copy_to_device,
+                              copy_to_host, alloc_host);
 }
 
 namespace kreg::python {

@@ -3,17 +3,21 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
 
 #include "../include/kreg/launcher_table.h"
+#include "call_message.h"
 #include "shared_output_pool.h"
 
 namespace kreg {
 namespace {
 
-constexpr uint32_t kNoRegion = 0xFFFFFFFFu;  // wire.NO_REGION
-constexpr int64_t kZone = 64;                 // guards.ZONE
+using call_message::kGuardAfter;
+using call_message::kNoRegion;
+using call_message::kZone;
 constexpr int kMaxParams = KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS;
 
 std::mutex channels_mutex;
@@ -68,7 +72,7 @@ struct Busy {
 }  // namespace
 
 const uint8_t kCanary[64] = {
-#define KREG_C(i) static_cast<uint8_t>((0xA7 + 89 * (i)) & 0xFF)
+#define KREG_C(i) call_message::canary_byte(i)
     KREG_C(0),  KREG_C(1),  KREG_C(2),  KREG_C(3),  KREG_C(4),  KREG_C(5),  KREG_C(6),  KREG_C(7),
     KREG_C(8),  KREG_C(9),  KREG_C(10), KREG_C(11), KREG_C(12), KREG_C(13), KREG_C(14), KREG_C(15),
     KREG_C(16), KREG_C(17), KREG_C(18), KREG_C(19), KREG_C(20), KREG_C(21), KREG_C(22), KREG_C(23),
@@ -169,6 +173,9 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
             }
             region = found->id;
             offset = static_cast<int64_t>(data - found->base);
+            // An output the binding allocated has the table's padding after it
+            // (proxy.py sets output_padding with the slot): the worker guards it.
+            if (slot.roles[i] == 'o') region |= kGuardAfter;
           } else if (data != 0 && nbytes != 0) {
             const uintptr_t end = data + static_cast<uintptr_t>(nbytes);
             const IsolatedChannel::Region* found = nullptr;
@@ -268,6 +275,13 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
   if (reply_bytes >= 1 && reply[0] == 'K') return nullptr;
   if (reply_bytes >= 1 && reply[0] == 'F') {
     slot.slow(kSlowDeviceFault, values, 0, 0);  // Python reads why from the reply and retires the worker
+    return slot.fault_text;
+  }
+  if (reply_bytes >= 2 && reply[0] == 'G') {  // a CUDA worker's canary: "G<index> after|before"
+    const std::string text(reinterpret_cast<const char*>(reply) + 1, reply_bytes - 1);
+    const size_t space = text.find(' ');
+    const int index = std::atoi(text.c_str());
+    slot.slow(kSlowOverrun, values, index, space != std::string::npos && text[space + 1] == 'b' ? 1 : 0);
     return slot.fault_text;
   }
   slot.error.assign(reinterpret_cast<const char*>(reply) + (reply_bytes > 0 ? 1 : 0), reply_bytes > 0 ? reply_bytes - 1 : 0);

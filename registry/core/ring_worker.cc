@@ -12,12 +12,17 @@
 
 #include "../include/kreg/abi.h"
 #include "../include/kreg/launcher_table.h"
+#include "call_message.h"
 #include "call_ring.h"
 
 namespace kreg::ring_worker {
 namespace {
 
-constexpr uint32_t kNoRegion = 0xFFFFFFFFu;  // wire.NO_REGION
+using call_message::kGuardAfter;
+using call_message::kGuardBefore;
+using call_message::kNoRegion;
+using call_message::kRegionBits;
+using call_message::kZone;
 constexpr int kMaxParams = KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS;
 constexpr char kGuardLog[] = "kreg-guard-page:";  // wire.GUARD_LOG
 
@@ -42,14 +47,27 @@ struct CallTensor {
   uintptr_t start, end;
 };
 
-// A CUDA worker's stream and the driver entries it waits with.
+// A CUDA worker's stream and the driver entries it waits and guards with.
 struct Cuda {
   void* stream = nullptr;
   int (*stream_query)(void*) = nullptr;
   int (*stream_synchronize)(void*) = nullptr;
   int (*error_name)(int, const char**) = nullptr;
   int (*error_string)(int, const char**) = nullptr;
+  int (*copy_to_device)(uint64_t, const void*, size_t, void*) = nullptr;  // cuMemcpyHtoDAsync_v2
+  int (*copy_to_host)(void*, uint64_t, size_t, void*) = nullptr;          // cuMemcpyDtoHAsync_v2
+  int (*alloc_host)(void**, size_t) = nullptr;                           // cuMemAllocHost_v2
+  // Pinned: the canary, then what each guarded zone held after the kernel.
+  uint8_t* pinned = nullptr;
 };
+
+// A guarded zone of the call in flight (call_message.h's flags).
+struct GuardZone {
+  uint64_t at;
+  int index;
+  const char* side;
+};
+constexpr int kMaxZones = 2 * (KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS);
 constexpr int kCudaErrorNotReady = 600;         // CUDA_ERROR_NOT_READY
 constexpr int64_t kStreamSpinNs = 20'000'000;   // as worker.FINISH_SPIN_SECONDS
 
@@ -102,6 +120,28 @@ std::string cuda_error_text(int result) {
          (text != nullptr ? text : "");
 }
 
+// Writes the canary into each zone on the worker's stream, before the
+// kernel: a copy from pinned memory, ordered with the launch and with the
+// copies back that run_call queues after it. An error's text, or null.
+const char* arm_zones(const GuardZone* zones, int count) {
+  static std::string error;
+  if (cuda.copy_to_device == nullptr || cuda.copy_to_host == nullptr) {
+    return "the isolated worker was asked to guard CUDA memory without the driver's copies";
+  }
+  if (cuda.pinned == nullptr) {
+    void* pinned = nullptr;
+    const int result = cuda.alloc_host(&pinned, (kMaxZones + 1) * kZone);
+    if (result != 0) return (error = "cuMemAllocHost for the isolated call's canaries: " + cuda_error_text(result)).c_str();
+    cuda.pinned = static_cast<uint8_t*>(pinned);
+    for (int i = 0; i < kZone; ++i) cuda.pinned[i] = call_message::canary_byte(i);
+  }
+  for (int k = 0; k < count; ++k) {
+    const int result = cuda.copy_to_device(zones[k].at, cuda.pinned, kZone, cuda.stream);
+    if (result != 0) return (error = "writing the isolated call's canaries: " + cuda_error_text(result)).c_str();
+  }
+  return nullptr;
+}
+
 // Runs the "C" message of `bytes` in the request area; the reply's length.
 uint32_t run_call(uint32_t bytes) {
   const uint8_t* in = ring.request();
@@ -114,6 +154,8 @@ uint32_t run_call(uint32_t bytes) {
   kreg_value values[kMaxParams];
   const uint8_t* at = in + 5;
   int tensors = 0;
+  GuardZone zones[kMaxZones];
+  int zone_count = 0;
   for (size_t i = 0; i < l.kinds.size(); ++i) {
     kreg_value& v = values[i];
     switch (l.kinds[i]) {
@@ -124,7 +166,9 @@ uint32_t run_call(uint32_t bytes) {
           at += 8;
           break;
         }
-        const uint32_t region = read<uint32_t>(at + 8);
+        uint32_t region = read<uint32_t>(at + 8);
+        const uint32_t guards = region == kNoRegion ? 0 : region & (kGuardAfter | kGuardBefore);
+        if (region != kNoRegion) region &= kRegionBits;
         const uint64_t offset = read<uint64_t>(at + 12);
         const int64_t numel = read<int64_t>(at + 20);
         at += 28;
@@ -140,8 +184,12 @@ uint32_t run_call(uint32_t bytes) {
           }
           data = reinterpret_cast<void*>(found->second.base + offset);
           const uintptr_t start = reinterpret_cast<uintptr_t>(data);
-          call_tensors[tensors++] =
-              CallTensor{static_cast<int>(i), region, start, start + static_cast<uintptr_t>(numel * l.item_sizes[i])};
+          const uintptr_t end = start + static_cast<uintptr_t>(numel * l.item_sizes[i]);
+          call_tensors[tensors++] = CallTensor{static_cast<int>(i), region, start, end};
+          if ((guards & kGuardAfter) && end > start) zones[zone_count++] = GuardZone{end, static_cast<int>(i), "after"};
+          if ((guards & kGuardBefore) && end > start) {
+            zones[zone_count++] = GuardZone{start - kZone, static_cast<int>(i), "before"};
+          }
         }
         v.tensor = kreg_tensor{data, numel, ndim, dims.data(), dims.data() + ndim};
         break;
@@ -165,14 +213,27 @@ uint32_t run_call(uint32_t bytes) {
     if (at > stop) return reply_text('E', "the isolated worker got a call message shorter than its launcher's");
   }
   call_tensor_count = tensors;
+  if (zone_count > 0) {
+    if (const char* failed = arm_zones(zones, zone_count)) return reply_text('E', failed);
+  }
   in_call = 1;
   const char* error = l.entry(l.launcher, values, cuda.stream, l.wide);
   in_call = 0;
   if (cuda.stream_query != nullptr) {
-    const int result = finish_stream();
+    // What the zones hold once the kernel ran, copied in the stream's order.
+    int result = 0;
+    for (int k = 0; k < zone_count && result == 0; ++k) {
+      result = cuda.copy_to_host(cuda.pinned + (k + 1) * kZone, zones[k].at, kZone, cuda.stream);
+    }
+    if (result == 0) result = finish_stream();
     if (result != 0) {
       context_lost = true;
       return reply_text('F', cuda_error_text(result).c_str());
+    }
+    for (int k = 0; k < zone_count; ++k) {
+      if (std::memcmp(cuda.pinned + (k + 1) * kZone, cuda.pinned, kZone) != 0) {
+        return reply_text('G', (std::to_string(zones[k].index) + " " + zones[k].side).c_str());
+      }
     }
   }
   return error == nullptr ? reply_text('K', nullptr) : reply_text('E', error);
@@ -290,8 +351,12 @@ void serve(int64_t spin_ns) {
 }
 
 void set_cuda(void* stream, const void* stream_query, const void* stream_synchronize, const void* error_name,
-              const void* error_string) {
+              const void* error_string, const void* copy_to_device, const void* copy_to_host,
+              const void* alloc_host) {
   cuda.stream = stream;
+  cuda.copy_to_device = reinterpret_cast<int (*)(uint64_t, const void*, size_t, void*)>(const_cast<void*>(copy_to_device));
+  cuda.copy_to_host = reinterpret_cast<int (*)(void*, uint64_t, size_t, void*)>(const_cast<void*>(copy_to_host));
+  cuda.alloc_host = reinterpret_cast<int (*)(void**, size_t)>(const_cast<void*>(alloc_host));
   cuda.stream_query = reinterpret_cast<int (*)(void*)>(const_cast<void*>(stream_query));
   cuda.stream_synchronize = reinterpret_cast<int (*)(void*)>(const_cast<void*>(stream_synchronize));
   cuda.error_name = reinterpret_cast<int (*)(int, const char**)>(const_cast<void*>(error_name));

@@ -30,8 +30,11 @@ void install_fault_handler();
 // for it with the driver's cuStreamQuery (polled) / cuStreamSynchronize; an
 // error there is replied as 'F' + its name and text (cuGetErrorName /
 // cuGetErrorString), and the worker exits after the reply, its context being
-// unusable.
+// unusable. A call's guarded zones (call_message.h) get the canary through
+// cuMemcpyHtoDAsync before the launch and are copied back with
+// cuMemcpyDtoHAsync after it, into memory from cuMemAllocHost.
 void set_cuda(void* stream, const void* stream_query, const void* stream_synchronize, const void* error_name,
-              const void* error_string);
+              const void* error_string, const void* copy_to_device, const void* copy_to_host,
+              const void* alloc_host);
 
 }  // namespace kreg::ring_worker

@@ -316,7 +316,7 @@ void* check_tensors(const LauncherTable& table, const ArgInfo* const* args, cons
 // kernels do. `fill`: torch fills new memory (deterministic algorithms with
 // fill_uninitialized_memory), so the dispatcher's aten::empty makes it, NaN
 // filled, and an output a launcher leaves unwritten shows.
-AtenTensorHandle new_output([[maybe_unused]] const LauncherTable& table, const int64_t* shape, int64_t ndim, int slot,
+AtenTensorHandle new_output(const LauncherTable& table, const int64_t* shape, int64_t ndim, int slot,
                             const ArgInfo& first, bool fill) {
   int64_t strides[kMaxShapeDims];
   int64_t numel = 1;
@@ -326,6 +326,30 @@ AtenTensorHandle new_output([[maybe_unused]] const LauncherTable& table, const i
   }
   const int32_t dtype = torch_codes()[slot];
   AtenTensorHandle out = nullptr;
+  if (__builtin_expect(table.output_padding > 0, 0)) {
+    // An isolated CUDA op's output: its storage goes on past its end, and the
+    // worker keeps canaries there while the kernel runs (a write past the end
+    // lands in memory no tensor uses, and is named).
+    const int64_t item = kCodeSizes[slot];
+    const int64_t whole_numel = numel + (table.output_padding + item - 1) / item;
+    const int64_t one = 1;
+    AtenTensorHandle whole = nullptr;
+    if (__builtin_expect(fill, 0)) {
+      torch::stable::Tensor t = torch::stable::empty(
+          torch::headeronly::IntHeaderOnlyArrayRef(&whole_numel, 1), static_cast<torch::headeronly::ScalarType>(dtype),
+          std::nullopt,
+          torch::stable::Device(static_cast<torch::headeronly::DeviceType>(first.device_type),
+                                static_cast<torch::stable::accelerator::DeviceIndex>(first.device_index)));
+      shim(aoti_torch_new_tensor_handle(t.get(), &whole), "aoti_torch_new_tensor_handle");
+    } else {
+      shim(aoti_torch_empty_strided(1, &whole_numel, &one, dtype, first.device_type, first.device_index, &whole),
+           "aoti_torch_empty_strided");
+    }
+    const AOTITorchError error = aoti_torch__reinterpret_tensor(whole, ndim, shape, strides, 0, &out);
+    aoti_torch_delete_tensor_object(whole);
+    shim(error, "aoti_torch__reinterpret_tensor");
+    return out;
+  }
   if (__builtin_expect(fill, 0)) {
     torch::stable::Tensor t = torch::stable::empty(
         torch::headeronly::IntHeaderOnlyArrayRef(shape, static_cast<size_t>(ndim)),

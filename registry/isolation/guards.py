@@ -1,6 +1,8 @@
 """Canaries around the CPU arguments of an isolated call, and the words for
 an access past an argument's end (the parent's side; the worker's guard
-pages are guard_pages.py).
+pages are guard_pages.py). On CUDA the worker keeps the canaries
+(core/ring_worker.cc), in the padding the binding leaves after each output
+and around staged arguments, and its G reply says which changed.
 
 A normal op that writes a few elements past an output corrupts malloc's
 heap and dies; in a worker the same write lands in shared memory that no
@@ -66,3 +68,12 @@ def from_log(log: str, names, params) -> str:
         return describe(names, params, index, side, access)
     except (IndexError, ValueError):
         return ""
+
+
+def from_reply(reply: bytes, names, params) -> str:
+    """A CUDA worker's G reply ("G<index> after|before"), in words."""
+    fields = reply[1:].decode(errors="replace").split()
+    try:
+        return describe(names, params, int(fields[0]), fields[1])
+    except (IndexError, ValueError):
+        return f"the kernel wrote past an argument's end (the worker said {reply[1:]!r})"

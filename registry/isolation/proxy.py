@@ -63,7 +63,7 @@ class LauncherTable(ctypes.Structure):
                 ("shared_output_allocate", ctypes.c_void_p), ("shared_output_release", ctypes.c_void_p),
                 # The op's signature and entry: copied as they are (the entry calls the proxy's launchers).
                 ("entry", ctypes.c_void_p), ("arg_count", ctypes.c_int32), ("return_count", ctypes.c_int32),
-                ("first_tensor", ctypes.c_int32), ("unused", ctypes.c_int32), ("mutated_mask", ctypes.c_uint64),
+                ("first_tensor", ctypes.c_int32), ("output_padding", ctypes.c_int32), ("mutated_mask", ctypes.c_uint64),
                 ("arg_kinds", ctypes.c_char * MAX_ARGS), ("arg_names", ctypes.c_char_p * MAX_ARGS)]
 
 
@@ -188,6 +188,10 @@ class ProxyTable:
                 self.table.launchers[code] = link.slot.address
         if source_entry and self.links:
             self.table.entry = _core.isolated_entry()
+            if backend == "cuda":
+                # Room after each output the binding allocates, for the worker's
+                # canaries (a write past an output's end is named, not lost).
+                self.table.output_padding = guards.ZONE
 
 
 def _item_sizes(table: LauncherTable, spec, code: int) -> tuple[int, ...]:
@@ -355,6 +359,8 @@ class Link:
                             region = wire.NO_REGION
                         elif cuda:
                             region, offset = found
+                            if ring and role == "out":  # padded by the binding (ProxyTable): canaries after it
+                                region |= wire.GUARD_AFTER
                         else:
                             region, offset, free = found
                             if free:
@@ -380,7 +386,8 @@ class Link:
                 for data, offset, nbytes, at, ndim, numel, role, index in staged:
                     if role != "out":
                         move(base + offset, data, nbytes)
-                    parts[at] = wire.TENSOR_HEAD.pack(ndim, region, offset, numel)
+                    guarded = wire.GUARD_AFTER | wire.GUARD_BEFORE if cuda and ring else 0  # the worker's canaries
+                    parts[at] = wire.TENSOR_HEAD.pack(ndim, region | guarded, offset, numel)
                     if not cuda:
                         zones.append((base + offset - guards.ZONE, guards.ZONE, index, "before"))
                         zones.append((base + offset + nbytes, guards.ZONE, index, "after"))
@@ -392,7 +399,7 @@ class Link:
             reply = worker.request(message, timeout, ring)
             worker.calls += 1
             overrun = guards.broken(zones) if zones else None
-            if overrun is None:
+            if overrun is None and reply[:1] != b"G":
                 for data, offset, nbytes, _, _, _, role, _ in staged:
                     if role != "in":
                         move(data, base + offset, nbytes)
@@ -417,6 +424,10 @@ class Link:
                             cuda=True)
         if reply[:1] == b"K":
             return None
+        if reply[:1] == b"G":  # a CUDA worker's canary changed: nothing was copied back
+            SUPERVISOR.retire(worker)
+            SUPERVISOR.faults += 1
+            raise Fault(guards.from_reply(reply, self.param_names, params), worker.read_log(), self.dtype)
         if reply[:1] == b"F":
             SUPERVISOR.retire(worker, finishing=True)
             SUPERVISOR.faults += 1

@@ -29,16 +29,20 @@ message starts with one byte saying what it is:
                      worker loop, core/ring_worker.h), UTF-8; the channel's memfd rides along
     b"R" ring        run the ring loop until the parent posts a yield on the channel
     b"C" call        u32 launcher id, then each parameter of the launcher as PARAM below,
-                     in the launcher's order (returns, arguments; no stream). Reply K, E or F.
+                     in the launcher's order (returns, arguments; no stream). Reply K, E, F or G.
   worker -> parent
     b"K" done, the launcher returned NULL
     b"E" + UTF-8 text: the launcher (or a load) returned this error
     b"F" + UTF-8 text: the worker's CUDA context faulted (illegal address, ...); it exits
+    b"G" + "<parameter index> after|before": a CUDA call's canary changed (GUARD_AFTER,
+                     GUARD_BEFORE); the call's results are not to be used
 
   PARAM by kind:
     T  tensor    i64 ndim (-1: None, nothing follows), u32 region (NO_REGION: a NULL data
-                 pointer), u64 offset into the region, i64 numel, ndim x i64 sizes,
-                 ndim x i64 strides
+                 pointer; else its low 30 bits, and the flags GUARD_AFTER and GUARD_BEFORE:
+                 on CUDA, the ZONE bytes after the end / before the start hold no data, and
+                 the worker keeps canaries there during the call), u64 offset into the
+                 region, i64 numel, ndim x i64 sizes, ndim x i64 strides
     f  float     f32        i  int   i64        b  bool  u8
     l  int[]     i64 count, count x i64
     s  ScalarType?  i32 (a dtype code or -1)
@@ -50,8 +54,10 @@ import struct
 
 MAX_MESSAGE = 1 << 20  # the largest packet either side reads (a call with many tensors is a few KiB)
 
-VERSION = 2
+VERSION = 3  # 3: a region's GUARD_* flags
 NO_REGION = 0xFFFFFFFF
+GUARD_AFTER, GUARD_BEFORE = 1 << 31, 1 << 30  # core/ring_worker.cc's kGuardAfter, kGuardBefore
+REGION_BITS = GUARD_BEFORE - 1
 STAGING_REGION = 0  # the parent's staging buffer, for memory that is not shared
 
 # A signature's argument kinds (registry type names) as KINDS letters; "d" is a float

@@ -239,9 +239,10 @@ class Worker:
         if cuda is not None:
             for region, base in self.regions.items():
                 core.kreg_ring_worker_add_region(region, base, base, base, base)
-            core.kreg_ring_worker_set_cuda.argtypes = [ctypes.c_void_p] * 5
+            core.kreg_ring_worker_set_cuda.argtypes = [ctypes.c_void_p] * 8
             core.kreg_ring_worker_set_cuda(cuda.stream, *(ctypes.cast(cuda.lib[n], ctypes.c_void_p) for n in (
-                cuda.query.__name__, cuda.synchronize.__name__, "cuGetErrorName", "cuGetErrorString")))
+                cuda.query.__name__, cuda.synchronize.__name__, "cuGetErrorName", "cuGetErrorString",
+                "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemAllocHost_v2")))
         self.ring = core
 
     def load(self, message: bytes) -> bytes:

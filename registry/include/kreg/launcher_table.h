@@ -85,7 +85,10 @@ typedef struct kreg_launcher_table {
   int32_t arg_count;
   int32_t return_count;
   int32_t first_tensor;                           /* the first Tensor argument that is not optional */
-  int32_t unused;
+  /* An isolated CUDA op's table sets it (registry/isolation/proxy.py): each
+   * output the binding allocates has this many bytes after its end in its own
+   * storage, where the worker keeps canaries during a call. 0 elsewhere. */
+  int32_t output_padding;
   uint64_t mutated_mask;                          /* bit i: argument i is a Tensor(a!) */
   char arg_kinds[KREG_TABLE_MAX_ARGS];            /* per argument: 'T' Tensor, 'O' Tensor?, 'f' float, 'i' int,
                                                      'b' bool, 'l' int[], 's' ScalarType? */

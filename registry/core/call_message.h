@@ -1,0 +1,25 @@
+// The constants of an isolated call's "C" message that both of its C++ ends
+// read: the parent's fast path (isolated_call.cc) and the worker's ring loop
+// (ring_worker.cc). The message itself is defined in
+// registry/isolation/wire.py; each constant names its Python twin.
+#pragma once
+
+#include <cstdint>
+
+namespace kreg::call_message {
+
+inline constexpr uint32_t kNoRegion = 0xFFFFFFFFu;  // wire.NO_REGION: a NULL data pointer
+// A tensor's region id carries these flags (wire.GUARD_AFTER, GUARD_BEFORE):
+// on CUDA, the kZone bytes after its end / before its start hold no data
+// (the binding's output padding, the staging layout), so the worker keeps
+// canaries there while the kernel runs and replies G if one changed.
+inline constexpr uint32_t kGuardAfter = 1u << 31;
+inline constexpr uint32_t kGuardBefore = 1u << 30;
+inline constexpr uint32_t kRegionBits = kGuardBefore - 1;  // wire.REGION_BITS
+inline constexpr int64_t kZone = 64;                      // guards.ZONE
+
+// guards.CANARY: not zero, not a repeated byte, not a small float, so a
+// kernel writing its values or clearing memory changes it.
+inline constexpr uint8_t canary_byte(int i) { return static_cast<uint8_t>((0xA7 + 89 * i) & 0xFF); }
+
+}  // namespace kreg::call_message
