@@ -143,9 +143,31 @@ def _shared_binding(module: str, artifacts: dict) -> SharedBinding:
     if binding is None:
         import torch  # noqa: F401  its libraries first: the binding links against them
 
-        binding = STATE.bindings[module] = SharedBinding(artifacts["binding"].path)
+        path = artifacts["binding"].path
+        try:
+            binding = SharedBinding(path)
+        except OSError as error:
+            raise binding_load_error(error, path) from None
+        STATE.bindings[module] = binding
         STATE.namespaces[module] = binding.path
     return binding
+
+
+def binding_load_error(error: OSError, path: str) -> Exception:
+    """What a shared binding that does not load raises. Its key leaves out the
+    host compiler (core/build_keys.cc), so a binding from a teammate's cache or
+    another machine may need a newer C or C++ runtime than this process has:
+    then the way out is to build it here."""
+    text = str(error)
+    if "version `GLIBC" not in text:
+        return error
+    from registry.errors import BuildEnvironmentError
+
+    missing = text[text.index("version `") + len("version `"):].split("'", 1)[0]
+    return BuildEnvironmentError(f"the shared binding {path} was built on a machine with a newer C/C++ runtime: it needs "
+                      f"{missing}, which this process's libraries lack. Build it here with rebuild=True "
+                      f"(registry.get(name, rebuild=True), or python -m registry build NAME --rebuild); the new "
+                      f"build replaces it in this cache.")
 
 
 def _register_meta(namespace: str, spec, table, schema: str, label: str) -> None:

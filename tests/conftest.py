@@ -28,7 +28,12 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 @pytest.fixture(scope="session")
 def cache_root(tmp_path_factory) -> Path:
+    """REGISTRY_TEST_SEED_CACHE: a cache the session starts from (a copy),
+    e.g. one holding a shared binding another machine built."""
     root = tmp_path_factory.mktemp("cache")
+    seed = os.environ.get("REGISTRY_TEST_SEED_CACHE")
+    if seed:
+        shutil.copytree(seed, root, dirs_exist_ok=True)
     os.environ["REGISTRY_CACHE_DIR"] = str(root)
     return root
 
@@ -111,7 +116,9 @@ def compiles():
 
 def pytest_terminal_summary(terminalreporter):
     """Prints the figures tests measured (tests/figures.py): passing tests'
-    output is otherwise hidden."""
+    output is otherwise hidden. With a seeded cache (REGISTRY_TEST_SEED_CACHE),
+    also how many shared bindings the session compiled: 0 when the seed's
+    served every test."""
     import sys
 
     figures = sys.modules.get("figures")
@@ -119,3 +126,8 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("measured figures")
         for line in figures.FIGURES:
             terminalreporter.write_line(line)
+    if os.environ.get("REGISTRY_TEST_SEED_CACHE"):
+        from registry.builder import step
+
+        bindings = [built for built in step.builds_run if built[1] == "binding"]
+        terminalreporter.write_line(f"shared bindings compiled in this session: {len(bindings)} {bindings}")

@@ -21,12 +21,13 @@ from registry.state import STATE
 pytestmark = pytest.mark.usefixtures("cache_root")
 
 ANOTHER = {"env.torch": "2.11.0+cu130", "env.python": "3.12 cpython-312-x86_64-linux-gnu", "env.torch_cxx11_abi": "0"}
+ANOTHER_COMPILER = {"toolchain.cxx": "/opt/gcc/bin/g++ | g++ (GCC) 13.3.0"}
 
 
-def test_the_key_does_not_depend_on_torchs_or_pythons_version():
+def test_the_key_does_not_depend_on_torchs_pythons_or_the_compilers_version():
     env = environment.build_environment("cpu", knobs.cache_dir())
     assert env["env.torch"] != ANOTHER["env.torch"]
-    here, there = keys.binding_key("cpu", env), keys.binding_key("cpu", {**env, **ANOTHER})
+    here, there = keys.binding_key("cpu", env), keys.binding_key("cpu", {**env, **ANOTHER, **ANOTHER_COMPILER})
     assert here.hex == there.hex
     names = {i.name: i.value for i in here.inputs}
     assert names["stable_abi"].startswith("torch 2.11 and later") and "env.torch" not in names, names
@@ -67,3 +68,18 @@ def test_a_teammate_on_another_torch_gets_the_same_binding_with_no_compile():
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["builds"] == [] and result["ok"], result
     assert [name for name in result["bindings"] if name.startswith("kreg_binding_cpu_")] == built
+
+
+def test_a_binding_that_needs_a_newer_runtime_says_to_rebuild_it_here():
+    """Its key leaves out the compiler, so a teammate's binding may need a newer
+    libstdc++ than this process has: the load error says what to do."""
+    from registry.errors import BuildEnvironmentError
+    from registry.load import binding_load_error
+
+    error = OSError("/c/kreg_binding_cpu_1.so: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.32' not "
+                    "found (required by /c/kreg_binding_cpu_1.so)")
+    raised = binding_load_error(error, "/c/kreg_binding_cpu_1.so")
+    assert isinstance(raised, BuildEnvironmentError)
+    assert "GLIBCXX_3.4.32" in str(raised) and "rebuild=True" in str(raised) and "--rebuild" in str(raised)
+    other = OSError("/c/kreg_binding_cpu_1.so: cannot open shared object file: No such file or directory")
+    assert binding_load_error(other, "/c/kreg_binding_cpu_1.so") is other

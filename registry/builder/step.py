@@ -115,10 +115,6 @@ class BuildResult:
 builds_run: list[tuple[str, str]] = []
 
 
-# Every compile this process ran, as (kernel, kind): tests count them.
-builds_run: list[tuple[str, str]] = []
-
-
 def torch_libstdcxx_flags() -> list[str]:
     """torch's libstdc++ by path, so every module shares it (see
     environment.torch_libstdcxx and command_lines.link_flags)."""

@@ -30,10 +30,14 @@ const std::set<std::string> kNvccLauncherInputs = {"toolchain.nvcc", "env.cuda_a
 // What the shared binding does not depend on (see binding_key): no device
 // code, no kernel library, no nvcc; and, on torch's stable ABI and Python's
 // limited API (stable_binding_text.h), not torch's or Python's exact version
-// nor torch's C++ ABI. env.cuda counts by its major only (binding_key).
-const std::set<std::string> kNotBindingInputs = {"env.cuda_arch",          "toolchain.kernel_lib", "toolchain.nvcc",
-                                                 "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.torch",
-                                                 "env.torch_cxx11_abi",    "env.python"};
+// nor torch's C++ ABI. env.cuda counts by its major only (binding_key). Nor
+// the host compiler's version: everything the binding exchanges with torch,
+// Python and the kernel libraries is C, so one built by g++ 12 on one machine
+// serves another with g++ 13 (a binding that needs a newer C or C++ runtime
+// than a process has fails to load, and load.py says to rebuild it there).
+const std::set<std::string> kNotBindingInputs = {
+    "env.cuda_arch", "toolchain.kernel_lib",  "toolchain.nvcc", "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc",
+    "env.torch",     "env.torch_cxx11_abi",   "env.python",     "toolchain.cxx"};
 
 // "13" of "13.0": a CUDA major serves every minor of it (torch's own wheels
 // are built per major's runtime; the binding includes no CUDA header).

@@ -36,7 +36,7 @@ Key fresh_binding_key(const std::string& backend, const std::map<std::string, st
   kb.add("stable_abi", std::string("torch ") + kStableTargetTorch + " and later, Python 3.10 and later");
   const std::set<std::string> not_inputs = {"env.cuda_arch", "toolchain.kernel_lib", "toolchain.nvcc",
                                             "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc", "env.torch",
-                                            "env.torch_cxx11_abi", "env.python"};
+                                            "env.torch_cxx11_abi", "env.python", "toolchain.cxx"};
   for (const auto& [name, value] : env) {
     if (name == "env.cuda") {
       kb.add("env.cuda_major", value.substr(0, value.find('.')));
@@ -90,7 +90,7 @@ TEST_F(BindingKeyTest, TheMemoizedKeyIsTheFreshOne) {
 TEST_F(BindingKeyTest, AnotherInputIsHashedAgain) {
   const Key before = binding_key("cpu", env_, include_);
   std::map<std::string, std::string> env = env_;
-  env["toolchain.cxx"] = "another compiler";
+  env["toolchain.command_lines"] = "another set of command lines";
   expect_same(binding_key("cpu", env, include_), fresh_binding_key("cpu", env, include_));
   EXPECT_NE(binding_key("cpu", env, include_).digest, before.digest);
   write_abi("// abi v2\n");
@@ -101,9 +101,10 @@ TEST_F(BindingKeyTest, AnotherInputIsHashedAgain) {
 }
 
 // On torch's stable ABI and Python's limited API, one binding serves every
-// torch from the target on and every Python from 3.10 on, for one CUDA major:
-// a teammate on another torch or Python finds the same key in the team's cache.
-TEST_F(BindingKeyTest, NeitherTorchsNorPythonsVersionIsAnInput) {
+// torch from the target on and every Python from 3.10 on, for one CUDA major,
+// whichever compiler built it: a teammate on another torch, Python or
+// compiler finds the same key in the team's cache.
+TEST_F(BindingKeyTest, NeitherTorchsPythonsNorTheCompilersVersionIsAnInput) {
   for (const char* backend : {"cpu", "cuda"}) {
     std::map<std::string, std::string> here = env_, there = env_;
     here.insert({{"env.python", "3.11 cpython-311-x86_64-linux-gnu"}, {"env.torch_cxx11_abi", "1"},
@@ -113,12 +114,14 @@ TEST_F(BindingKeyTest, NeitherTorchsNorPythonsVersionIsAnInput) {
     there["env.python"] = "3.12 cpython-312-x86_64-linux-gnu";
     there["env.torch_cxx11_abi"] = "0";
     there["env.cuda"] = "13.2";
+    there["toolchain.cxx"] = "/opt/gcc/bin/g++ | g++ (GCC) 13.3.0";
     const Key a = binding_key(backend, here, include_);
     expect_same(binding_key(backend, there, include_), a);
     bool target_named = false;
     for (const KeyInput& input : a.inputs) {
       EXPECT_NE(input.name, "env.torch");
       EXPECT_NE(input.name, "env.python");
+      EXPECT_NE(input.name, "toolchain.cxx");
       target_named = target_named || (input.name == "stable_abi" && input.value.find("torch 2.11") == 0);
     }
     EXPECT_TRUE(target_named);

@@ -210,9 +210,13 @@ TEST_F(PlanTest, AnEnvironmentChangeNamesTheInput) {
   facts_.env["toolchain.cxx"] = "/usr/bin/c++ 14";
   Plan next = make_plan(manifest(), facts_, store());
   EXPECT_TRUE(next.artifacts[0].missing());
-  EXPECT_TRUE(next.artifacts[1].missing());
+  EXPECT_FALSE(next.artifacts[1].missing());  // the binding's interface is C: any compiler's serves
   build_all(next);
   EXPECT_EQ(next.changes, (std::vector<std::string>{"toolchain.cxx: /usr/bin/c++ 13 -> /usr/bin/c++ 14"}));
+  facts_.env["toolchain.command_lines"] = "4567cdef";
+  Plan third = make_plan(manifest(), facts_, store());
+  EXPECT_TRUE(third.artifacts[0].missing());
+  EXPECT_TRUE(third.artifacts[1].missing());
 }
 
 // A direct build includes no torch header; the binding is built on torch's
@@ -304,11 +308,11 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   Key binding = binding_key("cpu", facts_.env, facts_.registry_include);
   names.clear();
   for (const KeyInput& input : binding.inputs) names.push_back(input.name);
-  // No signature: one binding serves every op; no torch version: it is built on the stable ABI.
+  // No signature: one binding serves every op; no torch version: it is built on the stable ABI;
+  // no compiler: what it exchanges is C.
   EXPECT_EQ(names, (std::vector<std::string>{"backend", "file:registry/include/kreg/abi.h",
                                              "file:registry/include/kreg/launcher_table.h", "key.format", "kind",
-                                             "source", "stable_abi", "template", "toolchain.command_lines",
-                                             "toolchain.cxx"}));
+                                             "source", "stable_abi", "template", "toolchain.command_lines"}));
   EXPECT_EQ(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cpu"));
   EXPECT_NE(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cuda"));
 }
