@@ -136,7 +136,6 @@ void init_build_on_demand(py::module_& m) {
         py::arg("ask") = nullptr);
   m.def("find_in_path", &find_in_path, py::arg("name"));
 
-  m.attr("BINDING_TEMPLATE_VERSION") = kBindingTemplateVersion;
   m.def("generate_shared_binding", &generate_shared_binding, py::arg("backend"));
   m.def("binding_schema", &binding_schema, py::arg("signature"));
 }

@@ -96,6 +96,14 @@ BindingKeyMemo& binding_key_memo(const std::string& backend) {
   throw std::logic_error("binding_key: no key memo for backend " + backend);
 }
 
+// binding_source_input(backend), generated once per process.
+std::string binding_source_of(const std::string& backend) {
+  BindingKeyMemo& memo = binding_key_memo(backend);
+  const std::lock_guard<std::mutex> lock(memo.mutex);
+  if (memo.source.empty()) memo.source = binding_source_input(backend);
+  return memo.source;
+}
+
 // The headers included are covered by content already; the version makes an
 // upgrade a line of its own in status().changes ("package:nvidia-cutlass:
 // 4.2.0.0 -> 4.3.0"), which a list of changed files would not say.
@@ -195,9 +203,11 @@ Key device_key(const Manifest& m, const std::string& registry_include,
 }
 
 std::string binding_namespace(const Signature& signature, const std::string& backend) {
+  // The binding's text, not a version bumped by hand: a binding that registers
+  // differently registers elsewhere.
   return "kreg_" + hash_fields_hex({{"signature", signature.canonical()},
-                                {"backend", backend},
-                                {"template", std::to_string(kBindingTemplateVersion)}})
+                                    {"backend", backend},
+                                    {"binding", binding_source_of(backend)}})
                        .substr(0, 16);
 }
 
@@ -206,7 +216,6 @@ Key binding_key(const std::string& backend, const std::map<std::string, std::str
   BindingKeyMemo& memo = binding_key_memo(backend);
   KeyBuilder kb;
   kb.add("kind", "binding").add("backend", backend);
-  kb.add("template", std::to_string(kBindingTemplateVersion));
   // The registry headers the generated text includes: its digest below covers
   // the text, not what an #include brings in.
   for (const char* header : {"kreg/abi.h", "kreg/launcher_table.h"}) {
@@ -227,10 +236,10 @@ Key binding_key(const std::string& backend, const std::map<std::string, std::str
   // Inputs are kept sorted by name, so adding the source last hashes the same
   // bytes as adding it first: the memo changes no key.
   const Digest others = kb.finish().digest;
+  const std::string source = binding_source_of(backend);
   const std::lock_guard<std::mutex> lock(memo.mutex);
   if (!memo.key || memo.others != others) {
-    if (memo.source.empty()) memo.source = binding_source_input(backend);
-    kb.add("source", memo.source);  // the text compiled: no version bump can be forgotten
+    kb.add("source", source);  // the text compiled: no version bump can be forgotten
     memo.key = kb.finish();
     memo.others = others;
   }

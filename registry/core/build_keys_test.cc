@@ -28,7 +28,6 @@ Key fresh_binding_key(const std::string& backend, const std::map<std::string, st
                       const std::string& registry_include) {
   KeyBuilder kb;
   kb.add("kind", "binding").add("backend", backend);
-  kb.add("template", std::to_string(kBindingTemplateVersion));
   const std::string text = generate_shared_binding(backend);
   kb.add("source", "xxh3-128:" + hash_bytes(text).hex() + " (" + std::to_string(text.size()) + " bytes generated)");
   kb.add_file("registry/include/kreg/abi.h", registry_include + "/kreg/abi.h");

@@ -32,10 +32,6 @@
 
 namespace kreg {
 
-// Bumped whenever the shared binding's text changes; part of its key and of
-// every op's namespace.
-inline constexpr int kBindingTemplateVersion = 11;  // 10: one binding for every signature; 11: torch's stable ABI
-
 // backend: "cpu" or "cuda".
 std::string generate_shared_binding(const std::string& backend);
 

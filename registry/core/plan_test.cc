@@ -312,7 +312,7 @@ TEST_F(PlanTest, KeysMatchTheirDocumentedInputs) {
   // no compiler: what it exchanges is C.
   EXPECT_EQ(names, (std::vector<std::string>{"backend", "file:registry/include/kreg/abi.h",
                                              "file:registry/include/kreg/launcher_table.h", "key.format", "kind",
-                                             "source", "stable_abi", "template", "toolchain.command_lines"}));
+                                             "source", "stable_abi", "toolchain.command_lines"}));
   EXPECT_EQ(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cpu"));
   EXPECT_NE(binding_namespace(m.ops[0].signature, "cpu"), binding_namespace(m.ops[0].signature, "cuda"));
 }
