@@ -64,6 +64,15 @@ class Writer {
   size_t at_ = 0;
 };
 
+// The first of `spans` (each with .base and .end) that holds [data, end), or null.
+template <typename Span>
+const Span* containing(const std::vector<Span>& spans, uintptr_t data, uintptr_t end) {
+  for (const Span& span : spans) {
+    if (span.base <= data && end <= span.end) return &span;
+  }
+  return nullptr;
+}
+
 struct Busy {
   std::atomic<bool>& flag;
   ~Busy() { flag.store(false, std::memory_order_release); }
@@ -157,14 +166,7 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
           int64_t offset = 0, free = 0;
           bool stage = false;
           if (data != 0 && nbytes != 0 && channel.cuda) {
-            const uintptr_t end = data + static_cast<uintptr_t>(nbytes);
-            const IsolatedChannel::CudaAllocation* found = nullptr;
-            for (const IsolatedChannel::CudaAllocation& a : channel.cuda_allocations) {
-              if (a.base <= data && end <= a.end) {
-                found = &a;
-                break;
-              }
-            }
+            const auto* found = containing(channel.cuda_allocations, data, data + static_cast<uintptr_t>(nbytes));
             uint64_t buffer_id = 0;
             if (found == nullptr ||
                 channel.driver.pointer_get_attribute(&buffer_id, kCuPointerAttributeBufferId, data) != 0 ||
@@ -178,13 +180,7 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
             if (slot.roles[i] == 'o') region |= kGuardAfter;
           } else if (data != 0 && nbytes != 0) {
             const uintptr_t end = data + static_cast<uintptr_t>(nbytes);
-            const IsolatedChannel::Region* found = nullptr;
-            for (const IsolatedChannel::Region& r : channel.storages) {
-              if (r.base <= data && end <= r.end) {
-                found = &r;
-                break;
-              }
-            }
+            const auto* found = containing(channel.storages, data, end);
             if (found != nullptr) {
               region = found->id;
               offset = static_cast<int64_t>(data - found->base);

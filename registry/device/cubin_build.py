@@ -206,11 +206,12 @@ def _read_around_mirror(deps: list[str], manifest, staging: Path) -> list[str]:
 
 
 class DeviceBuild:
-    """A compiled cubin in a staging folder, and the key over what NVRTC saw."""
+    """A compiled cubin in a staging folder and the files the compiler read
+    (its key is the driver's: the base's inputs and these files beyond them)."""
 
-    def __init__(self, key, cubin_name: str, files: list[str], seconds: float, rounds: int,
+    def __init__(self, cubin_name: str, files: list[str], seconds: float, rounds: int,
                  warnings: list[str] | None = None):
-        self.key, self.artifact, self.deps, self.seconds, self.rounds = key, cubin_name, files, seconds, rounds
+        self.artifact, self.deps, self.seconds, self.rounds = cubin_name, files, seconds, rounds
         self.warnings = warnings or []  # what the device compiler warned (builder/compiler_warnings.py)
 
 
@@ -236,7 +237,7 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: P
             name = f"{manifest.name}.cubin"
             (staging / name).write_bytes(cubin)
             shutil.rmtree(staging / "src", ignore_errors=True)
-            return DeviceBuild(device_key(manifest, snapshot, arch, compiler), name, sorted(snapshot.files),
+            return DeviceBuild(name, sorted(snapshot.files),
                                time.perf_counter() - start, rounds,
                                compiler_warnings.warning_lines(_unmirror(log, manifest, staging)))
         missing = [(m["name"], m["file"]) for pattern in _MISSING for m in pattern.finditer(log)]
@@ -366,7 +367,6 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
               started_ns=started_ns)
     got = ensure_artifact(store, target, job, remote)
     if got.built is not None:
-        got.built.key = target.key or got.built.key  # what was published: the base's inputs and the files beyond
         # The size cap is applied after the result, with the other artifacts of
         # this get (resolve.resolve: cache_cap.collect_garbage_soon), not here in
         # the middle of the edit.
