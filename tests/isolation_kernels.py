@@ -2,6 +2,7 @@
 time, good or faulty, so every fault is a real one of a real build."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 CPU_TOML = """format = 1
@@ -173,3 +174,23 @@ def write_cpu_inplace_kernel(root: Path, name: str, k: int) -> Path:
     (folder / "kernel.toml").write_text(INPLACE_TOML.format(name=name))
     (folder / "kernel.cpp").write_text(INPLACE_SOURCE.format(name=name, k=k))
     return folder / "kernel.cpp"
+
+
+@contextlib.contextmanager
+def cuda_worker_with_channel(monkeypatch, setting: str):
+    """The plain CUDA worker is retired on entry and on exit, so the one in
+    between starts with
+    REGISTRY_ISOLATE_CUDA_CHANNEL=`setting` ("1" the call channel, "0" the socket)."""
+    from registry.isolation.supervisor import SUPERVISOR
+
+    def stop():
+        worker = SUPERVISOR.workers.get(("plain", "cuda"))
+        if worker is not None:
+            SUPERVISOR.retire(worker)
+
+    stop()
+    monkeypatch.setenv("REGISTRY_ISOLATE_CUDA_CHANNEL", setting)
+    try:
+        yield
+    finally:
+        stop()

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import registry
-from isolation_kernels import good, write_cpu_kernel
+from isolation_kernels import cuda_worker_with_channel, good, write_cpu_kernel
 from registry.isolation.supervisor import SUPERVISOR
 
 _names = itertools.count()
@@ -125,21 +125,12 @@ def test_an_idle_worker_sleeps(kernels_root, cache_root):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_calls_keep_the_socket_with_the_channel_turned_off(cache_root, monkeypatch):
     """REGISTRY_ISOLATE_CUDA_CHANNEL=0: a CUDA worker without a call channel, same results."""
-    def stop():
-        worker = SUPERVISOR.workers.get(("plain", "cuda"))
-        if worker is not None:
-            SUPERVISOR.retire(worker)
-
-    stop()
-    monkeypatch.setenv("REGISTRY_ISOLATE_CUDA_CHANNEL", "0")
-    try:
+    with cuda_worker_with_channel(monkeypatch, "0"):
         op = registry.get("axpy", device="cuda", isolate=True)
         x = torch.arange(1000, dtype=torch.float32, device="cuda")
         for _ in range(3):
             assert torch.equal(op(x, x, 2.0), registry.get("axpy", device="cuda")(x, x, 2.0))
         assert SUPERVISOR.workers[("plain", "cuda")].channel is None
-    finally:
-        stop()
 
 
 MIX_TOML = """format = 1

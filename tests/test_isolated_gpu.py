@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import registry
-from isolation_kernels import CUDA_CHECKED_WRITE, CUDA_FAULTS, cuda_good, cuda_write_past_end, write_cuda_kernel
+from isolation_kernels import (CUDA_CHECKED_WRITE, CUDA_FAULTS, cuda_good, cuda_worker_with_channel,
+                               cuda_write_past_end, write_cuda_kernel)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -154,17 +155,8 @@ def cuda_channel(monkeypatch):
     """A CUDA worker started by the test itself, with the call channel on
     (the default; set here so that a REGISTRY_ISOLATE_CUDA_CHANNEL=0 in the
     environment does not turn these tests into socket tests)."""
-    from registry.isolation.supervisor import SUPERVISOR
-
-    def stop():
-        worker = SUPERVISOR.workers.get(("plain", "cuda"))
-        if worker is not None:
-            SUPERVISOR.retire(worker)
-
-    stop()
-    monkeypatch.setenv("REGISTRY_ISOLATE_CUDA_CHANNEL", "1")
-    yield
-    stop()
+    with cuda_worker_with_channel(monkeypatch, "1"):
+        yield
 
 
 def test_isolated_cuda_calls_take_the_call_channel(kernels_root, cache_root, cuda_channel):
