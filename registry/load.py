@@ -153,21 +153,25 @@ def _shared_binding(module: str, artifacts: dict) -> SharedBinding:
     return binding
 
 
-def binding_load_error(error: OSError, path: str) -> Exception:
-    """What a shared binding that does not load raises. Its key leaves out the
-    host compiler (core/build_keys.cc), so a binding from a teammate's cache or
-    another machine may need a newer C or C++ runtime than this process has:
-    then the way out is to build it here."""
+class BindingNeedsNewerRuntime(OSError):
+    """The cached shared binding needs a newer C or C++ runtime than this
+    process has. Its key leaves out the host compiler (core/build_keys.cc), so
+    one built on a teammate's or another machine with a newer g++ can land
+    here: resolve removes the entry and builds the binding here instead."""
+
+    def __init__(self, path: str, missing: str):
+        super().__init__(f"the shared binding {path} was built on a machine with a newer C/C++ runtime: it needs "
+                         f"{missing}, which this process's libraries lack")
+        self.path, self.missing = path, missing
+
+
+def binding_load_error(error: OSError, path: str) -> OSError:
+    """What a shared binding that does not load raises: BindingNeedsNewerRuntime
+    for a missing symbol version, else the loader's own error."""
     text = str(error)
     if "version `GLIBC" not in text:
         return error
-    from registry.errors import BuildEnvironmentError
-
-    missing = text[text.index("version `") + len("version `"):].split("'", 1)[0]
-    return BuildEnvironmentError(f"the shared binding {path} was built on a machine with a newer C/C++ runtime: it needs "
-                      f"{missing}, which this process's libraries lack. Build it here with rebuild=True "
-                      f"(registry.get(name, rebuild=True), or python -m registry build NAME --rebuild); the new "
-                      f"build replaces it in this cache.")
+    return BindingNeedsNewerRuntime(path, text[text.index("version `") + len("version `"):].split("'", 1)[0])
 
 
 def _register_meta(namespace: str, spec, table, schema: str, label: str) -> None:

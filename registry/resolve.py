@@ -57,7 +57,7 @@ def find(name: str):
 
 
 def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of, manifest=None,
-            load_ops: bool = True) -> KernelState:
+            load_ops: bool = True, *, foreign_binding_retry: bool = True) -> KernelState:
     """name: the kernel's name or its folder's. previous_of(backend, kernel name):
     the kernel's state loaded in this process for that backend, or None. Asked after the backend is chosen, so a request that
     names the backend and one that leaves it to the default share handles.
@@ -66,7 +66,9 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     or a checked build (_core.with_extra_flags); its ops are new handles, never
     exposed as torch.ops. load_ops=False builds, publishes and pins without
     loading anything into this process (a checked build runs only in a worker):
-    the state's ops are then empty."""
+    the state's ops are then empty. foreign_binding_retry: a cached binding
+    that needs a newer C++ runtime than this process has is removed and built
+    here (once)."""
     start = time.perf_counter()
     variant = manifest is not None
     manifest = manifest if variant else find(name)
@@ -82,7 +84,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
                            header_packages(manifest))
     planned = plan.artifacts  # a copy on each access (pybind11): read once
     device, device_job = None, None
-    team = _team()
+    team = _team() if foreign_binding_retry else None  # the retry builds here: the team has the foreign one
     team_before = dict(team.counts) if team is not None else None
     if device_module:
         # NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a device-only edit
@@ -135,9 +137,20 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     # Pinned (and marked used) before loading: a `cache gc` elsewhere cannot
     # remove what this process is about to load or has loaded.
     STATE.pins.hold(store, [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
-    from registry.load import load
+    from registry.load import BindingNeedsNewerRuntime, load
 
-    ops = load(manifest, plan, artifacts, previous, device, expose=not variant) if load_ops else {}
+    try:
+        ops = load(manifest, plan, artifacts, previous, device, expose=not variant) if load_ops else {}
+    except BindingNeedsNewerRuntime as error:
+        if not foreign_binding_retry:
+            raise
+        # Another machine's build (its key holds no compiler): build it here, once.
+        import warnings
+
+        warnings.warn(f"{error}; building it on this machine instead", stacklevel=2)
+        store.remove(artifacts["binding"].entry.key)
+        return resolve(name, requested_backend, rebuild, previous_of, manifest if variant else None, load_ops,
+                       foreign_binding_retry=False)
     tuned = None
     if manifest.tunable and not variant:
         if _tuned_before(name, backend, cache_root):

@@ -70,16 +70,47 @@ def test_a_teammate_on_another_torch_gets_the_same_binding_with_no_compile():
     assert [name for name in result["bindings"] if name.startswith("kreg_binding_cpu_")] == built
 
 
-def test_a_binding_that_needs_a_newer_runtime_says_to_rebuild_it_here():
-    """Its key leaves out the compiler, so a teammate's binding may need a newer
-    libstdc++ than this process has: the load error says what to do."""
-    from registry.errors import BuildEnvironmentError
-    from registry.load import binding_load_error
+# A fresh process whose loader refuses the cached binding once, as it refuses
+# one that a newer g++ built (std::ios_base_library_init, GLIBCXX_3.4.32).
+FOREIGN = """
+import json, warnings
+import torch, registry
+from registry import load
+from registry.builder import step
 
-    error = OSError("/c/kreg_binding_cpu_1.so: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.32' not "
-                    "found (required by /c/kreg_binding_cpu_1.so)")
-    raised = binding_load_error(error, "/c/kreg_binding_cpu_1.so")
-    assert isinstance(raised, BuildEnvironmentError)
-    assert "GLIBCXX_3.4.32" in str(raised) and "rebuild=True" in str(raised) and "--rebuild" in str(raised)
+real, calls = load.SharedBinding.__init__, []
+def needs_newer(self, path):
+    calls.append(path)
+    if len(calls) == 1:
+        raise OSError(path + ": libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by " + path + ")")
+    real(self, path)
+load.SharedBinding.__init__ = needs_newer
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    op = registry.get("axpy", device="cpu")
+x = torch.arange(5.0)
+print(json.dumps({"builds": step.builds_run, "ok": bool(torch.equal(op(x, x, 2.0), 3 * x)), "loads": len(calls),
+                  "warned": [str(w.message) for w in caught]}))
+"""
+
+
+def test_a_binding_another_machine_built_for_a_newer_runtime_is_built_here():
+    """Its key leaves out the compiler, so a teammate's binding may need a newer
+    libstdc++ than this process has: the get removes it, builds it here and
+    runs, with a warning that says so."""
+    registry.get("axpy", device="cpu")  # the binding is in the cache
+    run = subprocess.run([sys.executable, "-c", FOREIGN], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "REGISTRY_CACHE_DIR": str(knobs.cache_dir())})
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["ok"] and got["loads"] == 2 and [kind for _, kind in got["builds"]] == ["binding"], got
+    assert any("GLIBCXX_3.4.32" in w and "building it on this machine" in w for w in got["warned"]), got
+
+
+def test_other_load_errors_are_the_loaders():
+    from registry.load import BindingNeedsNewerRuntime, binding_load_error
+
     other = OSError("/c/kreg_binding_cpu_1.so: cannot open shared object file: No such file or directory")
     assert binding_load_error(other, "/c/kreg_binding_cpu_1.so") is other
+    needs = binding_load_error(OSError("x.so: version `GLIBCXX_3.4.32' not found (required by x.so)"), "x.so")
+    assert isinstance(needs, BindingNeedsNewerRuntime) and needs.missing == "GLIBCXX_3.4.32"

@@ -34,7 +34,7 @@ const std::set<std::string> kNvccLauncherInputs = {"toolchain.nvcc", "env.cuda_a
 // the host compiler's version: everything the binding exchanges with torch,
 // Python and the kernel libraries is C, so one built by g++ 12 on one machine
 // serves another with g++ 13 (a binding that needs a newer C or C++ runtime
-// than a process has fails to load, and load.py says to rebuild it there).
+// than a process has fails to load, and resolve.py builds it there instead).
 const std::set<std::string> kNotBindingInputs = {
     "env.cuda_arch", "toolchain.kernel_lib",  "toolchain.nvcc", "toolchain.pytorch_nvcc", "toolchain.nvcc_host_cc",
     "env.torch",     "env.torch_cxx11_abi",   "env.python",     "toolchain.cxx"};
