@@ -27,6 +27,7 @@ struct PythonSide {
   PyObject* function_mode = nullptr;     // torch._C._is_torch_function_mode_enabled
   PyObject* dispatch_modes = nullptr;    // torch._C._len_torch_dispatch_stack
   PyObject* increment_version = nullptr; // torch.autograd.graph.increment_version
+  PyObject* profiler_enabled = nullptr;  // torch._C._autograd._profiler_enabled
   PyObject* requires_grad = nullptr;     // "requires_grad", interned
 };
 PythonSide python;
@@ -66,8 +67,9 @@ struct CallArgs {
   kreg_value values[kMaxOutputs + kMaxArgs] = {};
 };
 
-// Checks, allocates outs[0, return_count) and calls the kernel library's entry.
-void run(const LauncherTable& table, CallArgs& a, bool fill, OwnedTensor* outs) {
+// Checks, allocates outs[0, return_count) and calls the kernel library's
+// entry. `raw`: CUDA outputs may be raw memory (the fast entry's, allocate()).
+void run(const LauncherTable& table, CallArgs& a, bool fill, OwnedTensor* outs, bool raw) {
   int slot = -1;
   void* launcher = check_tensors(table, a.tensors, table.arg_names, table.arg_count, table.first_tensor, &slot,
                                  table.mutated_mask);
@@ -76,8 +78,8 @@ void run(const LauncherTable& table, CallArgs& a, bool fill, OwnedTensor* outs) 
   ArgInfo out_infos[kMaxOutputs];
   bool nothing_written = table.return_count > 0 || table.mutated_mask != 0;
   for (int k = 0; k < table.return_count; ++k) {
-    outs[k] = allocate(table, k, a.tensors, first, fill);
-    out_infos[k] = info_of(outs[k].handle);
+    outs[k] = allocate(table, k, a.tensors, first, fill, raw);
+    out_infos[k] = info_of(outs[k]);
     nothing_written = nothing_written && out_infos[k].numel == 0;
   }
   for (int i = 0; i < table.arg_count && nothing_written; ++i) {
@@ -142,7 +144,7 @@ void boxed_call(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
     }
   }
   OwnedTensor outs[kMaxOutputs];
-  run(table, a, fills_new_memory(), outs);
+  run(table, a, fills_new_memory(), outs, false);
   for (int k = 0; k < table.return_count; ++k) stack[k] = torch::stable::detail::from(outs[k].release());
 }
 

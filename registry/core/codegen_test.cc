@@ -80,7 +80,7 @@ TEST(Codegen, CudaBindingUsesTheCurrentStreamOfTheInputsDevice) {
 
 TEST(Codegen, AllocatesThroughPyTorchAndNeverCopies) {
   const std::string text = generate_shared_binding("cuda");
-  EXPECT_TRUE(contains(text, "outs[k] = allocate(table, k, a.tensors, first, fill);"));
+  EXPECT_TRUE(contains(text, "outs[k] = allocate(table, k, a.tensors, first, fill, raw);"));
   // From the device's allocator through the shim, without a dispatcher call;
   // the dispatcher's aten::empty where torch fills new memory (deterministic algorithms).
   EXPECT_TRUE(contains(text, "aoti_torch_empty_strided(ndim, shape, strides, dtype"));
