@@ -22,7 +22,12 @@
 // data, sizes, strides, dtype, device, no allocation). Outputs go back as the
 // very tensors allocated through torch 2.14's torch_tensor_to_pyobject (a weak
 // reference: absent before 2.14), else through DLPack, whose Python tensor
-// wraps the memory (not resizable; record_stream does nothing on it). What the
+// wraps the memory (not resizable; record_stream does nothing on it); there a
+// CUDA output is raw memory of torch's caching allocator, which costs half of
+// aoti_torch_empty_strided's trip through the dispatcher. The profiler's
+// record is made only while torch.autograd profiles, and the device guard only
+// off the current device (each ~1 us on an H200 through the shims:
+// bench/stable_shim_costs.py). What the
 // ATen entry read from c10's thread state is asked of
 // Python (torch function and dispatch modes, deterministic fill), and a
 // Tensor(a!) argument's version is bumped through
