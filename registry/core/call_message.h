@@ -4,6 +4,7 @@
 // registry/isolation/wire.py; each constant names its Python twin.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 namespace kreg::call_message {
@@ -21,5 +22,12 @@ inline constexpr int64_t kZone = 64;                      // guards.ZONE
 // guards.CANARY: not zero, not a repeated byte, not a small float, so a
 // kernel writing its values or clearing memory changes it.
 inline constexpr uint8_t canary_byte(int i) { return static_cast<uint8_t>((0xA7 + 89 * i) & 0xFF); }
+
+// The kZone canary bytes, as one array (compared and copied whole).
+inline constexpr std::array<uint8_t, kZone> kCanary = [] {
+  std::array<uint8_t, kZone> bytes{};
+  for (int i = 0; i < kZone; ++i) bytes[i] = canary_byte(i);
+  return bytes;
+}();
 
 }  // namespace kreg::call_message

@@ -83,7 +83,7 @@ TEST(Codegen, AllocatesThroughPyTorchAndNeverCopies) {
   EXPECT_TRUE(contains(text, "outs[k] = allocate(table, k, a.tensors, first, fill, raw);"));
   // From the device's allocator through the shim, without a dispatcher call;
   // the dispatcher's aten::empty where torch fills new memory (deterministic algorithms).
-  EXPECT_TRUE(contains(text, "aoti_torch_empty_strided(ndim, shape, strides, dtype"));
+  EXPECT_TRUE(contains(text, "aoti_torch_empty_strided(alloc_ndim, alloc_shape, alloc_strides, dtype"));
   EXPECT_TRUE(contains(text, "torch::stable::empty("));
   EXPECT_TRUE(contains(text, "python_true(python.fill_memory)"));
   EXPECT_FALSE(contains(text, "torch_from_blob("));

@@ -80,19 +80,6 @@ struct Busy {
 
 }  // namespace
 
-const uint8_t kCanary[64] = {
-#define KREG_C(i) call_message::canary_byte(i)
-    KREG_C(0),  KREG_C(1),  KREG_C(2),  KREG_C(3),  KREG_C(4),  KREG_C(5),  KREG_C(6),  KREG_C(7),
-    KREG_C(8),  KREG_C(9),  KREG_C(10), KREG_C(11), KREG_C(12), KREG_C(13), KREG_C(14), KREG_C(15),
-    KREG_C(16), KREG_C(17), KREG_C(18), KREG_C(19), KREG_C(20), KREG_C(21), KREG_C(22), KREG_C(23),
-    KREG_C(24), KREG_C(25), KREG_C(26), KREG_C(27), KREG_C(28), KREG_C(29), KREG_C(30), KREG_C(31),
-    KREG_C(32), KREG_C(33), KREG_C(34), KREG_C(35), KREG_C(36), KREG_C(37), KREG_C(38), KREG_C(39),
-    KREG_C(40), KREG_C(41), KREG_C(42), KREG_C(43), KREG_C(44), KREG_C(45), KREG_C(46), KREG_C(47),
-    KREG_C(48), KREG_C(49), KREG_C(50), KREG_C(51), KREG_C(52), KREG_C(53), KREG_C(54), KREG_C(55),
-    KREG_C(56), KREG_C(57), KREG_C(58), KREG_C(59), KREG_C(60), KREG_C(61), KREG_C(62), KREG_C(63),
-#undef KREG_C
-};
-
 void add_channel(std::shared_ptr<IsolatedChannel> channel) {
   std::lock_guard<std::mutex> hold(channels_mutex);
   channels.push_back(std::move(channel));
@@ -243,7 +230,7 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
     return nullptr;  // the parent's context reports an error: Python's path raises it
   }
   *declined = false;
-  for (int k = 0; k < zone_count; ++k) std::memcpy(reinterpret_cast<void*>(zones[k].at), kCanary, zones[k].size);
+  for (int k = 0; k < zone_count; ++k) std::memcpy(reinterpret_cast<void*>(zones[k].at), call_message::kCanary.data(), zones[k].size);
   ring.post(kRequestCall, static_cast<uint32_t>(w.at()));
   channel.posts.fetch_add(1, std::memory_order_relaxed);
   if (!ring.spin_for_reply(channel.spin_ns)) {
@@ -255,7 +242,7 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
   }
   channel.calls.fetch_add(1, std::memory_order_relaxed);
   for (int k = 0; k < zone_count; ++k) {
-    if (std::memcmp(reinterpret_cast<void*>(zones[k].at), kCanary, zones[k].size) != 0) {
+    if (std::memcmp(reinterpret_cast<void*>(zones[k].at), call_message::kCanary.data(), zones[k].size) != 0) {
       slot.slow(kSlowOverrun, values, zones[k].index, zones[k].side);  // nothing is copied back
       return slot.fault_text;
     }

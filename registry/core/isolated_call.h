@@ -110,9 +110,6 @@ void add_channel(std::shared_ptr<IsolatedChannel> channel);
 void drop_channel(uint64_t generation);
 std::shared_ptr<IsolatedChannel> channel_of(uint64_t generation);
 
-// The canary bytes guards.py writes (ZONE of them).
-extern const uint8_t kCanary[64];
-
 }  // namespace kreg
 
 extern "C" const char* kreg_isolated_entry(const void* slot, const kreg_value* values, void* stream, int32_t wide);

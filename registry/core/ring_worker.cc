@@ -133,7 +133,7 @@ const char* arm_zones(const GuardZone* zones, int count) {
     const int result = cuda.alloc_host(&pinned, (kMaxZones + 1) * kZone);
     if (result != 0) return (error = "cuMemAllocHost for the isolated call's canaries: " + cuda_error_text(result)).c_str();
     cuda.pinned = static_cast<uint8_t*>(pinned);
-    for (int i = 0; i < kZone; ++i) cuda.pinned[i] = call_message::canary_byte(i);
+    std::memcpy(cuda.pinned, call_message::kCanary.data(), kZone);
   }
   for (int k = 0; k < count; ++k) {
     const int result = cuda.copy_to_device(zones[k].at, cuda.pinned, kZone, cuda.stream);

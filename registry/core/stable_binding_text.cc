@@ -381,44 +381,35 @@ AtenTensorHandle new_output(const LauncherTable& table, const int64_t* shape, in
     numel *= std::max<int64_t>(shape[d], 1);
   }
   const int32_t dtype = torch_codes()[slot];
+  // An isolated CUDA op's output: allocated flat with room past its end, then
+  // viewed in its shape; the worker keeps canaries in that room while the
+  // kernel runs (a write past the end lands in memory no tensor uses, and is named).
+  const bool padded = __builtin_expect(table.output_padding > 0, 0);
+  const int64_t whole_numel = numel + (table.output_padding + kCodeSizes[slot] - 1) / kCodeSizes[slot];
+  const int64_t one = 1;
+  const int64_t* alloc_shape = padded ? &whole_numel : shape;
+  const int64_t* alloc_strides = padded ? &one : strides;
+  const int64_t alloc_ndim = padded ? 1 : ndim;
   AtenTensorHandle out = nullptr;
-  if (__builtin_expect(table.output_padding > 0, 0)) {
-    // An isolated CUDA op's output: its storage goes on past its end, and the
-    // worker keeps canaries there while the kernel runs (a write past the end
-    // lands in memory no tensor uses, and is named).
-    const int64_t item = kCodeSizes[slot];
-    const int64_t whole_numel = numel + (table.output_padding + item - 1) / item;
-    const int64_t one = 1;
-    AtenTensorHandle whole = nullptr;
-    if (__builtin_expect(fill, 0)) {
-      torch::stable::Tensor t = torch::stable::empty(
-          torch::headeronly::IntHeaderOnlyArrayRef(&whole_numel, 1), static_cast<torch::headeronly::ScalarType>(dtype),
-          std::nullopt,
-          torch::stable::Device(static_cast<torch::headeronly::DeviceType>(first.device_type),
-                                static_cast<torch::stable::accelerator::DeviceIndex>(first.device_index)));
-      shim(aoti_torch_new_tensor_handle(t.get(), &whole), "aoti_torch_new_tensor_handle");
-    } else {
-      shim(aoti_torch_empty_strided(1, &whole_numel, &one, dtype, first.device_type, first.device_index, &whole),
-           "aoti_torch_empty_strided");
-    }
-    const AOTITorchError error = aoti_torch__reinterpret_tensor(whole, ndim, shape, strides, 0, &out);
-    aoti_torch_delete_tensor_object(whole);
-    shim(error, "aoti_torch__reinterpret_tensor");
-    return out;
-  }
   if (__builtin_expect(fill, 0)) {
     torch::stable::Tensor t = torch::stable::empty(
-        torch::headeronly::IntHeaderOnlyArrayRef(shape, static_cast<size_t>(ndim)),
+        torch::headeronly::IntHeaderOnlyArrayRef(alloc_shape, static_cast<size_t>(alloc_ndim)),
         static_cast<torch::headeronly::ScalarType>(dtype), std::nullopt,
         torch::stable::Device(static_cast<torch::headeronly::DeviceType>(first.device_type),
                               static_cast<torch::stable::accelerator::DeviceIndex>(first.device_index)));
     shim(aoti_torch_new_tensor_handle(t.get(), &out), "aoti_torch_new_tensor_handle");
-    return out;
+  } else {
+    @SHARED_OUTPUT@
+    shim(aoti_torch_empty_strided(alloc_ndim, alloc_shape, alloc_strides, dtype, first.device_type,
+                                  first.device_index, &out),
+         "aoti_torch_empty_strided");
   }
-  @SHARED_OUTPUT@
-  shim(aoti_torch_empty_strided(ndim, shape, strides, dtype, first.device_type, first.device_index, &out),
-       "aoti_torch_empty_strided");
-  return out;
+  if (!padded) return out;
+  AtenTensorHandle view = nullptr;
+  const AOTITorchError error = aoti_torch__reinterpret_tensor(out, ndim, shape, strides, 0, &view);
+  aoti_torch_delete_tensor_object(out);
+  shim(error, "aoti_torch__reinterpret_tensor");
+  return view;
 }
 
 // A new CUDA output as raw memory of torch's caching allocator, on the
@@ -499,7 +490,7 @@ OwnedTensor allocate(const LauncherTable& table, int k, const ArgInfo* const* ar
 // large one comes from the shared output pool (core/shared_output_pool.h),
 // which its worker maps, so the launcher writes it in place and nothing is
 // copied back; otherwise, and if the pool has none, the CPU allocator.
-constexpr const char* kCpuSharedOutput = R"CPP(if (__builtin_expect(table.shared_output_allocate != nullptr, 0)) {
+constexpr const char* kCpuSharedOutput = R"CPP(if (__builtin_expect(table.shared_output_allocate != nullptr && !padded, 0)) {
     void* data = table.shared_output_allocate(numel * kCodeSizes[slot]);  // null below the pool's minimum
     if (data != nullptr) {
       const AOTITorchError error = torch_from_blob(
