@@ -284,7 +284,7 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
           Py_RETURN_NOTIMPLEMENTED;
       }
     }
-    const bool fill = fills_new_memory_gil_held();
+    const bool fill = table.return_count > 0 && fills_new_memory_gil_held();  // only outputs are new memory
     OwnedTensor outs[kMaxOutputs];
     {
       const Recorded recorded(table.op_name, python_true(python.profiler_enabled));
