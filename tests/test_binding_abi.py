@@ -68,8 +68,11 @@ def _runtime_symbols(path: str) -> set[str]:
     libs = []
     for line in subprocess.run(["ldd", path], capture_output=True, text=True).stdout.splitlines():
         found = re.search(r"(lib(c|m|gcc_s|stdc\+\+|dl|pthread)\.so[.\d]*|ld-linux[-\w.]*\.so[.\d]*) => (\S+)", line)
+        loader = re.match(r"\s*(/\S*ld-linux[-\w.]*\.so[.\d]*) \(", line)  # listed by its path alone
         if found:
             libs.append(found.group(3))
+        elif loader:
+            libs.append(loader.group(1))
     symbols: set[str] = set()
     for lib in libs:
         out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
