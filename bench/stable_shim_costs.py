@@ -56,7 +56,7 @@ def main() -> None:
     rows = []
     grad = sym("aoti_torch_grad_mode_is_enabled")
     base = median_us(lambda: grad(), args.calls, args.rounds)
-    rows.append(("ctypes call of a C function that does nothing (subtracted below)", base))
+    rows.append(("ctypes call of a C function that does next to nothing (subtracted below)", base))
     size, stride, out = I64(1), I64(1), P()
     empty, delete = sym("aoti_torch_empty_strided"), sym("aoti_torch_delete_tensor_object")
 

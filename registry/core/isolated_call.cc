@@ -230,7 +230,9 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
     return nullptr;  // the parent's context reports an error: Python's path raises it
   }
   *declined = false;
-  for (int k = 0; k < zone_count; ++k) std::memcpy(reinterpret_cast<void*>(zones[k].at), call_message::kCanary.data(), zones[k].size);
+  for (int k = 0; k < zone_count; ++k) {
+    std::memcpy(reinterpret_cast<void*>(zones[k].at), call_message::kCanary.data(), zones[k].size);
+  }
   ring.post(kRequestCall, static_cast<uint32_t>(w.at()));
   channel.posts.fetch_add(1, std::memory_order_relaxed);
   if (!ring.spin_for_reply(channel.spin_ns)) {
