@@ -1,6 +1,6 @@
 """What the stable ABI's C calls that a fast call makes cost, one by one, on
 this machine's torch: each called through ctypes in a loop, less a ctypes call
-that does nothing (torch's grad-mode query), so the figures are the calls'
+that does next to nothing (torch's grad-mode query), so the figures are the calls'
 own. Beside them, the Python-side costs the fast entry pays on a torch
 without torch_tensor_to_pyobject (a DLPack import per output).
 

@@ -25,6 +25,9 @@
 #   STEPS="gemmaot" ...                       (the AOT package of kernels/gemm built by pip with nvcc, bit for bit)
 #   STEPS="aotcubin" ...                      (AOT packages that carry a cubin: NVRTC and nvcc -cubin axpy,
 #                                              gemm_nvrtc bit for bit; the HF export's CUDA variant, ~5 min)
+#   STEPS="trees" ...                         (per call at n = 1 through an older tree's binding and this one's,
+#                                              OLD=checkout: bench/gpu/percall_trees.sh, ~3.5 min)
+#   STEPS="shims" ...                         (what each stable C shim a fast call makes costs: bench/stable_shim_costs.py)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -75,6 +78,9 @@ for step in $STEPS; do
              done ;;
     gemmaot) timeout "${GEMMAOT_S:-300}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider --timeout 280 \
                -k aot_package tests/test_gemm.py 2>&1 | tee "$OUT/gpu_gemm_aot_test.txt" | tail -12 ;;
+    trees) OLD="${OLD:-.gpu/old-tree}" OUT="$OUT/trees" timeout "${TREES_S:-400}" bash bench/gpu/percall_trees.sh 2>&1 \
+             | tail -60 ;;
+    shims) taskset -c 3 python3 bench/stable_shim_costs.py 2>&1 | tee "$OUT/stable_shim_costs.txt" ;;
     notebooks) REGISTRY_SWEEP_FIGURE="$OUT/axpy_sweep_h200.png" python3 bench/gpu/run_notebooks.py "$OUT" 2>&1 | tail -20 ;;
   esac
 done
