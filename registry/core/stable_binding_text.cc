@@ -367,6 +367,17 @@ void* check_tensors(const LauncherTable& table, const ArgInfo* const* args, cons
   return launcher;
 }
 
+// Fills `strides` for a contiguous tensor of `shape`; the element count its
+// storage needs (an empty dim counted as 1, as torch's strides do).
+int64_t contiguous_strides(const int64_t* shape, int64_t ndim, int64_t* strides) {
+  int64_t numel = 1;
+  for (int64_t d = ndim - 1; d >= 0; --d) {
+    strides[d] = numel;
+    numel *= std::max<int64_t>(shape[d], 1);
+  }
+  return numel;
+}
+
 // A new output on the device of `first` (the caller holds a guard on it).
 // aoti_torch_empty_strided takes the device's allocator as torch's own
 // kernels do. `fill`: torch fills new memory (deterministic algorithms with
@@ -375,11 +386,7 @@ void* check_tensors(const LauncherTable& table, const ArgInfo* const* args, cons
 AtenTensorHandle new_output(const LauncherTable& table, const int64_t* shape, int64_t ndim, int slot,
                             const ArgInfo& first, bool fill) {
   int64_t strides[kMaxShapeDims];
-  int64_t numel = 1;
-  for (int64_t d = ndim - 1; d >= 0; --d) {
-    strides[d] = numel;
-    numel *= std::max<int64_t>(shape[d], 1);
-  }
+  const int64_t numel = contiguous_strides(shape, ndim, strides);
   const int32_t dtype = torch_codes()[slot];
   // An isolated CUDA op's output: allocated flat with room past its end, then
   // viewed in its shape; the worker keeps canaries in that room while the
@@ -413,31 +420,23 @@ AtenTensorHandle new_output(const LauncherTable& table, const int64_t* shape, in
 }
 
 // A new CUDA output as raw memory of torch's caching allocator, on the
-// current stream, or null (nothing to allocate, or no such shim in this
+// current stream, or null (an empty output, or no such shim in this
 // torch): on an H200 with torch 2.11, ~1.9 us against ~3.9 us for
 // aoti_torch_empty_strided, which goes through the dispatcher. Only for the
 // fast entry on a torch without torch_tensor_to_pyobject, whose outputs reach
 // Python through DLPack, which wraps the memory either way.
 RawOutput* new_raw_output(const int64_t* shape, int64_t ndim, int slot, const ArgInfo& first) {
   if (aoti_torch_cuda_caching_allocator_raw_alloc == nullptr ||
-      aoti_torch_cuda_caching_allocator_raw_delete == nullptr) {
+      aoti_torch_cuda_caching_allocator_raw_delete == nullptr || std::find(shape, shape + ndim, 0) != shape + ndim) {
     return nullptr;
   }
   auto* raw = new RawOutput{};
   raw->ndim = ndim;
   raw->slot = slot;
   raw->device_index = first.device_index;
-  raw->numel = 1;
-  for (int64_t d = ndim - 1; d >= 0; --d) {
-    raw->sizes[d] = shape[d];
-    raw->strides[d] = raw->numel;
-    raw->numel *= std::max<int64_t>(shape[d], 1);
-  }
-  for (int64_t d = 0; d < ndim; ++d) {
-    if (shape[d] == 0) raw->numel = 0;
-  }
-  if (raw->numel == 0 ||
-      aoti_torch_cuda_caching_allocator_raw_alloc(static_cast<uint64_t>(raw->numel * kCodeSizes[slot]), &raw->data) !=
+  std::copy(shape, shape + ndim, raw->sizes);
+  raw->numel = contiguous_strides(shape, ndim, raw->strides);
+  if (aoti_torch_cuda_caching_allocator_raw_alloc(static_cast<uint64_t>(raw->numel * kCodeSizes[slot]), &raw->data) !=
           AOTI_TORCH_SUCCESS ||
       raw->data == nullptr) {
     delete raw;  // torch's own allocation below says what went wrong, if anything did
