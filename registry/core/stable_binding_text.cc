@@ -424,8 +424,9 @@ AtenTensorHandle new_output(const LauncherTable& table, const int64_t* shape, in
 // torch): on an H200 with torch 2.11, ~1.9 us against ~3.9 us for
 // aoti_torch_empty_strided, which goes through the dispatcher. Only for the
 // fast entry on a torch without torch_tensor_to_pyobject, whose outputs reach
-// Python through DLPack, which wraps the memory either way.
-RawOutput* new_raw_output(const int64_t* shape, int64_t ndim, int slot, const ArgInfo& first) {
+// Python through DLPack, which wraps the memory either way. `padding`: bytes
+// past the end that the tensor does not cover (a guarded output's room).
+RawOutput* new_raw_output(const int64_t* shape, int64_t ndim, int slot, const ArgInfo& first, int64_t padding) {
   if (aoti_torch_cuda_caching_allocator_raw_alloc == nullptr ||
       aoti_torch_cuda_caching_allocator_raw_delete == nullptr || std::find(shape, shape + ndim, 0) != shape + ndim) {
     return nullptr;
@@ -436,8 +437,8 @@ RawOutput* new_raw_output(const int64_t* shape, int64_t ndim, int slot, const Ar
   raw->device_index = first.device_index;
   std::copy(shape, shape + ndim, raw->sizes);
   raw->numel = contiguous_strides(shape, ndim, raw->strides);
-  if (aoti_torch_cuda_caching_allocator_raw_alloc(static_cast<uint64_t>(raw->numel * kCodeSizes[slot]), &raw->data) !=
-          AOTI_TORCH_SUCCESS ||
+  const auto bytes = static_cast<uint64_t>(raw->numel * kCodeSizes[slot] + padding);
+  if (aoti_torch_cuda_caching_allocator_raw_alloc(bytes, &raw->data) != AOTI_TORCH_SUCCESS ||
       raw->data == nullptr) {
     delete raw;  // torch's own allocation below says what went wrong, if anything did
     return nullptr;
@@ -476,8 +477,9 @@ OwnedTensor allocate(const LauncherTable& table, int k, const ArgInfo* const* ar
     }
   }
   const int slot = decl.dtype_code >= 0 ? decl.dtype_code : args[decl.dtype_arg]->slot;
-  if (raw && !fill && table.output_padding == 0 && first.device_type == cuda_type()) {
-    if (RawOutput* r = new_raw_output(shape, ndim, slot, first)) return OwnedTensor(r);
+  // A guarded output (table.output_padding) gets its room past the end in the same block.
+  if (raw && !fill && first.device_type == cuda_type()) {
+    if (RawOutput* r = new_raw_output(shape, ndim, slot, first, table.output_padding)) return OwnedTensor(r);
   }
   return OwnedTensor(new_output(table, shape, ndim, slot, first, fill));
 }
