@@ -176,6 +176,37 @@ def write_cpu_inplace_kernel(root: Path, name: str, k: int) -> Path:
     return folder / "kernel.cpp"
 
 
+CUDA_INPLACE_TOML = INPLACE_TOML.replace('[cpu]\nsources = ["kernel.cpp"]', '[cuda]\nsources = ["kernel.cu"]')
+
+CUDA_INPLACE_SOURCE = """#include <cuda_runtime.h>
+#include "kreg/abi.h"
+
+__global__ void body(float* ys, int64_t n, float a) {{
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) ys[i] *= a;
+  {stray}
+}}
+
+KREG_API const char* {name}_f32(kreg_tensor y, float a, void* stream) {{
+  const int64_t n = y.numel;
+  body<<<(n + 255) / 256, 256, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<float*>(y.data), n, a);
+  const cudaError_t error = cudaGetLastError();
+  return error == cudaSuccess ? nullptr : cudaGetErrorString(error);
+}}
+"""
+
+
+def write_cuda_inplace_kernel(root: Path, name: str, k: int) -> Path:
+    """y *= a on CUDA, then k threads write just past y's end (k < 0: -k
+    elements before its start; k = 0: a good kernel)."""
+    stray = (f"if (i < {k}) ys[n + i] = a;" if k > 0 else f"if (i < {-k}) ys[-1 - i] = a;" if k < 0 else "")
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.toml").write_text(CUDA_INPLACE_TOML.format(name=name))
+    (folder / "kernel.cu").write_text(CUDA_INPLACE_SOURCE.format(name=name, stray=stray))
+    return folder / "kernel.cu"
+
+
 @contextlib.contextmanager
 def cuda_worker_with_channel(monkeypatch, setting: str):
     """The plain CUDA worker is retired on entry and on exit, so the one in

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import time
 
 import pytest
@@ -13,7 +14,7 @@ import torch
 
 import registry
 from isolation_kernels import (CUDA_CHECKED_WRITE, CUDA_FAULTS, cuda_good, cuda_worker_with_channel,
-                               cuda_write_past_end, write_cuda_kernel)
+                               cuda_write_past_end, write_cuda_inplace_kernel, write_cuda_kernel)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -227,6 +228,11 @@ def test_cpu_and_cuda_workers_each_have_a_channel_used_side_by_side(kernels_root
     assert through["cpu"] == 10 and through["cuda"] >= 8, through  # a new CUDA segment: once through Python
 
 
+def _bytes_allocated_so_far() -> int:
+    """Bytes the caching allocator has handed out in this process, ever."""
+    return torch.cuda.memory_stats()["allocated_bytes.all.allocated"]
+
+
 @pytest.mark.parametrize("k", [1, 3])
 def test_plain_isolation_names_a_write_just_past_the_end_of_an_output(kernels_root, cache_root, cuda_channel, k):
     """No sanitizer: the binding leaves padding after an isolated CUDA op's
@@ -251,10 +257,75 @@ def test_plain_isolation_names_a_write_just_past_the_end_of_an_output(kernels_ro
     for n in (128, 1 << 19, 1000):
         x = torch.randn(n, device="cuda")
         isolated(x, 0.5)  # the worker maps the memory first
-        before = torch.cuda.memory_allocated()
+        before = _bytes_allocated_so_far()
         out = isolated(x, 0.5)
         # The padding the canaries sit in (torch 2.11 wraps an output from
         # DLPack, whose storage is the tensor's alone: the allocator tells).
-        assert torch.cuda.memory_allocated() - before >= 4 * n + 64, (n, torch.cuda.memory_allocated() - before)
+        # Counted as handed out, not as in use: a tensor of an earlier test
+        # that the garbage collector frees meanwhile does not count.
+        assert _bytes_allocated_so_far() - before >= 4 * n + 64, (n, _bytes_allocated_so_far() - before)
         assert torch.equal(out, normal(x, 0.5)) and out.shape == (n,) and out.is_contiguous()
         del out  # not freed while the next size is measured
+
+
+@pytest.mark.parametrize("k", [1, 3, -2])
+def test_plain_isolation_names_a_stray_write_around_an_in_place_argument(kernels_root, cache_root, cuda_channel, k):
+    """No sanitizer: an argument written in place (Tensor(a!)) has other data
+    around it, so the worker watches the bytes on each side. A write of k
+    elements past its end (k < 0: before its start) is a KernelFault naming
+    `y`, whether the neighbour is the rest of the same allocation or the next
+    block of the allocator, at exact multiples of the 512-byte and 2 MiB
+    granularities, at 16 KiB and at an odd size; the neighbour holds what it
+    held before (the worker writes it back), which the normal op cannot say."""
+    name = f"iso_cuda_inplace_{next(_names)}"
+    write_cuda_inplace_kernel(kernels_root, name, k)
+    op = registry.get(name, device="cuda", isolate=True)
+    words = "wrote past the end of `y`" if k > 0 else "wrote before the start of `y`"
+    for n in (128, 4096, 1 << 19, 1000):
+        block = torch.full((n + 8192,), 7.0, device="cuda")
+        y = block[4096:4096 + n]  # neighbours on both sides within one allocation
+        with pytest.raises(registry.KernelFault) as caught:
+            op(y, 2.0)
+        assert words in str(caught.value) and f"n = {n}" in str(caught.value), f"n = {n}: {caught.value}"
+        assert float(block[:4096].sum()) == 7.0 * 4096 and float(block[4096 + n:].sum()) == 7.0 * 4096, n
+    for n in (4096, 1 << 19):  # its own block of the caching allocator, between two others
+        before, y, after = _three_adjacent_blocks(n)
+        with pytest.raises(registry.KernelFault, match=re.escape(words)):
+            op(y, 2.0)
+        assert float(before.sum()) == 7.0 * n and float(after.sum()) == 7.0 * n, n
+
+
+def _three_adjacent_blocks(n: int) -> list[torch.Tensor]:
+    """Three tensors of n floats (4n bytes, a multiple of the allocator's 512),
+    each its own block, one right after another: found among tensors made in
+    a row, once the allocator's holes are filled. (Three tensors made in a row
+    may start a segment or end one, where a stray write meets memory the
+    worker does not watch: another segment of yours, or nothing it mapped.)"""
+    made = [torch.full((n,), 7.0, device="cuda") for _ in range(24)]
+    for k in range(len(made) - 2):
+        addresses = [t.data_ptr() for t in made[k:k + 3]]
+        if addresses == [addresses[0], addresses[0] + 4 * n, addresses[0] + 8 * n]:
+            return made[k:k + 3]  # the others are freed: the three stay where they are
+    raise AssertionError(f"no three blocks of {4 * n} bytes in a row among 24: {[t.data_ptr() for t in made]}")
+
+
+def test_an_in_place_op_in_bounds_is_the_normal_op_bit_for_bit(kernels_root, cache_root, cuda_channel):
+    """The watched bytes cost nothing in results: a good in-place kernel,
+    through the call channel, leaves its argument as the normal op does, its
+    neighbours untouched."""
+    from registry.isolation.supervisor import SUPERVISOR
+
+    name = f"iso_cuda_inplace_{next(_names)}"
+    write_cuda_inplace_kernel(kernels_root, name, 0)
+    normal = registry.get(name, device="cuda")
+    isolated = registry.get(name, device="cuda", isolate=True)
+    x = torch.randn(3 * 4099, device="cuda")
+    isolated(x[4099:8198], 1.0)  # the first call sends the worker its launcher and memory
+    channel = SUPERVISOR.workers[("plain", "cuda")].channel
+    calls = channel.calls
+    for k in range(20):
+        expected, got = x.clone(), x.clone()
+        normal(expected[4099:8198], 0.5 + k)
+        isolated(got[4099:8198], 0.5 + k)
+        assert torch.equal(got, expected), k
+    assert channel.calls - calls >= 15, f"{channel.calls - calls} of 20 calls went through the call channel"

@@ -16,7 +16,12 @@ inline constexpr uint32_t kNoRegion = 0xFFFFFFFFu;  // wire.NO_REGION: a NULL da
 // canaries there while the kernel runs and replies G if one changed.
 inline constexpr uint32_t kGuardAfter = 1u << 31;
 inline constexpr uint32_t kGuardBefore = 1u << 30;
-inline constexpr uint32_t kRegionBits = kGuardBefore - 1;  // wire.REGION_BITS
+// wire.WATCH: on CUDA, an argument the kernel writes in place, whose
+// neighbours are other data or free memory: the worker reads the kZone bytes
+// on each side (within the region) before the call and after it; when they
+// changed it writes back what they held and replies G.
+inline constexpr uint32_t kWatch = 1u << 29;
+inline constexpr uint32_t kRegionBits = kWatch - 1;  // wire.REGION_BITS
 inline constexpr int64_t kZone = 64;                      // guards.ZONE
 
 // guards.CANARY: not zero, not a repeated byte, not a small float, so a

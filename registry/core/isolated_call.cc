@@ -17,6 +17,7 @@ namespace {
 
 using call_message::kGuardAfter;
 using call_message::kNoRegion;
+using call_message::kWatch;
 using call_message::kZone;
 constexpr int kMaxParams = KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS;
 
@@ -164,7 +165,9 @@ const char* fast_call(IsolatedSlot& slot, IsolatedChannel& channel, const kreg_v
             offset = static_cast<int64_t>(data - found->base);
             // An output the binding allocated has the table's padding after it
             // (proxy.py sets output_padding with the slot): the worker guards it.
+            // An argument written in place has other data around it: watched.
             if (slot.roles[i] == 'o') region |= kGuardAfter;
+            if (slot.roles[i] == 'm') region |= kWatch;
           } else if (data != 0 && nbytes != 0) {
             const uintptr_t end = data + static_cast<uintptr_t>(nbytes);
             const auto* found = containing(channel.storages, data, end);

@@ -4,6 +4,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -22,6 +23,7 @@ using call_message::kGuardAfter;
 using call_message::kGuardBefore;
 using call_message::kNoRegion;
 using call_message::kRegionBits;
+using call_message::kWatch;
 using call_message::kZone;
 constexpr int kMaxParams = KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS;
 constexpr char kGuardLog[] = "kreg-guard-page:";  // wire.GUARD_LOG
@@ -57,17 +59,22 @@ struct Cuda {
   int (*copy_to_device)(uint64_t, const void*, size_t, void*) = nullptr;  // cuMemcpyHtoDAsync_v2
   int (*copy_to_host)(void*, uint64_t, size_t, void*) = nullptr;          // cuMemcpyDtoHAsync_v2
   int (*alloc_host)(void**, size_t) = nullptr;                           // cuMemAllocHost_v2
-  // Pinned: the canary, then what each guarded zone held after the kernel.
+  // Pinned: the canary, then what each zone held after the kernel, then
+  // what each watched zone held before it (pinned_slot).
   uint8_t* pinned = nullptr;
 };
 
-// A guarded zone of the call in flight (call_message.h's flags).
+// A guarded zone of the call in flight (call_message.h's flags): a canary's
+// (padding that holds no data), or watched (another tensor's bytes or free
+// memory: compared with what it held before the call, and written back).
 struct GuardZone {
   uint64_t at;
+  int64_t size;  // <= kZone
   int index;
   const char* side;
+  bool watched;
 };
-constexpr int kMaxZones = 2 * (KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS);
+constexpr int kMaxZones = 2 * (KREG_TABLE_MAX_ARGS + KREG_TABLE_MAX_OUTPUTS);  // two per tensor at most
 constexpr int kCudaErrorNotReady = 600;         // CUDA_ERROR_NOT_READY
 constexpr int64_t kStreamSpinNs = 20'000'000;   // as worker.FINISH_SPIN_SECONDS
 
@@ -120,8 +127,13 @@ std::string cuda_error_text(int result) {
          (text != nullptr ? text : "");
 }
 
-// Writes the canary into each zone on the worker's stream, before the
-// kernel: a copy from pinned memory, ordered with the launch and with the
+// kZone bytes of pinned memory: slot 0 the canary, 1 + k what zone k held
+// after the kernel, 1 + kMaxZones + k what watched zone k held before it.
+uint8_t* pinned_slot(int slot) { return cuda.pinned + static_cast<size_t>(slot) * kZone; }
+
+// Before the kernel, on the worker's stream: writes the canary into each
+// canary zone, and reads each watched zone into pinned memory (what to
+// compare with and write back), all ordered with the launch and with the
 // copies back that run_call queues after it. An error's text, or null.
 const char* arm_zones(const GuardZone* zones, int count) {
   static std::string error;
@@ -130,16 +142,44 @@ const char* arm_zones(const GuardZone* zones, int count) {
   }
   if (cuda.pinned == nullptr) {
     void* pinned = nullptr;
-    const int result = cuda.alloc_host(&pinned, (kMaxZones + 1) * kZone);
+    const int result = cuda.alloc_host(&pinned, (2 * kMaxZones + 1) * kZone);
     if (result != 0) return (error = "cuMemAllocHost for the isolated call's canaries: " + cuda_error_text(result)).c_str();
     cuda.pinned = static_cast<uint8_t*>(pinned);
     std::memcpy(cuda.pinned, call_message::kCanary.data(), kZone);
   }
   for (int k = 0; k < count; ++k) {
-    const int result = cuda.copy_to_device(zones[k].at, cuda.pinned, kZone, cuda.stream);
-    if (result != 0) return (error = "writing the isolated call's canaries: " + cuda_error_text(result)).c_str();
+    const GuardZone& z = zones[k];
+    const int result = z.watched ? cuda.copy_to_host(pinned_slot(1 + kMaxZones + k), z.at, z.size, cuda.stream)
+                                 : cuda.copy_to_device(z.at, pinned_slot(0), z.size, cuda.stream);
+    if (result != 0) return (error = "guarding the isolated call's arguments: " + cuda_error_text(result)).c_str();
   }
   return nullptr;
+}
+
+// Adds the watched zones around tensor `index`: the kZone bytes on each side
+// that lie within its region [base, end). (drop_shared_zones then drops those
+// that meet another tensor of the call, which the kernel may write.)
+int watch_zones(GuardZone* zones, int count, int index, uintptr_t start, uintptr_t end, const Region& region) {
+  constexpr auto zone = static_cast<uintptr_t>(kZone);
+  const uintptr_t before = start - region.base >= zone ? start - zone : region.base;  // start >= base
+  const uintptr_t after = end >= region.end ? end : std::min(end + zone, region.end);
+  if (before < start) zones[count++] = GuardZone{before, static_cast<int64_t>(start - before), index, "before", true};
+  if (end < after) zones[count++] = GuardZone{end, static_cast<int64_t>(after - end), index, "after", true};
+  return count;
+}
+
+// Drops the watched zones that meet a tensor of the call other than their own.
+int drop_shared_zones(GuardZone* zones, int count, const CallTensor* tensors, int tensor_count) {
+  int kept = 0;
+  for (int k = 0; k < count; ++k) {
+    const GuardZone& z = zones[k];
+    bool shared = false;
+    for (int t = 0; z.watched && t < tensor_count && !shared; ++t) {
+      shared = tensors[t].index != z.index && tensors[t].start < z.at + z.size && z.at < tensors[t].end;
+    }
+    if (!shared) zones[kept++] = z;
+  }
+  return kept;
 }
 
 // Runs the "C" message of `bytes` in the request area; the reply's length.
@@ -167,7 +207,8 @@ uint32_t run_call(uint32_t bytes) {
           break;
         }
         uint32_t region = read<uint32_t>(at + 8);
-        const uint32_t guards = region == kNoRegion ? 0 : region & (kGuardAfter | kGuardBefore);
+        const uint32_t region_flags = region == kNoRegion ? 0 : region & ~kRegionBits;
+        const uint32_t guards = region_flags & (kGuardAfter | kGuardBefore);
         if (region != kNoRegion) region &= kRegionBits;
         const uint64_t offset = read<uint64_t>(at + 12);
         const int64_t numel = read<int64_t>(at + 20);
@@ -186,9 +227,14 @@ uint32_t run_call(uint32_t bytes) {
           const uintptr_t start = reinterpret_cast<uintptr_t>(data);
           const uintptr_t end = start + static_cast<uintptr_t>(numel * l.item_sizes[i]);
           call_tensors[tensors++] = CallTensor{static_cast<int>(i), region, start, end};
-          if ((guards & kGuardAfter) && end > start) zones[zone_count++] = GuardZone{end, static_cast<int>(i), "after"};
+          if ((guards & kGuardAfter) && end > start) {
+            zones[zone_count++] = GuardZone{end, kZone, static_cast<int>(i), "after", false};
+          }
           if ((guards & kGuardBefore) && end > start) {
-            zones[zone_count++] = GuardZone{start - kZone, static_cast<int>(i), "before"};
+            zones[zone_count++] = GuardZone{start - kZone, kZone, static_cast<int>(i), "before", false};
+          }
+          if ((region_flags & kWatch) && end > start) {
+            zone_count = watch_zones(zones, zone_count, static_cast<int>(i), start, end, found->second);
           }
         }
         v.tensor = kreg_tensor{data, numel, ndim, dims.data(), dims.data() + ndim};
@@ -213,6 +259,7 @@ uint32_t run_call(uint32_t bytes) {
     if (at > stop) return reply_text('E', "the isolated worker got a call message shorter than its launcher's");
   }
   call_tensor_count = tensors;
+  zone_count = drop_shared_zones(zones, zone_count, call_tensors, tensors);
   if (zone_count > 0) {
     if (const char* failed = arm_zones(zones, zone_count)) return reply_text('E', failed);
   }
@@ -223,17 +270,29 @@ uint32_t run_call(uint32_t bytes) {
     // What the zones hold once the kernel ran, copied in the stream's order.
     int result = 0;
     for (int k = 0; k < zone_count && result == 0; ++k) {
-      result = cuda.copy_to_host(cuda.pinned + (k + 1) * kZone, zones[k].at, kZone, cuda.stream);
+      result = cuda.copy_to_host(pinned_slot(1 + k), zones[k].at, zones[k].size, cuda.stream);
     }
     if (result == 0) result = finish_stream();
     if (result != 0) {
       context_lost = true;
       return reply_text('F', cuda_error_text(result).c_str());
     }
+    int broken = -1;
     for (int k = 0; k < zone_count; ++k) {
-      if (std::memcmp(cuda.pinned + (k + 1) * kZone, cuda.pinned, kZone) != 0) {
-        return reply_text('G', (std::to_string(zones[k].index) + " " + zones[k].side).c_str());
+      const GuardZone& z = zones[k];
+      const uint8_t* expected = z.watched ? pinned_slot(1 + kMaxZones + k) : pinned_slot(0);
+      if (std::memcmp(pinned_slot(1 + k), expected, z.size) == 0) continue;
+      if (broken < 0) broken = k;
+      // The neighbour's bytes as they were: the parent's other data survives the overrun.
+      if (z.watched && result == 0) result = cuda.copy_to_device(z.at, expected, z.size, cuda.stream);
+    }
+    if (broken >= 0) {
+      if (result == 0) result = finish_stream();
+      if (result != 0) {
+        context_lost = true;
+        return reply_text('F', cuda_error_text(result).c_str());
       }
+      return reply_text('G', (std::to_string(zones[broken].index) + " " + zones[broken].side).c_str());
     }
   }
   return error == nullptr ? reply_text('K', nullptr) : reply_text('E', error);

@@ -31,8 +31,10 @@ void install_fault_handler();
 // error there is replied as 'F' + its name and text (cuGetErrorName /
 // cuGetErrorString), and the worker exits after the reply, its context being
 // unusable. A call's guarded zones (call_message.h) get the canary through
-// cuMemcpyHtoDAsync before the launch and are copied back with
-// cuMemcpyDtoHAsync after it, into memory from cuMemAllocHost.
+// cuMemcpyHtoDAsync before the launch (a watched zone is copied out with
+// cuMemcpyDtoHAsync instead) and are copied back with cuMemcpyDtoHAsync
+// after it, into memory from cuMemAllocHost; a watched zone that changed is
+// written back.
 void set_cuda(void* stream, const void* stream_query, const void* stream_synchronize, const void* error_name,
               const void* error_string, const void* copy_to_device, const void* copy_to_host,
               const void* alloc_host);

@@ -3,7 +3,8 @@
 // memory, so the "device" region is a plain buffer and the stream is in order
 // by construction. What is checked is the worker's part: which zones a
 // call message's flags name, that the canary is there before the launch and
-// read back after it, and the G reply.
+// read back after it, that a watched neighbour is put back as it was, and
+// the G reply.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -22,6 +23,7 @@ namespace {
 
 using call_message::kGuardAfter;
 using call_message::kGuardBefore;
+using call_message::kWatch;
 using call_message::kZone;
 
 int query(void*) { return 0; }  // every "stream" has finished
@@ -41,6 +43,7 @@ int alloc_host(void** p, size_t n) {
 // launcher(out, x, k): out[i] = 2 x[i] for i < numel, then k more elements
 // past out's end; with k < 0, -k elements before its start.
 int64_t g_past = 0;
+bool g_look_for_canary = true;  // false where out ends at the region's end
 bool g_saw_canary = false;
 const char* entry(const void*, const kreg_value* values, void*, int32_t) {
   float* out = static_cast<float*>(values[0].tensor.data);
@@ -48,7 +51,7 @@ const char* entry(const void*, const kreg_value* values, void*, int32_t) {
   const int64_t n = values[0].tensor.numel;
   uint8_t canary[kZone];
   for (int i = 0; i < kZone; ++i) canary[i] = call_message::canary_byte(i);
-  g_saw_canary = std::memcmp(out + n, canary, kZone) == 0;  // armed before the launch
+  g_saw_canary = g_look_for_canary && std::memcmp(out + n, canary, kZone) == 0;  // armed before the launch
   for (int64_t i = 0; i < n; ++i) out[i] = 2 * x[i];
   for (int64_t i = 0; i < g_past; ++i) out[n + i] = 1.0f;
   for (int64_t i = 1; i <= -g_past; ++i) out[-i] = 1.0f;
@@ -78,8 +81,8 @@ class WorkerGuards : public ::testing::Test {
     ring_worker::set_cuda(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
   }
 
-  // A call of out (256 floats at offset 1024, flagged) and x (at 3072): the reply.
-  std::string call(uint32_t out_flags) {
+  // A call of out (256 floats at out_at, flagged) and x (256 floats at x_at): the reply.
+  std::string call(uint32_t out_flags, uint64_t out_at = 1024, uint64_t x_at = 3072) {
     uint8_t* m = parent.request();
     size_t at = 0;
     auto put = [&](const auto& v) {
@@ -88,7 +91,7 @@ class WorkerGuards : public ::testing::Test {
     };
     put('C');
     put(uint32_t{1});
-    for (const auto& [region, offset] : {std::pair<uint32_t, uint64_t>{7u | out_flags, 1024}, {7u, 3072}}) {
+    for (const auto& [region, offset] : {std::pair<uint32_t, uint64_t>{7u | out_flags, out_at}, {7u, x_at}}) {
       put(int64_t{1});
       put(region);
       put(offset);
@@ -126,6 +129,47 @@ TEST_F(WorkerGuards, ACallInBoundsIsDone) {
 TEST_F(WorkerGuards, AnUnflaggedTensorIsNotGuarded) {
   g_past = 3;  // lands in memory no flag claims: the worker must not look there
   EXPECT_EQ(call(0), "K");
+}
+
+// Watched (an argument written in place): its neighbours are other data.
+constexpr uint8_t kNeighbour = 0x5A;
+
+TEST_F(WorkerGuards, AWriteOnePastAWatchedTensorIsRepliedAndItsNeighbourPutBack) {
+  std::memset(memory.data(), kNeighbour, memory.size());
+  g_past = 1;
+  EXPECT_EQ(call(kWatch), "G0 after");
+  for (int i = 0; i < kZone; ++i) EXPECT_EQ(memory[2048 + i], kNeighbour) << i;
+}
+
+TEST_F(WorkerGuards, AWriteBeforeAWatchedTensorIsRepliedAndItsNeighbourPutBack) {
+  std::memset(memory.data(), kNeighbour, memory.size());
+  g_past = -3;
+  EXPECT_EQ(call(kWatch), "G0 before");
+  for (int i = 1; i <= kZone; ++i) EXPECT_EQ(memory[1024 - i], kNeighbour) << i;
+}
+
+TEST_F(WorkerGuards, AWatchedCallInBoundsIsDoneAndTouchesNoNeighbour) {
+  std::memset(memory.data(), kNeighbour, memory.size());
+  g_past = 0;
+  EXPECT_EQ(call(kWatch), "K");
+  EXPECT_EQ(memory[1023], kNeighbour);
+  EXPECT_EQ(memory[2048], kNeighbour);
+}
+
+TEST_F(WorkerGuards, AWatchedZoneThatMeetsAnotherTensorOfTheCallIsNotWatched) {
+  g_past = 1;  // into x, which starts at out's end: the kernel may write its arguments
+  EXPECT_EQ(call(kWatch, 1024, 2048), "K");
+}
+
+TEST_F(WorkerGuards, AWatchedTensorAtTheRegionsEndIsWatchedOnlyWithinIt) {
+  // out ends where the region does: nothing past it is read (the sanitizer
+  // build would see a read past `memory`), the zone before it still is.
+  g_look_for_canary = false;
+  g_past = 0;
+  EXPECT_EQ(call(kWatch, 3072, 0), "K");
+  g_past = -1;
+  EXPECT_EQ(call(kWatch, 3072, 0), "G0 before");
+  g_look_for_canary = true;
 }
 
 }  // namespace

@@ -105,7 +105,8 @@ def region_of(worker, address: int) -> tuple[int, int]:
     region = worker.new_region_id()
     if known is not None:
         worker.drop_cuda_region(known[1])
-    worker.send_cuda_region(region, bytes(handle), (base.value, base.value + size.value, buffer_id.value))
+    worker.send_cuda_region(region, bytes(handle), size.value,
+                            (base.value, base.value + size.value, buffer_id.value))
     worker.cuda_regions[base.value] = (buffer_id.value, region)
     return _seen(worker, address, buffer_id.value, region, address - base.value)
 
@@ -129,7 +130,7 @@ def staging_buffer(worker, size: int) -> tuple[int, int]:
         handle = (ctypes.c_char * 64)()
         _check(driver["ipc"](ctypes.byref(handle), pointer.value), "cuIpcGetMemHandle (staging)")
         region = worker.new_region_id()
-        worker.send_cuda_region(region, bytes(handle))
+        worker.send_cuda_region(region, bytes(handle), size)
         if staging is not None:
             worker.drop_cuda_region(staging[0])
             getattr(driver["lib"], "cuMemFree_v2")(ctypes.c_uint64(staging[1]))

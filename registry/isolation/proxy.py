@@ -361,6 +361,8 @@ class Link:
                             region, offset = found
                             if ring and role == "out":  # padded by the binding (ProxyTable): canaries after it
                                 region |= wire.GUARD_AFTER
+                            elif ring and role == "inout":  # other data around it: the worker watches it
+                                region |= wire.WATCH
                         else:
                             region, offset, free = found
                             if free:

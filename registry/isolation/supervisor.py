@@ -178,10 +178,12 @@ class Worker:
         self._next_region += 1
         return self._next_region
 
-    def send_cuda_region(self, region_id: int, handle: bytes, allocation: tuple[int, int, int] | None = None) -> None:
-        """An IPC handle for the worker to open as region_id (cuda_memory.py).
-        allocation: (base, end, buffer id), which the call channel's fast path then knows."""
-        self._send(wire.CUDA_REGION_HEAD.pack(b"G", region_id) + handle)
+    def send_cuda_region(self, region_id: int, handle: bytes, size: int,
+                         allocation: tuple[int, int, int] | None = None) -> None:
+        """An IPC handle for the worker to open as region_id (cuda_memory.py), of an
+        allocation of `size` bytes. allocation: (base, end, buffer id), which the call
+        channel's fast path then knows."""
+        self._send(wire.CUDA_REGION_HEAD.pack(b"G", region_id, size) + handle)
         if allocation is not None and self.channel is not None:
             self.channel.add_cuda_allocation(*allocation, region_id)
 

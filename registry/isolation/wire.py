@@ -1,4 +1,4 @@
-"""The messages between a process and its isolated-launch worker, version 2.
+"""The messages between a process and its isolated-launch worker, version 4.
 
 Imported by the worker as a plain module (worker.py runs as a script, with
 this folder on sys.path) and by the parent as registry.isolation.wire: it
@@ -23,7 +23,7 @@ message starts with one byte saying what it is:
                      library's entry symbol (kreg_entry_fn; "" if the launcher is only
                      called from Python). Reply K or E.
     b"M" CPU region  u32 region id, u64 size; the region's fd rides with the packet
-    b"G" CUDA region u32 region id, 64-byte cudaIpcMemHandle of an allocation's base
+    b"G" CUDA region u32 region id, u64 the allocation's size, 64-byte cudaIpcMemHandle of its base
     b"X" drop region u32 region id (its memory was freed in the parent)
     b"Q" call channel  the path of the registry's core module (loaded with ctypes: its
                      worker loop, core/ring_worker.h), UTF-8; the channel's memfd rides along
@@ -35,13 +35,19 @@ message starts with one byte saying what it is:
     b"E" + UTF-8 text: the launcher (or a load) returned this error
     b"F" + UTF-8 text: the worker's CUDA context faulted (illegal address, ...); it exits
     b"G" + "<parameter index> after|before": a CUDA call's canary changed (GUARD_AFTER,
-                     GUARD_BEFORE); the call's results are not to be used
+                     GUARD_BEFORE), or a watched neighbour (WATCH), which the worker wrote
+                     back; the call's results are not to be used
 
   PARAM by kind:
     T  tensor    i64 ndim (-1: None, nothing follows), u32 region (NO_REGION: a NULL data
-                 pointer; else its low 30 bits, and the flags GUARD_AFTER and GUARD_BEFORE:
+                 pointer; else its low 29 bits, and the flags GUARD_AFTER and GUARD_BEFORE:
                  on CUDA, the ZONE bytes after the end / before the start hold no data, and
-                 the worker keeps canaries there during the call), u64 offset into the
+                 the worker keeps canaries there during the call; WATCH: on CUDA, an argument
+                 written in place, whose neighbours hold other data: the worker compares the
+                 ZONE bytes on each side (within the region; a zone that meets another tensor
+                 of the call is not watched) with what they held before the call, and writes
+                 them back if they changed. Another stream of the parent writing there during
+                 the call reads as the kernel's write), u64 offset into the
                  region, i64 numel, ndim x i64 sizes, ndim x i64 strides
     f  float     f32        i  int   i64        b  bool  u8
     l  int[]     i64 count, count x i64
@@ -54,10 +60,11 @@ import struct
 
 MAX_MESSAGE = 1 << 20  # the largest packet either side reads (a call with many tensors is a few KiB)
 
-VERSION = 3  # 3: a region's GUARD_* flags
+VERSION = 4  # 3: a region's GUARD_* flags; 4: WATCH, a CUDA region's size
 NO_REGION = 0xFFFFFFFF
 GUARD_AFTER, GUARD_BEFORE = 1 << 31, 1 << 30  # core/ring_worker.cc's kGuardAfter, kGuardBefore
-REGION_BITS = GUARD_BEFORE - 1
+WATCH = 1 << 29  # core/call_message.h's kWatch
+REGION_BITS = WATCH - 1
 STAGING_REGION = 0  # the parent's staging buffer, for memory that is not shared
 
 # A signature's argument kinds (registry type names) as KINDS letters; "d" is a float
@@ -85,7 +92,7 @@ CHECKED_CALL_LOG = "kreg-checked-call:"  # the worker's log line before a checke
 GUARD_LOG = "kreg-guard-page:"
 LOAD_HEAD = struct.Struct("<cI")
 CPU_REGION = struct.Struct("<cIQ")
-CUDA_REGION_HEAD = struct.Struct("<cI")
+CUDA_REGION_HEAD = struct.Struct("<cIQ")  # then the IPC handle
 DROP = struct.Struct("<cI")
 CALL_HEAD = struct.Struct("<cI")
 TENSOR_HEAD = struct.Struct("<qIQq")  # ndim, region, offset, numel (ndim < 0: only the q)

@@ -133,6 +133,7 @@ class Worker:
         self.sock = sock
         self.launchers = {}  # id -> (function, kinds)
         self.regions = {}  # id -> base address
+        self.cuda_region_ends = {}  # CUDA region id -> the end of its allocation
         self.libraries = {}
         self.cuda = None
         self.checked = False
@@ -191,13 +192,15 @@ class Worker:
                     self.ring.kreg_ring_worker_add_region(region, mapping.base, mapping.end, mapping.reserved,
                                                           mapping.reserved + mapping.length)
             elif what == b"G":
-                _, region = wire.CUDA_REGION_HEAD.unpack_from(message)
+                _, region, size = wire.CUDA_REGION_HEAD.unpack_from(message)
                 self.regions[region] = base = self.cuda.map_ipc(message[wire.CUDA_REGION_HEAD.size:])
+                self.cuda_region_ends[region] = base + size
                 if self.ring is not None:  # device memory: no guard pages for the fault handler to name
-                    self.ring.kreg_ring_worker_add_region(region, base, base, base, base)
+                    self.ring.kreg_ring_worker_add_region(region, base, base + size, base, base)
             elif what == b"X":
                 _, region = wire.DROP.unpack_from(message)
                 self.regions.pop(region, None)
+                self.cuda_region_ends.pop(region, None)
                 if self.ring is not None:
                     self.ring.kreg_ring_worker_drop_region(region)
                 mapping = guard_pages.MAPPINGS.pop(region, None)
@@ -238,7 +241,7 @@ class Worker:
         cuda = self.cuda
         if cuda is not None:
             for region, base in self.regions.items():
-                core.kreg_ring_worker_add_region(region, base, base, base, base)
+                core.kreg_ring_worker_add_region(region, base, self.cuda_region_ends[region], base, base)
             core.kreg_ring_worker_set_cuda.argtypes = [ctypes.c_void_p] * 8
             core.kreg_ring_worker_set_cuda(cuda.stream, *(ctypes.cast(cuda.lib[n], ctypes.c_void_p) for n in (
                 cuda.query.__name__, cuda.synchronize.__name__, "cuGetErrorName", "cuGetErrorString",
