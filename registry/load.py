@@ -37,7 +37,7 @@ def build_table(library: ctypes.CDLL, op_spec, kernel: str, symbols: list[tuple[
     return _core.launcher_table(library._handle, kernel, op_spec, symbols)
 
 
-def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = True) -> dict[str, Op]:
+def load(manifest, plan, artifacts: dict, previous, expose: bool = True) -> dict[str, Op]:
     """Exactly the manifest's ops (expose: torch.ops.<namespace>.<op> for a
     torch-library binding; not for a config registry.tune tries). A handle the notebook holds for an op that
     is still defined runs the new code; one whose op left the manifest (or was
@@ -67,6 +67,7 @@ def load(manifest, plan, artifacts: dict, previous, device=None, expose: bool = 
     # Bound where a GPU is visible. A build for a GPU elsewhere (`python -m
     # registry build` with TORCH_CUDA_ARCH_LIST on a machine without one) has
     # no context to load the cubin into; nothing can call a CUDA op there.
+    device = artifacts.get("device")  # the cubin, for device code with its own compiler
     if device is not None:
         from registry import environment, knobs
         from registry.device import driver_module

@@ -3,8 +3,10 @@
   find + parse the manifest (one core call) -> backend -> environment facts
   -> the plan (one core call, core/plan.h: keys, memo verdict, lookups,
      what to build and why)
-  -> act on it: fetch or build what misses (misses.py), pin, load and
-     swap (load.py) -> record the outcome (one core call: the memo)
+  -> act on it: fetch or build what misses (misses.py) and, for device code
+     with its own compiler, the cubin (device/in_get.py: one more artifact,
+     keyed apart); pin, load and swap (load.py) -> record the outcome (one
+     core call: the memo)
 
 Nothing here runs when `get` finds its stamps unchanged (registry/__init__.py).
 """
@@ -77,36 +79,16 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     backend = environment.for_manifest(manifest, requested_backend, cache_root)
     previous = previous_of(backend, name)
     store = _core.CacheStore(str(cache_root))
-    device_compiler = environment.section(manifest, backend).device_compiler  # "nvrtc", "nvcc-cubin" or ""
-    device_module = device_compiler != ""
     env = environment.build_environment_for(manifest, backend, cache_root)
     plan = _core.make_plan(manifest, store, backend, env, str(knobs.REGISTRY_INCLUDE), list(STATE.namespaces), rebuild,
                            header_packages(manifest))
     planned = plan.artifacts  # a copy on each access (pybind11): read once
-    device, device_job = None, None
     team = _team() if foreign_binding_retry else None  # the retry builds here: the team has the foreign one
     team_before = dict(team.counts) if team is not None else None
-    if device_module:
-        # NVRTC takes ~0.1-0.2 s (nvcc -cubin ~0.5 s), and a device-only edit
-        # leaves the host key alone. When the host side has misses too (a new
-        # or renamed kernel, a launcher edit), the cubin compiles beside them.
-        from registry.device import cubin_build
+    from registry.device import in_get as device_part
 
-        compiler = cubin_build.device_compiler(manifest)  # here: the host build sets CXX etc. for its run
-
-        def cubin():
-            return cubin_build.ensure(store, manifest, env.get("env.cuda_arch"), plan.memo,
-                                       trust_memo=plan.memo_vouched, force=rebuild, compiler=compiler,
-                                       remote=team)
-
-        if any(a.missing for a in planned):
-            device_job = _Beside(cubin)
-            if environment.cuda_available(cache_root):  # memoized per machine; no GPU: nothing to warm up
-                from registry.device import driver_module as loader
-
-                loader.warm_up_context()
-        else:
-            device = cubin()
+    device_job = device_part.start(manifest, backend, plan, store, env, cache_root, rebuild=rebuild, remote=team,
+                                   host_misses=any(a.missing for a in planned))
 
     artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
     if team is not None:
@@ -132,15 +114,16 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
             artifact.miss_reason = artifact.miss_reason or _miss_reason(planned, what)
         artifacts.update(built)
     if device_job is not None:
-        device = device_job.result()
+        artifacts["device"] = device_job.result()
+    device = artifacts.get("device")
 
     # Pinned (and marked used) before loading: a `cache gc` elsewhere cannot
     # remove what this process is about to load or has loaded.
-    STATE.pins.hold(store, [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
+    STATE.pins.hold(store, [a.entry.key for a in artifacts.values()])
     from registry.load import BindingNeedsNewerRuntime, load
 
     try:
-        ops = load(manifest, plan, artifacts, previous, device, expose=not variant) if load_ops else {}
+        ops = load(manifest, plan, artifacts, previous, expose=not variant) if load_ops else {}
     except BindingNeedsNewerRuntime as error:
         if not foreign_binding_retry:
             raise
@@ -164,10 +147,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
             tuned = "not tuned; the default config runs (registry.tune searches the manifest's [tune] space)"
 
     compiled = [what for what, a in artifacts.items() if a.built is not None]
-    if device is not None and device.built is not None:
-        compiled.append("device")
     if compiled:
-        _show_compiler_warnings(name, artifacts, device)
+        _show_compiler_warnings(name, artifacts)
     lib_target = targets.get("lib")
     rekeyed = lib_target is not None and lib_target.rekeyed
     if rekeyed or compiled or device is not None or not plan.memo_current:
@@ -184,8 +165,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
             # is read here, so a bad setting still fails this call.
             from registry.builder import cache_cap
 
-            cache_cap.collect_garbage_soon(store, knobs.cache_max_bytes(),
-                                           [a.entry.key for a in artifacts.values()] + ([device.key] if device else []))
+            cache_cap.collect_garbage_soon(store, knobs.cache_max_bytes(), [a.entry.key for a in artifacts.values()])
         changes = list(changes)
     else:
         changes = list(plan.changes)
@@ -203,28 +183,23 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         outcome="compiled" if compiled else "remote" if fetched else "cache",
         key=lib.entry.key, manifest=manifest.file,
         artifacts=_artifact_paths(manifest, plan, artifacts),
-        build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built)
-        + (device.built.seconds if device and device.built else 0.0),
+        build_seconds=sum(a.built.seconds for a in artifacts.values() if a.built),
         last_build_seconds=lib.entry.build_seconds, built_at=lib.entry.built_at,
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
         sources={what: a.source for what, a in artifacts.items()},
         remote=_remote_summary(team, team_before),
         device=f"{device.compiler.identity()}, cubin key {device.key}" if device else None, tuned=tuned,
     )
-    if device is not None:
-        status.artifacts["device code (cubin)"] = device.path
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
 
 
-def _show_compiler_warnings(name: str, artifacts: dict, device) -> None:
+def _show_compiler_warnings(name: str, artifacts: dict) -> None:
     """What the compilers of this get's builds warned, once (builder/compiler_warnings.py)."""
     from registry.builder import compiler_warnings
 
-    warned = [(what, artifacts[what].built.warnings) for what in ("lib", "binding")
+    warned = [(what, artifacts[what].built.warnings) for what in ("lib", "binding", "device")
               if what in artifacts and artifacts[what].built is not None]
-    if device is not None and device.built is not None:
-        warned.append(("device", device.built.warnings))
     described = {"lib": "the kernel library", "binding": "the shared binding", "device": "the device code (cubin)"}
     compiler_warnings.show(name, [(described[what], lines) for what, lines in warned],
                            artifacts["lib"].entry.key if "lib" in artifacts else "")
@@ -252,31 +227,6 @@ def _tuned_before(name: str, backend: str, cache_root: Path) -> bool:
         return any(entry.startswith(prefix) for entry in os.listdir(knobs.cache_path("tuned", cache_root)))
     except OSError:  # no tuned/ folder: nothing was ever tuned here
         return False
-
-
-class _Beside:
-    """A call run on a thread beside the caller's work; result() joins it and
-    returns its value or raises its exception. NVRTC runs through ctypes,
-    which releases the GIL, and nvcc in a subprocess: both really overlap."""
-
-    def __init__(self, fn):
-        import threading
-
-        self._value, self._error = None, None
-        self._thread = threading.Thread(target=self._run, args=(fn,), name="kreg-device-build", daemon=True)
-        self._thread.start()
-
-    def _run(self, fn) -> None:
-        try:
-            self._value = fn()
-        except BaseException as error:  # handed to the caller by result()
-            self._error = error
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def _team():
@@ -307,6 +257,8 @@ def _artifact_paths(manifest, plan, artifacts: dict) -> dict[str, str]:
     if manifest.binding != "pybind":
         for spec in manifest.ops:
             paths[f"binding {spec.name}"] = STATE.namespaces[plan.namespaces[spec.name]]
+    if "device" in artifacts:
+        paths["device code (cubin)"] = artifacts["device"].path
     return paths
 
 

@@ -268,8 +268,10 @@ def _build_error(manifest, log: str, compiler=None, files: list[str] | None = No
 class DeviceArtifact:
     """A verified cubin in the cache (built now, or found)."""
 
-    def __init__(self, entry, built: DeviceBuild | None, compiler, miss_reason: str = "", stamps=None):
+    def __init__(self, entry, built: DeviceBuild | None, compiler, miss_reason: str = "", stamps=None,
+                 source: str = "cache"):
         self.entry, self.built, self.compiler, self.miss_reason = entry, built, compiler, miss_reason
+        self.source = source  # as builder/artifacts.Artifact's: "cache", "remote" or "compiled"
         self.stamps = stamps  # of the snapshot's files; None when the memo's verdict held
         self.path = str(Path(entry.dir) / entry.artifact)
         self.key = entry.key
@@ -370,5 +372,6 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
         # The size cap is applied after the result, with the other artifacts of
         # this get (resolve.resolve: cache_cap.collect_garbage_soon), not here in
         # the middle of the edit.
-        return DeviceArtifact(got.entry, got.built, nv, reason, snapshot.stamps)
-    return DeviceArtifact(got.entry, None, nv, reason or got.miss_reason, base_snapshot.stamps + target.extra_stamps)
+        return DeviceArtifact(got.entry, got.built, nv, reason, snapshot.stamps, got.source)
+    return DeviceArtifact(got.entry, None, nv, reason or got.miss_reason, base_snapshot.stamps + target.extra_stamps,
+                          got.source)
