@@ -85,10 +85,12 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     planned = plan.artifacts  # a copy on each access (pybind11): read once
     team = _team() if foreign_binding_retry else None  # the retry builds here: the team has the foreign one
     team_before = dict(team.counts) if team is not None else None
-    from registry.device import in_get as device_part
+    device_job = None
+    if environment.section(manifest, backend).device_compiler:  # its cubin: one more artifact (imported only then)
+        from registry.device import in_get
 
-    device_job = device_part.start(manifest, backend, plan, store, env, cache_root, rebuild=rebuild, remote=team,
-                                   host_misses=any(a.missing for a in planned))
+        device_job = in_get.start(manifest, plan, store, env, cache_root, rebuild=rebuild, remote=team,
+                                  host_misses=any(a.missing for a in planned))
 
     artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
     if team is not None:

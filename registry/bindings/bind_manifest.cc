@@ -6,6 +6,7 @@
 #include "closest_name.h"
 #include "discovery.h"
 #include "derived_manifest.h"
+#include "inline_manifest.h"
 #include "dtype.h"
 #include "dtype_units.h"
 #include "launcher_header.h"
@@ -165,6 +166,14 @@ void init_manifest_on_demand(py::module_& m) {
   m.def("config_defines", &config_defines, py::arg("config"));
 
   m.def("parse_manifest", &parse_manifest, py::arg("path"));
+  m.def(
+      "inline_manifest_text",
+      [](const std::string& name, const std::string& backend, const std::string& source, const std::string& signature,
+         const std::vector<std::string>& dtypes, const std::vector<std::pair<std::string, std::string>>& outputs) {
+        return inline_manifest_text(InlineKernel{name, backend, source, signature, dtypes, outputs});
+      },
+      py::arg("name"), py::arg("backend"), py::arg("source"), py::arg("signature"), py::arg("dtypes"),
+      py::arg("outputs"));
   m.def("is_valid_kernel_name", &is_valid_kernel_name, py::arg("name"));
   py::class_<KernelLocation>(m, "KernelLocation")
       .def_readonly("name", &KernelLocation::name)

@@ -17,13 +17,10 @@ import threading
 from registry import environment
 
 
-def start(manifest, backend: str, plan, store, env: dict, cache_root, *, rebuild: bool, remote, host_misses: bool):
+def start(manifest, plan, store, env: dict, cache_root, *, rebuild: bool, remote, host_misses: bool):
     """The cubin of a kernel whose device code has its own compiler (the
-    manifest's [cuda] compiler), as a job whose result() is its
-    cubin_build.DeviceArtifact; None for any other kernel. remote: the team
-    cache or None."""
-    if not environment.section(manifest, backend).device_compiler:  # "nvrtc", "nvcc-cubin" or ""
-        return None
+    manifest's [cuda] compiler: "nvrtc" or "nvcc-cubin"), as a job whose
+    result() is its cubin_build.DeviceArtifact. remote: the team cache or None."""
     from registry.device import cubin_build
 
     compiler = cubin_build.device_compiler(manifest)  # here: the host build sets CXX etc. for its run
