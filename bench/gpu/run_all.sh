@@ -48,7 +48,7 @@ for step in $STEPS; do
           python3 bench/tune_nvrtc.py --out "$OUT" 2>&1 | tail -20 ;;
     nvrtc) PYTHONUNBUFFERED=1 python3 bench/nvrtc_edit_loop.py --device cuda --reps "${REPS:-5}" \
              --torch-reps "${TORCH_REPS:-2}" --out "$OUT" 2>&1 | tee "$OUT/nvrtc_edit_loop.log" | grep '^step ' ;;
-    cubin) python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gpu_nvcc_cubin.py tests/test_gpu_nvrtc.py \
+    cubin) python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gpu_device_paths.py tests/test_gpu_cubin_reuse_and_devices.py \
              2>&1 | tee "$OUT/gpu_cubin_tests.txt" | tail -40 ;;
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
     remote) python3 bench/remote_get.py --device cuda --reps "${REMOTE_REPS:-7}" --out "$OUT" 2>&1 | tail -3 ;;
