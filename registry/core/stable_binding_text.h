@@ -16,7 +16,8 @@
 // `ArgInfo`s, so the dispatcher's boxed kernel (codegen.cc) and the handle's
 // fast entry (fast_entry.cc, which reads tensors through DLPack) share them
 // and their messages, word for word those of the ATen binding
-// (binding_text.cc, which the AOT units still use).
+// (binding_text.cc, which the AOT units still use). How outputs are owned and
+// made is its own file (stable_binding_outputs.h), put in place here.
 #pragma once
 
 #include <string>
