@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from registry.isolation import proxy
+from registry.isolation import cpu_memory, proxy
 from registry.isolation.faults import KernelFault
 from registry.isolation.interrupts import WATCH
 from registry.isolation.supervisor import SUPERVISOR
@@ -119,7 +119,7 @@ class IsolatedOp(Op):
                     worker = SUPERVISOR.worker(self._flavor, "cpu")
                     for value in (*args, *kwargs.values()):
                         if type(value) is _Tensor or isinstance(value, _Tensor):
-                            worker.share_cpu_storage(value.untyped_storage())
+                            cpu_memory.share_storage(worker, value.untyped_storage())
                     if worker.channel is not None and not worker.channel.in_ring:
                         worker.enter_ring()  # a storage just sent: the call itself can still skip Python
                 result = Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)

@@ -32,7 +32,7 @@ import os
 import struct
 
 from registry import _core, dtypes, knobs
-from registry.isolation import guards, wire
+from registry.isolation import cpu_memory, guards, wire
 from registry.isolation.supervisor import SUPERVISOR, WorkerDied, WorkerTimeout
 
 # The table's limits, magic and dtype table are the core's (kreg/launcher_table.h,
@@ -348,7 +348,8 @@ class Link:
                         region, offset = wire.NO_REGION, 0
                     else:
                         found = cuda_memory.region_of(worker, data) if cuda else (
-                            worker.cpu_region_of(data, nbytes) or worker.pool_region_of(data, nbytes, role == "out"))
+                            cpu_memory.region_of(worker, data, nbytes)
+                            or cpu_memory.pool_region_of(worker, data, nbytes, role == "out"))
                         if found is None:
                             # Not shared memory (CPU: an output the binding allocated; CUDA:
                             # memory IPC cannot share): staged, between two canary zones.
@@ -383,7 +384,7 @@ class Link:
                     parts.append(struct.pack(f"<q{value.size}q", value.size, *value.data[:value.size]))
             if staged:
                 region, base = (cuda_memory.staging_buffer(worker, staged_bytes) if cuda
-                                else worker.staging_buffer(staged_bytes))
+                                else cpu_memory.staging_buffer(worker, staged_bytes))
                 move = cuda_memory.copy if cuda else ctypes.memmove
                 for data, offset, nbytes, at, ndim, numel, role, index in staged:
                     if role != "out":

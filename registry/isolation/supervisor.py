@@ -17,8 +17,6 @@ place, and through Worker.request otherwise. The socket carries the rest
 from __future__ import annotations
 
 import atexit
-import ctypes
-import mmap
 import os
 import select
 import signal
@@ -29,7 +27,7 @@ import time
 from pathlib import Path
 
 from registry import knobs
-from registry.isolation import guards, wire
+from registry.isolation import wire
 from registry.isolation.interrupts import WATCH
 
 SPIN_READS = 100  # non-blocking reads before a blocking wait (~50 us)
@@ -72,13 +70,6 @@ class WorkerTimeout(Exception):
     pass
 
 
-class CpuRegion:
-    __slots__ = ("id", "base", "end", "storage")
-
-    def __init__(self, region_id: int, base: int, size: int, storage):
-        self.id, self.base, self.end, self.storage = region_id, base, base + size, storage
-
-
 class Worker:
     """One running worker and what it holds."""
 
@@ -94,7 +85,7 @@ class Worker:
         child.close()
         self.start_seconds = time.perf_counter() - started
         self.launchers: dict[tuple, int] = {}  # (library, symbol, cubin, kinds) -> id
-        self.cpu_regions: dict[int, CpuRegion] = {}  # storage base -> region
+        self.cpu_regions: dict = {}  # storage base -> region (cpu_memory.py: CpuRegion)
         self.cuda_regions: dict[int, tuple[int, int]] = {}  # allocation base -> (buffer id, region id)
         self.cuda_pointers: dict[int, tuple[int, int, int]] = {}  # data pointer -> (buffer id, region id, offset)
         self._next_region = 1  # 0 is reserved for the staging buffer's first region
@@ -191,107 +182,6 @@ class Worker:
         if self.channel is not None:
             self.channel.drop_storage(region_id)
         self._send(wire.DROP.pack(b"X", region_id))
-
-    def share_cpu_storage(self, storage) -> None:
-        """Give the worker a CPU storage that lives in shared memory (moved
-        there in place, once: torch's fd-backed shared memory)."""
-        base = storage.data_ptr()
-        region = self.cpu_regions.get(base)
-        if region is not None and region.storage() is storage:
-            return
-        try:
-            fd, size = storage._share_fd_cpu_()
-        except RuntimeError:  # shared another way (file_system strategy) or not shareable: staged instead
-            return
-        import weakref
-
-        base = storage.data_ptr()  # moved into shared memory: a new address
-        stale = self.cpu_regions.get(base)
-        if stale is not None:
-            if self.channel is not None:
-                self.channel.drop_storage(stale.id)
-            self._send(wire.DROP.pack(b"X", stale.id))
-        if len(self.cpu_regions) >= 64:
-            self.drop_dead_regions()
-        region_id = self.new_region_id()
-        channel = self.channel
-        # A storage that dies leaves the channel's table at once: its range may hold other memory next.
-        forget = (lambda _, channel=channel, region_id=region_id: channel.drop_storage(region_id)) if channel else None
-        region = CpuRegion(region_id, base, size, weakref.ref(storage, forget))
-        self._send(wire.CPU_REGION.pack(b"M", region.id, size), [fd])
-        self.cpu_regions[base] = region
-        if channel is not None:
-            channel.add_storage(base, base + size, region_id)
-
-    def cpu_region_of(self, address: int, nbytes: int):
-        """(region id, offset, free bytes after it) of shared memory holding
-        [address, address + nbytes), or None. Free: the rest of the storage's
-        last page, where the tensor ends at the storage's end (guards.py)."""
-        for region in self.cpu_regions.values():  # a handful: the storages of recent arguments
-            if region.base <= address and address + nbytes <= region.end:
-                if region.storage() is None:
-                    # Freed: its range may now hold other memory (this one), which the
-                    # worker's old mapping does not show. Forget it, stage instead.
-                    self.drop_dead_regions()
-                    return None
-                end = address + nbytes
-                return region.id, address - region.base, guards.page_rest(end) if end == region.end else 0
-        return None
-
-    def pool_region_of(self, address: int, nbytes: int, fresh: bool = False):
-        """(region id, offset, free bytes after it) of an output the binding
-        allocated from the shared output pool (core/shared_output_pool.h), or
-        None. fresh: the output this call's binding just allocated, so the rest
-        of its segment is free (one output a segment); a pool tensor passed
-        back in may be a view, so then nothing is free. A segment's fd
-        goes to this worker once; segments the pool unmapped are dropped here."""
-        from registry import _core
-
-        if nbytes < _core.SHARED_OUTPUT_MIN_BYTES:  # the pool hands out nothing smaller
-            return None
-        for segment_id in _core.shared_output_take_retired():
-            for worker in SUPERVISOR.workers.values():
-                region = worker.pool_regions.pop(segment_id, None)
-                if region is not None:
-                    if worker.channel is not None:
-                        worker.channel.drop_pool(segment_id)
-                    worker._send(wire.DROP.pack(b"X", region))
-        found = _core.shared_output_segment(address, nbytes)
-        if found is None:
-            return None
-        segment_id, fd, base, size = found
-        region = self.pool_regions.get(segment_id)
-        if region is None:
-            region = self.pool_regions[segment_id] = self.new_region_id()
-            self._send(wire.CPU_REGION.pack(b"M", region, size), [fd])
-            if self.channel is not None:
-                self.channel.add_pool(segment_id, region)
-        return region, address - base, base + size - address - nbytes if fresh else 0
-
-    def drop_dead_regions(self) -> None:
-        for base, region in list(self.cpu_regions.items()):
-            if region.storage() is None:
-                del self.cpu_regions[base]
-                if self.channel is not None:
-                    self.channel.drop_storage(region.id)
-                self._send(wire.DROP.pack(b"X", region.id))
-
-    def staging_buffer(self, size: int) -> tuple[int, int]:
-        """(region id, address) of a shared buffer of at least `size` bytes."""
-        if self.staging is None or self.staging[3] < size:
-            size = max(size, 1 << 20, 2 * (self.staging[3] if self.staging else 0))
-            fd = os.memfd_create("kreg-staging")
-            os.ftruncate(fd, size)
-            mapping = mmap.mmap(fd, size)
-            region_id = self.new_region_id()
-            self._send(wire.CPU_REGION.pack(b"M", region_id, size), [fd])
-            os.close(fd)
-            if self.staging is not None:
-                self._send(wire.DROP.pack(b"X", self.staging[0]))
-            self.staging = (region_id, mapping, ctypes.addressof(ctypes.c_char.from_buffer(mapping)), size)
-            if self.channel is not None:
-                self.channel.set_staging(region_id, self.staging[2], size)
-        return self.staging[0], self.staging[2]
 
     # -- requests --------------------------------------------------------------
     def launcher_id(self, library: str, symbol: str, cubin: str, kinds: str, item_sizes, timeout: float,
