@@ -2,10 +2,12 @@
 a large size.
 
     python3 bench/isolated_percall.py [--device cpu|cuda] [--sizes 1 268435456]
-                                      [--rounds 30] [--calls 200] [--out DIR]
+                                      [--rounds 30] [--calls 200] [--kernel axpy|scale]
+                                      [--out DIR]
 
-For axpy (out = alpha * x + y, float32) at each size: `normal` is
-registry.get("axpy"), `isolated` registry.get("axpy", isolate=True), both
+For axpy (out = alpha * x + y, float32; or scale, x *= a in place, whose
+argument an isolated CUDA call watches on each side) at each size: `normal`
+is registry.get(kernel), `isolated` registry.get(kernel, isolate=True), both
 called as a user calls them, interleaved round by round (each round times
 `calls` back-to-back calls and synchronizes the device). Reported per size:
 the median over rounds of the per-call time of each (a round's mean, so a
@@ -43,31 +45,47 @@ def per_call(op, args, calls: int, sync) -> float:
     return (time.perf_counter() - start) / calls
 
 
+# Each kernel's arguments at size n; never zeros. scale_ runs with a = 1, so
+# its argument keeps its values however many calls write it.
+ARGS = {
+    "axpy": lambda n, device: (torch.randn(n, device=device), torch.randn(n, device=device), 1.5),
+    "scale": lambda n, device: (torch.randn(n, device=device), 1.0),
+}
+
+
+def same_results(kernel: str, normal, isolated, args) -> bool:
+    if kernel == "scale":  # in place: the argument after the call, on copies
+        by_normal, by_isolated = args[0].clone(), args[0].clone()
+        normal(by_normal, 0.5)
+        isolated(by_isolated, 0.5)
+        return torch.equal(by_normal, by_isolated)
+    return torch.equal(normal(*args), isolated(*args))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--kernel", choices=sorted(ARGS), default="axpy")
     parser.add_argument("--out")
     options = parser.parse_args()
     torch.set_num_threads(1)
     device = options.device
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    normal = registry.get("axpy", device=device)
+    kernel = options.kernel
+    normal = registry.get(kernel, device=device)
     started = time.perf_counter()
-    isolated = registry.get("axpy", device=device, isolate=True)
-    x1 = torch.ones(1, device=device)
-    isolated(x1, x1, 1.0)
+    isolated = registry.get(kernel, device=device, isolate=True)
+    isolated(*ARGS[kernel](1, device))
     sync()
     first = time.perf_counter() - started
     print(f"first isolated call (get + worker start + load): {first * 1e3:.1f} ms")
     rows = []
     for n in options.sizes:
-        x = torch.randn(n, device=device)
-        y = torch.randn(n, device=device)
-        args = (x, y, 1.5)
-        assert torch.equal(normal(*args), isolated(*args)), "isolated result differs"
+        args = ARGS[kernel](n, device)
+        assert same_results(kernel, normal, isolated, args), "isolated result differs"
         big = n >= 1 << 20
         calls = max(3, options.calls // 50) if big else options.calls
         rounds = min(options.rounds, 10) if big else options.rounds
@@ -89,13 +107,13 @@ def main() -> int:
                 single[name].append(time.perf_counter() - start)
         med = {k: statistics.median(v) for k, v in times.items()}
         extra = statistics.median(i - n_ for i, n_ in zip(times["isolated"], times["normal"]))
-        row = {"device": device, "n": n, "normal_us": med["normal"] * 1e6, "isolated_us": med["isolated"] * 1e6,
+        row = {"kernel": kernel, "device": device, "n": n, "normal_us": med["normal"] * 1e6, "isolated_us": med["isolated"] * 1e6,
                "extra_us": extra * 1e6, "overhead_percent": 100 * extra / med["normal"],
                "normal_single_median_us": statistics.median(single["normal"]) * 1e6,
                "isolated_single_median_us": statistics.median(single["isolated"]) * 1e6,
                "normal_best_us": min(times["normal"]) * 1e6, "isolated_best_us": min(times["isolated"]) * 1e6}
         rows.append(row)
-        print(f"{device} n={n:>10}: normal {row['normal_us']:9.1f} us  isolated {row['isolated_us']:9.1f} us  "
+        print(f"{kernel} {device} n={n:>10}: normal {row['normal_us']:9.1f} us  isolated {row['isolated_us']:9.1f} us  "
               f"extra {row['extra_us']:8.1f} us  ({row['overhead_percent']:.1f} %);  one call alone, median: "
               f"normal {row['normal_single_median_us']:.1f} us, isolated {row['isolated_single_median_us']:.1f} us;  "
               f"best round: normal {row['normal_best_us']:.1f} us, isolated {row['isolated_best_us']:.1f} us")
@@ -105,7 +123,7 @@ def main() -> int:
     channel = worker.channel if worker is not None else None
     print(f"isolated calls: {worker.calls if worker else 0}, through the call channel without Python: "
           f"{channel.calls if channel is not None else 0}")
-    print(registry.status("axpy", device=device))
+    print(registry.status(kernel, device=device))
     if options.out:
         Path(options.out).mkdir(parents=True, exist_ok=True)
         Path(options.out, "isolated_percall.json").write_text(json.dumps({"first_call_s": first, "rows": rows}, indent=1))
