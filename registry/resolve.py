@@ -117,7 +117,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         artifacts.update(built)
     if device_job is not None:
         artifacts["device"] = device_job.result()
-    device = artifacts.get("device")
+    # Keyed apart from the plan (the cubin): the memo records their keys and stamps as given.
+    apart = {what: a for what, a in artifacts.items() if what not in {p.what for p in planned}}
 
     # Pinned (and marked used) before loading: a `cache gc` elsewhere cannot
     # remove what this process is about to load or has loaded.
@@ -153,15 +154,14 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         _show_compiler_warnings(name, artifacts)
     lib_target = targets.get("lib")
     rekeyed = lib_target is not None and lib_target.rekeyed
-    if rekeyed or compiled or device is not None or not plan.memo_current:
+    if rekeyed or compiled or apart or not plan.memo_current:
         # The artifact key is known now (from the record, or from the build), and
-        # the stamps cover the files the compiler read beyond the scan, and the
-        # device code's files (the cubin's own key covers those).
+        # the stamps cover the files the compiler read beyond the scan, and those
+        # of the artifacts keyed apart (the cubin's own key covers the device code's).
         changes, _ = _core.record_outcome(
             plan, store, lib_key=lib_target.key if rekeyed else None,
             lib_extra_stamps=lib_target.extra_stamps if rekeyed else [],
-            device_key=device.key if device else "",
-            device_stamps=list(device.stamps or []) if device else [], compiled=bool(compiled))
+            apart={what: (a.key, list(a.stamps or [])) for what, a in apart.items()}, compiled=bool(compiled))
         if compiled:
             # Beside the caller, not before the result (cache_cap.py); the cap
             # is read here, so a bad setting still fails this call.
@@ -171,8 +171,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         changes = list(changes)
     else:
         changes = list(plan.changes)
-    if device is not None:
-        changes += _device_changes(store, plan.memo, device)
+    for what, artifact in apart.items():
+        changes += _apart_changes(store, plan.memo, what, artifact)
 
     lib = artifacts["lib"]
     notes = [f"cached {what} rejected: {a.miss_reason}" for what, a in artifacts.items() if a.miss_reason]
@@ -190,7 +190,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
         sources={what: a.source for what, a in artifacts.items()},
         remote=_remote_summary(team, team_before),
-        device=f"{device.compiler.identity()}, cubin key {device.key}" if device else None, tuned=tuned,
+        device=_device_text(artifacts.get("device")), tuned=tuned,
     )
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
@@ -264,14 +264,20 @@ def _artifact_paths(manifest, plan, artifacts: dict) -> dict[str, str]:
     return paths
 
 
-def _device_changes(store, memo, device) -> list[str]:
-    """Why the cubin differs from the previous one: "device: file:axpy_device.cu changed"."""
-    if memo is None or device.built is None or memo.keys.get("device") in (None, device.key):
+def _device_text(cubin) -> str | None:
+    """The status's device line: the compiler and the cubin's key."""
+    return f"{cubin.compiler.identity()}, cubin key {cubin.key}" if cubin is not None else None
+
+
+def _apart_changes(store, memo, what: str, artifact) -> list[str]:
+    """Why an artifact keyed apart from the plan differs from the memo's, when
+    it was built now: "device: file:axpy_device.cu changed"."""
+    if memo is None or artifact.built is None or memo.keys.get(what) in (None, artifact.key):
         return []
-    before = store.lookup(memo.keys["device"]).entry
+    before = store.lookup(memo.keys[what]).entry
     if before is None:
-        return ["device: the previous cubin is no longer cached"]
-    return [f"device: {c}" for c in _core.diff_key_inputs(before.inputs, device.entry.inputs)]
+        return [f"{what}: the previous one is no longer cached"]
+    return [f"{what}: {c}" for c in _core.diff_key_inputs(before.inputs, artifact.entry.inputs)]
 
 
 def _remote_summary(team, before: dict | None) -> dict | None:

@@ -168,18 +168,20 @@ void init_plan(py::module_& m) {
 
   // The outcome of a get, recorded in one call: the memo, and after builds
   // the cache's size cap. Returns (changes, why gc could not run or "").
+  // apart: name -> (key, stamps) of each artifact keyed apart from the plan.
   m.def("record_outcome", [](Plan& plan, const CacheStore& store, std::optional<Key> lib_key,
-                             std::vector<FileStamp> lib_extra_stamps, std::string device_key,
-                             std::vector<FileStamp> device_stamps, bool compiled,
-                             std::optional<int64_t> gc_max_bytes, const std::vector<std::string>& keep) {
-    Outcome outcome{std::move(lib_key), std::move(lib_extra_stamps), std::move(device_key),
-                    std::move(device_stamps), compiled};
+                             std::vector<FileStamp> lib_extra_stamps,
+                             const std::map<std::string, std::pair<std::string, std::vector<FileStamp>>>& apart,
+                             bool compiled, std::optional<int64_t> gc_max_bytes, const std::vector<std::string>& keep) {
+    Outcome outcome{std::move(lib_key), std::move(lib_extra_stamps), {}, compiled};
+    for (const auto& [name, artifact] : apart) outcome.apart[name] = ApartArtifact{artifact.first, artifact.second};
     std::vector<std::string> changes = record_outcome(plan, outcome);
     std::string gc_problem = gc_max_bytes ? collect_garbage(store, *gc_max_bytes, keep) : "";
     return std::make_pair(changes, gc_problem);
   }, py::arg("plan"), py::arg("store"), py::arg("lib_key") = std::nullopt,
-        py::arg("lib_extra_stamps") = std::vector<FileStamp>{}, py::arg("device_key") = "",
-        py::arg("device_stamps") = std::vector<FileStamp>{}, py::arg("compiled") = false,
+        py::arg("lib_extra_stamps") = std::vector<FileStamp>{},
+        py::arg("apart") = std::map<std::string, std::pair<std::string, std::vector<FileStamp>>>{},
+        py::arg("compiled") = false,
         py::arg("gc_max_bytes") = std::nullopt, py::arg("keep") = std::vector<std::string>{});
 
   py::class_<PinSet> pins(m, "PinSet");

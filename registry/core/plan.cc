@@ -130,13 +130,15 @@ ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStor
 }
 
 Memo memo_for(const Plan& plan, const Key& lib_key, const std::vector<FileStamp>& stamps,
-              const std::string& device_key) {
+              const std::map<std::string, ApartArtifact>& apart) {
   Memo memo;
   memo.kernel = plan.kernel;
   memo.backend = plan.backend;
   memo.env = plan.env_fingerprint;
   memo.keys["lib"] = lib_key.digest.hex();
-  if (!device_key.empty()) memo.keys["device"] = device_key;
+  for (const auto& [name, artifact] : apart) {
+    if (!artifact.key.empty()) memo.keys[name] = artifact.key;
+  }
   memo.stamps = stamps;
   memo.inputs = lib_key.inputs;
   return memo;
@@ -216,7 +218,7 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
     for (const std::string& dtype : op.dtypes) symbols.emplace_back(dtype, launcher_symbol(op, dtype));
   }
   if (!generated) {
-    plan.memo_current = plan.lib().key && same_memo(plan.memo, memo_for(plan, *plan.lib().key, plan.stamps, ""));
+    plan.memo_current = plan.lib().key && same_memo(plan.memo, memo_for(plan, *plan.lib().key, plan.stamps, {}));
     return plan;
   }
   for (const OpSpec& op : m.ops) {
@@ -243,7 +245,7 @@ Plan make_plan(const Manifest& m, const PlanFacts& facts, const CacheStore& stor
     }
     plan.artifacts.push_back(std::move(binding));
   }
-  plan.memo_current = plan.lib().key && same_memo(plan.memo, memo_for(plan, *plan.lib().key, plan.stamps, ""));
+  plan.memo_current = plan.lib().key && same_memo(plan.memo, memo_for(plan, *plan.lib().key, plan.stamps, {}));
   return plan;
 }
 
@@ -259,11 +261,13 @@ std::vector<std::string> record_outcome(Plan& plan, const Outcome& outcome) {
   }
   std::set<std::string> known;
   for (const FileStamp& s : stamps) known.insert(s.path);
-  for (const FileStamp& s : outcome.device_stamps) {
-    if (known.insert(s.path).second) stamps.push_back(s);
+  for (const auto& [name, artifact] : outcome.apart) {
+    for (const FileStamp& s : artifact.stamps) {
+      if (known.insert(s.path).second) stamps.push_back(s);
+    }
   }
   std::vector<std::string> changes = key_changes(plan.memo, *key, lib.force);
-  Memo memo = memo_for(plan, *key, stamps, outcome.device_key);
+  Memo memo = memo_for(plan, *key, stamps, outcome.apart);
   if (outcome.compiled || !same_memo(plan.memo, memo)) write_memo(plan.memo_path, memo);
   plan.stamps = std::move(stamps);
   plan.changes = changes;

@@ -85,12 +85,19 @@ struct Plan {
 // cache entry it finds, as CacheStore::lookup does).
 Plan make_plan(const Manifest& manifest, const PlanFacts& facts, const CacheStore& store);
 
+// An artifact keyed apart from the plan (the cubin of device code with its
+// own compiler: registry/device/in_get.py): its key, and the stamps of the
+// files that key covers, which the memo watches beside the plan's.
+struct ApartArtifact {
+  std::string key;
+  std::vector<FileStamp> stamps;
+};
+
 // What Python did with a plan, for the memo.
 struct Outcome {
   std::optional<Key> lib_key;             // the lib's key after its build, else the plan's
   std::vector<FileStamp> lib_extra_stamps;  // the build's extra files (with lib_key)
-  std::string device_key;                 // NVRTC: the cubin's key
-  std::vector<FileStamp> device_stamps;   // NVRTC: the device files
+  std::map<std::string, ApartArtifact> apart;  // by name ("device"), as the memo's keys name them
   bool compiled = false;
 };
 

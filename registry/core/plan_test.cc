@@ -84,7 +84,7 @@ class PlanTest : public ::testing::Test {
       Published p = build(s, a);
       if (a.what == "lib") lib_key = p.key, extra = p.extra_stamps;
     }
-    record_outcome(plan, Outcome{lib_key, extra, "", {}, true});
+    record_outcome(plan, Outcome{lib_key, extra, {}, true});
   }
 
   TempDir tmp_;
