@@ -15,7 +15,9 @@
 //   kernel  = "axpy"
 //   backend = "cpu"
 //   env     = "<32 hex>"                  # digest of the env.* and toolchain.* key inputs
-//   keys    = { device = "<hex>", lib = "<hex>" }   # lib always; device for NVRTC code
+//   keys    = { device = "<hex>", lib = "<hex>" }   # lib always; then each artifact keyed
+//                                         # apart from the plan (Outcome.apart): device, the cubin
+//                                         # of device code with its own compiler
 //   stamp_count = 4                       # how many [[stamp]] tables follow
 //   input_count = 9                       # how many [inputs] entries follow
 //   [[stamp]]                             # one table per file the keys depend on
