@@ -40,6 +40,8 @@ def start(manifest, plan, store, env: dict, cache_root, *, rebuild: bool, remote
 
 
 class _Done:
+    """A result there already: the cubin built (or found) at once."""
+
     def __init__(self, value):
         self._value = value
 
