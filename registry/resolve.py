@@ -118,7 +118,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     if device_job is not None:
         artifacts["device"] = device_job.result()
     # Keyed apart from the plan (the cubin): the memo records their keys and stamps as given.
-    apart = {what: a for what, a in artifacts.items() if what not in {p.what for p in planned}}
+    in_plan = {p.what for p in planned}
+    apart = {what: a for what, a in artifacts.items() if what not in in_plan}
 
     # Pinned (and marked used) before loading: a `cache gc` elsewhere cannot
     # remove what this process is about to load or has loaded.
