@@ -37,11 +37,10 @@ from pathlib import Path
 import torch
 
 import registry
-from registry import _core
 from registry.notebook.checks import load_reference, make_args, results, shapes
 from registry.notebook.dtype_sweep import _copy_bandwidth
 from registry.notebook.timing import cuda_median_ms, graph_median_ms, median_seconds
-from registry.resolve import locate
+from registry.resolve import find
 
 KERNELS = ["softmax", "rmsnorm", "layernorm", "rowmax", "quantize", "scale"]
 DTYPES = ["float32", "float16", "bfloat16"]
@@ -63,7 +62,7 @@ def per_call_us(fn, calls: int = 2000, reps: int = 5) -> float:
 
 
 def rows_for(kernel: str, copy_gbps: float) -> list[dict]:
-    manifest = _core.parse_manifest(locate(kernel))
+    manifest = find(kernel)
     module = load_reference(manifest)
     handle = registry.get(kernel, device="cuda")
     rows = []

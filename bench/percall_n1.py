@@ -46,9 +46,8 @@ from pathlib import Path
 import torch
 
 import registry
-from registry import _core
 from registry.notebook.checks import load_reference, make_args
-from registry.resolve import locate
+from registry.resolve import find
 
 from derived_kernels import provide as provide_derived_kernels
 
@@ -140,7 +139,7 @@ def row_of(kernel: str, op_name: str, dtype: str, times: dict) -> dict:
 
 
 def rows_for(kernel: str, device: str, rounds: int, per_round: int, sync) -> list[dict]:
-    manifest = _core.parse_manifest(locate(kernel))
+    manifest = find(kernel)
     module = load_reference(manifest)
     handle = registry.get(kernel, device=device)
     rows = []

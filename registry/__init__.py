@@ -135,12 +135,15 @@ class KernelInfo:
 
 
 def list() -> list[KernelInfo]:  # noqa: A001  (the name the notebook API promises)
-    """Every kernel the registry can find, and whether it is loaded here;
+    """Every kernel the registry can find (this process's %%kernel cells
+    first, their manifest "%%kernel NAME"), and whether it is loaded here;
     then each folder holding a kernel.toml that cannot be a kernel, with why."""
     loaded = {name for name, _ in STATE.kernels}
     roots = [str(r) for r in knobs.kernel_roots()]
     found = _core.discover(roots)
-    kernels = [KernelInfo(k.name, k.manifest, k.name in loaded, k.folder) for k in found.kernels]
+    cells = _core.inline_kernel_names()  # %%kernel cells, held in memory: they shadow a folder of their name
+    kernels = [KernelInfo(name, f"%%kernel {name}", name in loaded) for name in cells]
+    kernels += [KernelInfo(k.name, k.manifest, k.name in loaded, k.folder) for k in found.kernels if k.name not in cells]
     import os
 
     return kernels + [KernelInfo(u.name or os.path.basename(u.dir), os.path.join(u.dir, "kernel.toml"), False,

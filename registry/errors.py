@@ -29,7 +29,8 @@ class KernelNotFoundError(RegistryError, LookupError):
         searched = ", ".join(self.roots) if self.roots else "no folder"
         super().__init__(
             f"no kernel named {name!r}.{hint} Registered kernels: {listing}. "
-            f"A kernel is a folder holding a kernel.toml, under one of the folders searched: {searched}; "
+            f"A kernel is a %%kernel cell run in this process, or a folder holding a kernel.toml under one "
+            f"of the folders searched: {searched}; "
             f"get() takes the folder's name or the kernel's (the manifest's name key, else the folder's name "
             f"lowercased with other characters than [a-z0-9_] as _). "
             f"Add a folder to the search with REGISTRY_KERNELS_PATH."

@@ -18,44 +18,43 @@ from pathlib import Path
 from registry import _core, environment, knobs
 from registry.state import STATE, KernelState, Status
 
-__all__ = ["KernelState", "Status", "locate", "resolve"]
+__all__ = ["KernelState", "Status", "find", "resolve"]
 
 # The build machinery (registry.builder, ThreadPoolExecutor) is imported only
 # when something must be built: a fresh process that finds everything cached
 # should not pay for it.
 
 
-def locate(name: str) -> str:
-    """The manifest of kernel `name` (its name or its folder's), or the error
-    that says why there is none: the folder cannot be a kernel, or which
-    names there are."""
+def find(name: str):
+    """The parsed manifest of kernel `name` (its name or its folder's; one
+    core call when it exists): a notebook cell's held in memory
+    (core/inline_kernels.h), else a kernel folder's; or the error that says
+    why there is none."""
+    roots = [str(r) for r in knobs.kernel_roots()]
+    manifest = _core.find_kernel(name, roots)
+    if manifest is None:
+        _raise_not_found(name, roots)
+    return manifest
+
+
+def _raise_not_found(name: str, roots: list[str]):
+    """Why no kernel is `name`: its folder cannot be a kernel, or which names there are."""
     import os
 
-    roots = [str(r) for r in knobs.kernel_roots()]
-    found = _core.discover(roots)
-    for loc in found.kernels:
-        if name in (loc.name, loc.folder):
-            return loc.manifest
     from registry.errors import KernelFolderError, KernelNotFoundError
 
+    found = _core.discover(roots)
     for folder in found.unusable:
         if name and name in (folder.name, os.path.basename(folder.dir)):
             # A manifest error (an invalid name key) is raised as such, naming its field.
             _core.parse_manifest(os.path.join(folder.dir, "kernel.toml"))
             raise KernelFolderError(name, folder.dir, folder.reason)
-    names = [loc.name for loc in found.kernels]
-    shown = [loc.name if loc.folder == loc.name else f"{loc.name} (folder {loc.folder})" for loc in found.kernels]
+    cells = _core.inline_kernel_names()
+    names = cells + [loc.name for loc in found.kernels]
+    shown = [f"{cell} (a %%kernel cell)" for cell in cells] + [
+        loc.name if loc.folder == loc.name else f"{loc.name} (folder {loc.folder})" for loc in found.kernels]
     closest = _core.closest_name(name, names + [loc.folder for loc in found.kernels if loc.folder != loc.name])
     raise KernelNotFoundError(name, names, closest, roots, shown)
-
-
-def find(name: str):
-    """The parsed manifest of kernel `name` (one core call when it exists)."""
-    roots = [str(r) for r in knobs.kernel_roots()]
-    manifest = _core.find_kernel(name, roots)
-    if manifest is None:
-        locate(name)  # raises the error that says which names there are
-    return manifest
 
 
 def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of, manifest=None,

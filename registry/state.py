@@ -148,6 +148,17 @@ class KernelState:
         self.handle = None  # what get returns (the Op, or an OpGroup of several)
 
 
+class _Redefined:
+    """The stamps of a state whose manifest changed in memory: never unchanged."""
+
+    @staticmethod
+    def unchanged() -> bool:
+        return False
+
+
+_REDEFINED = _Redefined()
+
+
 class ProcessState:
     def __init__(self):
         self.kernels: dict = {}
@@ -183,6 +194,15 @@ class ProcessState:
         self.requests[(state.name, requested)] = self.requests[(state.name, state.backend)] = state
         if asked is not None and asked != state.name:
             self.requests[(asked, requested)] = self.requests[(asked, state.backend)] = state
+
+    def redefined(self, kernel: str) -> None:
+        """Kernel `kernel`'s manifest changed with no file of it moving (a
+        notebook cell's, held in memory by the core): the hot path, which
+        asks the files only, must not serve its loaded state again; the next
+        get resolves, and its key compares the manifest's text."""
+        for state in self.kernels.values():
+            if state.name == kernel:
+                state.stamps = _REDEFINED
 
     def kernel_asked_as(self, asked: str) -> str:
         """The kernel's name a get under `asked` (its folder's name) loaded; else `asked`."""

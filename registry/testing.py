@@ -45,10 +45,10 @@ def lab_tests(kernel: str, *, device: str | None = None, sizes=SEED_SIZES, ops: 
     when a GPU is visible and the kernel has a [cuda] section)."""
     import pytest
 
-    from registry import _core, environment, knobs
-    from registry.resolve import locate
+    from registry import environment, knobs
+    from registry.resolve import find
 
-    manifest = _core.parse_manifest(locate(kernel))
+    manifest = find(kernel)
     device = device or environment.for_manifest(manifest, knobs.requested_device(None), knobs.cache_dir())
     cases = [(spec.name, dtype) for spec in manifest.ops if ops is None or spec.name in ops for dtype in spec.dtypes]
     if not cases:

@@ -293,13 +293,13 @@ def test_a_pybind_module_without_a_manifest_op_is_not_exported(tmp_path, axpy_co
 def test_the_module_check_names_the_missing_op_and_what_the_module_defines(axpy_copy):
     import types
 
-    from registry import _core, load
-    from registry.resolve import locate
+    from registry import load
+    from registry.resolve import find
 
     axpy_copy.path("kernel.toml").write_text(axpy_copy.path("kernel.toml").read_text() + (
         '\n[[op]]\nsignature = "axpy_twice(Tensor x, Tensor y, float alpha) -> Tensor"\n'
         'launcher = "axpy"\ndtypes = ["float32"]\n'))
-    manifest = _core.parse_manifest(locate(axpy_copy.name))
+    manifest = find(axpy_copy.name)
     module = types.SimpleNamespace(axpy=len, helper=len, _private=len, __name__="m", VERSION=3)
     with pytest.raises(RegistryError, match=r"op 'axpy_twice'.*defines axpy, helper"):
         load.check_module_ops(manifest, load.module_functions(module), "the module m")

@@ -14,10 +14,10 @@ import torch
 
 import registry
 from isolation_kernels import write_cpu_kernel
-from registry import _core, command_lines, environment, knobs
+from registry import command_lines, environment, knobs
 from registry.builder import keys
 from registry.builder.step import builds_run
-from registry.resolve import locate
+from registry.resolve import find
 from reliability_helpers import binding_seed, private_cache  # noqa: F401 (fixtures)
 
 PROBE_FLAG = '"-fvisibility=hidden"]'  # the composed flag the tests edit (HIDDEN_CFLAGS)
@@ -50,7 +50,7 @@ def edited_command_lines(tmp_path):
 
 
 def _kernel_lib_key(name: str, backend: str) -> str:
-    manifest = _core.parse_manifest(locate(name))
+    manifest = find(name)
     files, _ = keys.kernel_files(manifest, backend)
     env = environment.build_environment(backend, knobs.cache_dir(), nvcc_optional=True)
     return keys.kernel_lib_key(manifest, backend, files, env).hex

@@ -313,12 +313,11 @@ def test_a_foreign_variant_folder_is_refused_before_anything_is_built(tmp_path, 
                     reason="CUDA can be built here")
 def test_a_cuda_variant_that_cannot_be_built_here_is_refused_or_left_out_saying_why(tmp_path, monkeypatch,
                                                                                    cache_root):
-    from registry import _core
     from registry.errors import BuildEnvironmentError
-    from registry.resolve import locate
+    from registry.resolve import find
 
     # Why depends on the machine (a CPU torch, no nvcc, no GPU to choose the arch from): the message says it.
-    problem = hf_export._cuda_archs(_core.parse_manifest(locate("axpy")))[1]
+    problem = hf_export._cuda_archs(find("axpy"))[1]
     assert problem, "CUDA looks buildable here"
     built = []
     monkeypatch.setattr(hf_export, "_build", lambda manifest, source, site, archs, kept: built.append(archs) or site)

@@ -12,6 +12,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import registry
 from registry.notebook import magics
+from registry.resolve import find
 
 _names = itertools.count()
 
@@ -62,8 +63,12 @@ def test_kernel_cell_builds_and_binds_the_op(shell, name, compiles, capsys):
     assert (name, "kernel-lib") in compiles(name)  # (and the binding, if this session has not built it yet)
     folder = magics.inline_root() / name
     assert (folder / f"{name}.cpp").read_text().strip() == cell().strip()
-    manifest = (folder / "kernel.toml").read_text()
-    assert "format = 1" in manifest and "[cpu]" in manifest and 'dtypes = ["float32"]' in manifest
+    assert not (folder / "kernel.toml").exists()  # the manifest is held in memory, by the core
+    manifest = find(name)
+    assert manifest.file == f"%%kernel {name}" and manifest.dir == str(folder)
+    text = manifest.inline_text
+    assert "format = 1" in text and "[cpu]" in text and 'dtypes = ["float32"]' in text
+    assert [k for k in registry.list() if k.name == name][0].manifest == f"%%kernel {name}"
     assert f"{name}: axpy(Tensor x, Tensor y, float alpha) -> Tensor [cpu], compiled" in capsys.readouterr().out
 
 
@@ -91,6 +96,40 @@ def test_unchanged_cell_is_a_hit_and_an_edit_hot_reloads(shell, name, compiles):
     shell.run_cell_magic("kernel", line, cell())  # back to the first version: no compile
     assert _offset(op) == pytest.approx(0.0, abs=1e-6)
     assert compiles(name).count((name, "kernel-lib")) == 2
+
+
+F64_SOURCE = cell() + r"""
+KREG_API const char* axpy_f64(kreg_tensor out, kreg_tensor x, kreg_tensor y, double alpha, void*) {
+  auto* o = static_cast<double*>(out.data);
+  auto* xs = static_cast<const double*>(x.data);
+  auto* ys = static_cast<const double*>(y.data);
+  for (int64_t i = 0; i < out.numel; ++i) o[i] = alpha * xs[i] + ys[i];
+  return nullptr;
+}
+"""
+
+
+def test_an_edit_of_the_cells_line_alone_rebuilds(shell, name, compiles):
+    """The manifest is in memory: no file moves when only the line changes
+    (here --dtypes), yet the next run must not be served as it was."""
+    shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", F64_SOURCE)
+    op = shell.user_ns[name]
+    x = torch.randn(9, dtype=torch.float64)
+    time.sleep(0.15)  # past the source's racy stamp (core/file_stamp.h); one run records it,
+    for _ in range(2):  # and from then on the hot path answers alone
+        shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", F64_SOURCE)
+    assert registry.status(name).outcome == "in-process"
+    with pytest.raises(registry.RegistryError, match="dtype Double is not supported"):
+        op(x, x, 2.0)
+    shell.run_cell_magic("kernel", f"{name} --cpu --dtypes float32,float64 {SIGNATURE}", F64_SOURCE)
+    assert shell.user_ns[name] is op
+    assert torch.allclose(op(x, x, 2.0), 3 * x)
+    assert compiles(name).count((name, "kernel-lib")) == 2
+    assert "file:kernel.toml changed" in registry.status(name).changes
+    shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", F64_SOURCE)  # the line as it was: no compile
+    assert compiles(name).count((name, "kernel-lib")) == 2
+    with pytest.raises(registry.RegistryError, match="dtype Double is not supported"):
+        op(x, x, 2.0)
 
 
 def test_registry_line_magic(shell, name, compiles, capsys, axpy_copy):
@@ -198,7 +237,7 @@ def test_kernel_cell_without_a_backend_flag_follows_registry_device(shell, name,
     monkeypatch.setenv("REGISTRY_DEVICE", "cpu")
     shell.run_cell_magic("kernel", f"{name} {SIGNATURE}", cell())
     assert shell.user_ns[name].backend == "cpu"
-    assert "[cpu]" in (magics.inline_root() / name / "kernel.toml").read_text()
+    assert "[cpu]" in find(name).inline_text
 
 
 RENAMED = '--signature "axpy_again(Tensor x, Tensor y, float alpha) -> Tensor"'
@@ -306,12 +345,10 @@ def test_outputs_that_are_not_a_table_of_strings_are_refused(shell, name):
             shell.run_cell_magic("kernel", f"{name} --cpu {ROWMAX} --outputs {outputs}", ROWMAX_SOURCE)
 
 
-def test_the_manifest_holds_any_text_escaped():
-    import tomllib
+def test_a_cells_kernel_exports_as_a_package_with_its_manifest(shell, name, tmp_path):
+    from registry.tools.aot import export_package
 
-    awkward = 'axpy(Tensor x) -> Tensor"\n[cuda]\nsources = ["x.cu"]\n# \\ \x7f \x01 \t é'
-    outputs = {'out"\n[cuda]': 'like x"\\', "y": "float32[x.shape[:-1]]"}
-    text = magics.manifest_text("inline_esc", "cpu", "inline_esc.cpp", awkward, ["float32"], outputs)
-    parsed = tomllib.loads(text)
-    assert set(parsed) == {"format", "description", "cpu", "op"}
-    assert parsed["op"] == [{"signature": awkward, "dtypes": ["float32"], "outputs": outputs}]
+    shell.run_cell_magic("kernel", f"{name} --cpu {SIGNATURE}", cell())
+    out = export_package(name, tmp_path / "pkg")
+    assert (out / "csrc" / "kernel" / "kernel.toml").read_text() == find(name).inline_text
+    assert (out / "csrc" / "kernel" / f"{name}.cpp").read_text().strip() == cell().strip()

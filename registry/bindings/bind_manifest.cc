@@ -6,6 +6,7 @@
 #include "closest_name.h"
 #include "discovery.h"
 #include "derived_manifest.h"
+#include "inline_kernels.h"
 #include "inline_manifest.h"
 #include "dtype.h"
 #include "dtype_units.h"
@@ -65,6 +66,7 @@ void init_manifest(py::module_& m) {
       .def_readonly("cuda", &Manifest::cuda)
       .def_readonly("ops", &Manifest::ops)
       .def_readonly("header_packages", &Manifest::header_packages)  // resolve.py asks every plan
+      .def_readonly("inline_text", &Manifest::inline_text)  // "" but for a notebook cell's
       .def_property_readonly("tunable", [](const Manifest& m) { return !m.tune.empty(); });
 }
 
@@ -166,14 +168,19 @@ void init_manifest_on_demand(py::module_& m) {
   m.def("config_defines", &config_defines, py::arg("config"));
 
   m.def("parse_manifest", &parse_manifest, py::arg("path"));
+  // A notebook cell's kernel (inline_manifest.h, inline_kernels.h): composed
+  // and parsed in memory, then held under its name for every later get.
   m.def(
-      "inline_manifest_text",
+      "inline_manifest",
       [](const std::string& name, const std::string& backend, const std::string& source, const std::string& signature,
-         const std::vector<std::string>& dtypes, const std::vector<std::pair<std::string, std::string>>& outputs) {
-        return inline_manifest_text(InlineKernel{name, backend, source, signature, dtypes, outputs});
+         const std::vector<std::string>& dtypes, const std::vector<std::pair<std::string, std::string>>& outputs,
+         const std::string& dir) {
+        return inline_manifest(InlineKernel{name, backend, source, signature, dtypes, outputs}, dir);
       },
       py::arg("name"), py::arg("backend"), py::arg("source"), py::arg("signature"), py::arg("dtypes"),
-      py::arg("outputs"));
+      py::arg("outputs"), py::arg("dir"));
+  m.def("define_inline_kernel", &define_inline_kernel, py::arg("manifest"));
+  m.def("inline_kernel_names", &inline_kernel_names);
   m.def("is_valid_kernel_name", &is_valid_kernel_name, py::arg("name"));
   py::class_<KernelLocation>(m, "KernelLocation")
       .def_readonly("name", &KernelLocation::name)

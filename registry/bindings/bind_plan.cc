@@ -10,6 +10,7 @@
 #include "build_keys.h"
 #include "discovery.h"
 #include "dtype.h"
+#include "inline_kernels.h"
 #include "launcher_table.h"
 #include "manifest.h"
 #include "on_demand.h"
@@ -122,9 +123,11 @@ void init_plan(py::module_& m) {
   for (const auto& [name, path] : cache_layout()) layout[py::str(name)] = path;
   m.attr("CACHE_LAYOUT") = layout;
 
-  // The manifest of the kernel named `name` under `roots`, parsed; None when
-  // no folder has that name (the caller then says which names there are).
+  // The manifest of the kernel named `name`: a notebook cell's held in memory
+  // (inline_kernels.h), else the one under `roots`, parsed; None when no
+  // folder has that name (the caller then says which names there are).
   m.def("find_kernel", [](const std::string& name, const std::vector<std::string>& roots) -> std::optional<Manifest> {
+    if (std::optional<Manifest> cell = find_inline_kernel(name)) return cell;
     std::optional<KernelLocation> loc = locate_kernel(name, roots);
     if (!loc) return std::nullopt;
     return parse_manifest(loc->manifest);

@@ -59,7 +59,7 @@ def kernel_files(manifest, backend: str) -> tuple[list[str], list[str]]:
     sources = kernel_sources(manifest, backend)
     headers = [str(Path(manifest.dir) / h) for h in manifest.headers]
     closure = _core.scan_include_closure(sources + headers, include_dirs(manifest))
-    files = set(closure.files) | {manifest.file}
+    files = set(closure.files) | ({manifest.file} if not manifest.inline_text else set())  # a cell's is no file
     return sorted(files), list(closure.unresolved)
 
 

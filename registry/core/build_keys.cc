@@ -148,12 +148,18 @@ std::vector<std::string> kernel_sources(const Manifest& m, const std::string& ba
   return sources;
 }
 
+std::optional<KeyInput> inline_manifest_input(const Manifest& m) {
+  if (m.inline_text.empty()) return std::nullopt;
+  return KeyInput{"file:kernel.toml", hash_bytes(m.inline_text).hex()};
+}
+
 Key kernel_lib_key(const Manifest& m, const PlanFacts& facts, const std::vector<std::string>& files) {
   const std::vector<LabelRoot> roots = key_label_roots(m, facts.registry_include, facts.header_packages);
   const BackendSpec& spec = backend_spec(m, facts.backend);
   KeyBuilder kb;
   kb.add("kernel", m.name).add("backend", facts.backend).add("kind", m.binding == "pybind" ? "module" : "kernel-lib");
   for (const std::string& path : files) kb.add_file(label(path, roots), path);
+  if (std::optional<KeyInput> text = inline_manifest_input(m)) kb.add(text->name, text->value);
   kb.add_list("flags.cflags", m.cflags);
   kb.add_list("flags." + facts.backend, spec.cflags);
   kb.add_list("flags.ldflags", m.ldflags);

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,11 @@ bool uses_device_module(const Manifest& manifest, const std::string& backend);
 // Torch-free libraries the registry compiles itself (registry/builder/direct.py):
 // CPU kernel libraries and the host launchers of device code in a cubin.
 bool built_directly(const Manifest& manifest, const std::string& backend);
+
+// An inline manifest's text as a kernel-lib key input: "file:kernel.toml",
+// the label a kernel folder's manifest has, = the text's digest. nullopt for
+// a manifest read from a file (its content is keyed as every file is).
+std::optional<KeyInput> inline_manifest_input(const Manifest& manifest);
 
 // The kernel-lib base key and binding pieces, for tools and tests.
 Key kernel_lib_key(const Manifest& manifest, const PlanFacts& facts, const std::vector<std::string>& files);

@@ -3,7 +3,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "manifest.h"
 #include "toml_util.h"
 
 namespace kreg {
@@ -42,6 +41,13 @@ std::string inline_manifest_text(const InlineKernel& cell) {
     out << " }\n";
   }
   return out.str();
+}
+
+Manifest inline_manifest(const InlineKernel& cell, const std::string& dir) {
+  std::string text = inline_manifest_text(cell);
+  Manifest m = parse_manifest_text(text, "%%kernel " + cell.name, dir);
+  m.inline_text = std::move(text);
+  return m;
 }
 
 }  // namespace kreg

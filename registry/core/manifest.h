@@ -224,6 +224,11 @@ struct Manifest {
   // Empty but for a build of only some dtypes' units (with_dtypes, core/dtype_units.h):
   // then "<op>:<dtype>" for each dtype the build keeps.
   std::vector<std::string> dtype_subset;
+  // A manifest held in memory, read from no file (a notebook cell's,
+  // inline_manifest.h): its text, which the key covers in place of a
+  // kernel.toml's content; `file` is then a label ("%%kernel <name>"), not a
+  // path. "" for a manifest read from kernel.toml.
+  std::string inline_text;
 };
 
 // Parses and validates; throws ManifestError.

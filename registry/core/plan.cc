@@ -89,6 +89,16 @@ void look_up(const CacheStore& store, ArtifactPlan& artifact) {
 
 // The kernel library: the memo's key when its environment and every stamp
 // still match (stat() calls only); else scan, hash, and ask the dependency record.
+// Whether the memo's key was made from this manifest: always, for one read
+// from a file (its stamp is among the memo's); for an inline manifest, which
+// has no stamp, when the key's recorded text digest is this text's.
+bool memo_has_manifest_text(const Memo& memo, const Manifest& m) {
+  const std::optional<KeyInput> text = inline_manifest_input(m);
+  if (!text) return true;
+  return std::any_of(memo.inputs.begin(), memo.inputs.end(),
+                     [&](const KeyInput& in) { return in.name == text->name && in.value == text->value; });
+}
+
 ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStore& store, Plan& plan) {
   ArtifactPlan lib;
   lib.what = "lib";
@@ -96,7 +106,8 @@ ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStor
   lib.force = facts.rebuild;
   lib.label_roots = key_label_roots(m, facts.registry_include, facts.header_packages);
   const Memo* memo = plan.memo ? &*plan.memo : nullptr;
-  if (memo != nullptr && !facts.rebuild && memo->env == plan.env_fingerprint && memo->keys.count("lib")) {
+  if (memo != nullptr && !facts.rebuild && memo->env == plan.env_fingerprint && memo->keys.count("lib") &&
+      memo_has_manifest_text(*memo, m)) {
     std::vector<FileStamp> stamps = memo->stamps;
     if (check_stamps(stamps).changed.empty()) {
       std::optional<Digest> digest = Digest::from_hex(memo->keys.at("lib"));
@@ -113,7 +124,7 @@ ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStor
   for (const std::string& header : m.headers) sources.push_back((fs::path(m.dir) / header).lexically_normal().string());
   IncludeClosure closure = scan_include_closure(sources, include_dirs(m, facts.registry_include, facts.header_packages));
   std::set<std::string> files(closure.files.begin(), closure.files.end());
-  files.insert(m.file);
+  if (m.inline_text.empty()) files.insert(m.file);  // an inline manifest is no file: its text is keyed as one
   lib.scanned.assign(files.begin(), files.end());
   plan.unresolved = closure.unresolved;
   plan.stamps = stamp_all(lib.scanned);  // before hashing: a save in between looks changed next time

@@ -17,6 +17,7 @@
 #include "derived_manifest.h"
 #include "file_read.h"
 #include "hash.h"
+#include "inline_manifest.h"
 #include "launcher_header.h"
 #include "temp_dir_for_tests.h"
 
@@ -133,6 +134,40 @@ TEST_F(PlanTest, AfterABuildTheNextPlanHitsThroughTheMemoWithoutChanges) {
   for (const ArtifactPlan& a : warm.artifacts) EXPECT_FALSE(a.missing()) << a.what;
   EXPECT_TRUE(warm.changes.empty());
   EXPECT_TRUE(warm.launcher_header.empty());  // nothing to build: nothing generated
+}
+
+// A notebook cell's manifest (inline_manifest.h): no kernel.toml, its text keyed in place of one.
+TEST_F(PlanTest, AnInlineManifestsTextIsKeyedAndAChangeOfItIsNotVouchedForByTheMemo) {
+  const std::string cell_dir = root_ + "/inline/cell";
+  write_file(cell_dir + "/cell.cpp", "// the cell's launchers\n");
+  auto cell = [&](const std::vector<std::string>& dtypes) {
+    return inline_manifest({"cell", "cpu", "cell.cpp", "cell(Tensor x, float a) -> Tensor", dtypes, {}}, cell_dir);
+  };
+  Plan cold = make_plan(cell({"float32"}), facts_, store());
+  EXPECT_EQ(cold.artifacts[0].scanned, std::vector<std::string>{cell_dir + "/cell.cpp"});  // no file for the manifest
+  build_all(cold);
+  Plan warm = make_plan(cell({"float32"}), facts_, store());
+  EXPECT_TRUE(warm.memo_vouched);
+  EXPECT_FALSE(warm.artifacts[0].missing());
+
+  // No file moved, the text did: the memo may not vouch, and the key says what changed.
+  Plan edited = make_plan(cell({"float32", "float16"}), facts_, store());
+  EXPECT_FALSE(edited.memo_vouched);
+  EXPECT_TRUE(edited.artifacts[0].missing());
+  ASSERT_TRUE(edited.artifacts[0].base.has_value());
+  EXPECT_NE(edited.artifacts[0].base->digest, warm.artifacts[0].key->digest);
+  build_all(edited);
+  Plan back = make_plan(cell({"float32"}), facts_, store());  // going back: the first build, at once
+  EXPECT_FALSE(back.artifacts[0].missing());
+  EXPECT_EQ(back.artifacts[0].key->digest, warm.artifacts[0].key->digest);
+
+  // The same text written as the folder's kernel.toml (as cells once were) keys the same build.
+  write_file(cell_dir + "/kernel.toml", cell({"float32"}).inline_text);
+  Plan from_file = make_plan(parse_manifest(cell_dir + "/kernel.toml"), facts_, store());
+  ASSERT_TRUE(from_file.artifacts[0].base.has_value());
+  EXPECT_EQ(from_file.artifacts[0].base->digest, warm.artifacts[0].base ? warm.artifacts[0].base->digest
+                                                                        : cold.artifacts[0].base->digest);
+  EXPECT_FALSE(from_file.artifacts[0].missing());
 }
 
 TEST_F(PlanTest, ADerivedBuildIsKeyedApartAndLeavesTheKernelsMemoVouching) {

@@ -126,13 +126,12 @@ def sweep(name, dtypes: list[str] | None = None, sizes: list[int] | None = None,
     import pandas as pd
 
     import registry
-    from registry import _core
     from registry.op import Op
-    from registry.resolve import locate
+    from registry.resolve import find
 
     handle = name if isinstance(name, Op) else None
     kernel = handle.kernel if handle is not None else name
-    manifest = _core.parse_manifest(locate(kernel))
+    manifest = find(kernel)
     if handle is None:
         # With no device given, get's own rule (REGISTRY_DEVICE, else CUDA when
         # available and the kernel has it) picks it; the sweep runs where the op does.

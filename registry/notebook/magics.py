@@ -14,11 +14,13 @@
     <C++ or CUDA source with one launcher per dtype, see registry/include/kreg/abi.h:
      KREG_API const char* NAME_f32(kreg_tensor out, kreg_tensor x, float alpha, void* stream) {...}>
 
-The cell becomes a kernel folder under <cache dir>/v1/inline/NAME/ (the
-source and a generated kernel.toml), found through REGISTRY_KERNELS_PATH,
-built with registry.get and bound to NAME in the notebook. Files are written
-only when their text changes: re-running an unchanged cell is a cache hit,
-an edited one rebuilds and the same op handle runs the new code.
+The cell's source is written to <cache dir>/v1/inline/NAME/; its manifest is
+composed and held in memory by the core (no kernel.toml), so every later get
+of NAME in this process finds it before any kernel folder, and none outlives
+the notebook. Built with registry.get and bound to NAME in the notebook. The
+source is written only when its text changes: re-running an unchanged cell is
+a cache hit, an edited one (its code or its line) rebuilds and the same op
+handle runs the new code.
 
 Loading the extension also shows the registry's errors that escape a cell
 without a traceback (registry.notebook.render): a BuildError as the compiler's errors
@@ -45,13 +47,6 @@ def inline_root() -> Path:
     return knobs.cache_path("inline")
 
 
-def ensure_discoverable(root: Path) -> None:
-    """Put `root` first in REGISTRY_KERNELS_PATH (read by every get) unless it is there."""
-    from registry import knobs
-
-    knobs.put_kernel_root_first(root)
-
-
 def _write_if_changed(path: Path, text: str) -> bool:
     from registry import _core
 
@@ -60,16 +55,6 @@ def _write_if_changed(path: Path, text: str) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     _core.write_file_atomic(str(path), text)
     return True
-
-
-def manifest_text(name: str, backend: str, source: str, signature: str, dtypes: list[str],
-                  outputs: dict[str, str] | None = None) -> str:
-    """The kernel.toml of a cell, composed by the core (core/inline_manifest.h):
-    every value a TOML string quoted there, so no text of the cell's line can
-    add a key or a section."""
-    from registry import _core
-
-    return _core.inline_manifest_text(name, backend, source, signature, list(dtypes), list((outputs or {}).items()))
 
 
 def parse_outputs(text: str | None) -> dict[str, str] | None:
@@ -99,21 +84,29 @@ def _source_name(name: str, backend: str) -> str:
     return f"{name}.cu" if backend == "cuda" else f"{name}.cpp"
 
 
-def write_inline_kernel(name: str, body: str, backend: str, signature: str, dtypes: list[str],
-                        outputs: dict[str, str] | None = None) -> Path:
-    """Write the kernel folder for a %%kernel cell; returns the folder."""
+def define_inline_kernel(name: str, body: str, backend: str, signature: str, dtypes: list[str],
+                         outputs: dict[str, str] | None = None) -> Path:
+    """Writes a %%kernel cell's source (compilers read files, diagnostics name
+    its lines) and hands its manifest to the core, which composes and parses
+    it in memory and holds it for every later get of `name`
+    (core/inline_manifest.h, core/inline_kernels.h); returns the source's folder."""
     from registry import _core
+    from registry.state import STATE
 
     if not _core.is_valid_kernel_name(name):
         raise MagicUsageError(f"{name!r} is not a valid kernel name: use lowercase letters, digits and _ "
                               f"(starting with a letter or _), at most 64 characters, e.g. %%kernel my_scale")
     folder = inline_root() / name
     source = _source_name(name, backend)
-    other = folder / (f"{name}.cpp" if backend == "cuda" else f"{name}.cu")
-    if other.exists():
-        other.unlink()  # a cell switched between --cpu and --cuda
+    # The other backend's source (a cell switched between --cpu and --cuda),
+    # and a kernel.toml an earlier version of the registry wrote here.
+    for stale in (folder / _source_name(name, "cpu" if backend == "cuda" else "cuda"), folder / "kernel.toml"):
+        stale.unlink(missing_ok=True)
     _write_if_changed(folder / source, body if body.endswith("\n") else body + "\n")
-    _write_if_changed(folder / "kernel.toml", manifest_text(name, backend, source, signature, dtypes, outputs))
+    manifest = _core.inline_manifest(name, backend, source, signature, list(dtypes),
+                                     list((outputs or {}).items()), str(folder))
+    if _core.define_inline_kernel(manifest):
+        STATE.redefined(name)  # no file moved: the hot path would serve the op as it was
     return folder
 
 
@@ -220,8 +213,7 @@ class RegistryMagics(Magics):
                 f'%%kernel {args.name}: pass --signature "{args.name}(Tensor x, float alpha) -> Tensor" (your op\'s '
                 f"arguments); the cell must define the launchers {example} (see registry/include/kreg/abi.h)")
         signature = args.signature.strip("'\"")
-        folder = write_inline_kernel(args.name, cell, backend, signature, dtypes, parse_outputs(args.outputs))
-        ensure_discoverable(inline_root())
+        folder = define_inline_kernel(args.name, cell, backend, signature, dtypes, parse_outputs(args.outputs))
         # The manifest has one backend section, so get() without a device finds
         # it, and %registry status NAME / registry.status(NAME) see this load.
         device = backend if knobs.device() not in (None, backend) else None
@@ -282,10 +274,10 @@ def _not_loaded(name: str) -> str:
     """Why there is no status: the kernel does not exist (with the closest
     name), or it exists and this process has not loaded it."""
     from registry.errors import KernelNotFoundError
-    from registry.resolve import locate
+    from registry.resolve import find
 
     try:
-        locate(name)
+        find(name)
     except KernelNotFoundError as error:
         return str(error)
     return f"kernel {name!r} is not loaded in this kernel yet; run registry.get({name!r}) or its %%kernel cell"

@@ -29,10 +29,9 @@ from registry.notebook import checks
 
 def _op_and_spec(kernel: str, op_name: str, device: str):
     import registry
-    from registry import _core
-    from registry.resolve import locate
+    from registry.resolve import find
 
-    manifest = _core.parse_manifest(locate(kernel))
+    manifest = find(kernel)
     spec = next(s for s in manifest.ops if s.name == op_name)
     handle = registry.get(kernel, device=device)
     return (handle.ops[op_name] if hasattr(handle, "ops") else handle), spec, manifest

@@ -31,10 +31,10 @@ class Watcher:
     `.builds` and `.failures` counted since it started."""
 
     def __init__(self, name: str, interval: float, device: str | None, out=None):
-        from registry.resolve import locate
+        from registry.resolve import find
 
         self.name, self.interval, self.device = name, interval, device
-        self.kernel_dir = Path(locate(name)).parent
+        self.kernel_dir = Path(find(name).dir)
         self.last_error: BaseException | None = None
         self.builds = self.failures = 0
         self._out = out or (lambda text: print(text, flush=True))

@@ -59,9 +59,9 @@ def export_package(name: str, out_dir, *, backends=None) -> Path:
     """Writes the package for kernel `name` into `out_dir` (created; a previous
     export there is replaced) and returns its path. backends: a subset of
     ("cpu", "cuda"); default: every backend the manifest has."""
-    from registry.resolve import locate
+    from registry.resolve import find
 
-    manifest = _core.parse_manifest(locate(name))
+    manifest = find(name)
     asked = backends
     backends = _choose_backends(manifest, backends)
     cubins = {}
@@ -239,7 +239,11 @@ def _copy_kernel_files(manifest, backends: list[str], dest: Path) -> None:
                       f"so nothing was copied for them and the package build will likely fail on them; fix the "
                       f"include or the manifest's include_dirs: {'; '.join(unresolved)}", stacklevel=3)
     files = {Path(f).resolve() for f in closure.files} | {kernel_dir / h for h in manifest.headers}
-    files.add(kernel_dir / "kernel.toml")
+    if manifest.inline_text:  # a notebook cell's manifest, held in memory
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "kernel.toml").write_text(manifest.inline_text)
+    else:
+        files.add(kernel_dir / "kernel.toml")
     # A header package's files the kernel includes go with it (the package
     # need not be installed where the package is built): csrc/packages/<name>/,
     # at their paths in the package's import folder.

@@ -46,7 +46,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from registry import _core
 from registry.errors import BuildEnvironmentError, RegistryError
 from registry.tools import aot
 
@@ -110,9 +109,9 @@ def export_hf_kernel(name: str, out_dir, *, backends=None, source_dir=None, lice
     warning says why). source_dir: also keep the AOT source package there.
     license: metadata.json's license, an SPDX identifier such as "Apache-2.0"
     (the kernels package requires one; the manifest has none)."""
-    from registry.resolve import locate
+    from registry.resolve import find
 
-    manifest = _core.parse_manifest(locate(name))
+    manifest = find(name)
     hub = hub_name(manifest.name)
     chosen = aot._choose_backends(manifest, backends)
     archs = None
