@@ -3,10 +3,10 @@
   find + parse the manifest (one core call) -> backend -> environment facts
   -> the plan (one core call, core/plan.h: keys, memo verdict, lookups,
      what to build and why)
-  -> act on it: fetch or build what misses (misses.py) and, for device code
-     with its own compiler, the cubin (device/in_get.py: one more artifact,
-     keyed apart); pin, load and swap (load.py) -> record the outcome (one
-     core call: the memo)
+  -> act on it: fetch or build what misses (misses.py) and, beside them, the
+     artifacts keyed apart (apart.py: the cubin of device code with its own
+     compiler); pin, load and swap (load.py) -> record the outcome (one core
+     call: the memo)
 
 Nothing here runs when `get` finds its stamps unchanged (registry/__init__.py).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from registry import _core, environment, knobs
+from registry import _core, apart, environment, knobs
 from registry.state import STATE, KernelState, Status
 
 __all__ = ["KernelState", "Status", "find", "resolve"]
@@ -84,12 +84,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     planned = plan.artifacts  # a copy on each access (pybind11): read once
     team = _team() if foreign_binding_retry else None  # the retry builds here: the team has the foreign one
     team_before = dict(team.counts) if team is not None else None
-    device_job = None
-    if environment.section(manifest, backend).device_compiler:  # its cubin: one more artifact (imported only then)
-        from registry.device import in_get
-
-        device_job = in_get.start(manifest, plan, store, env, cache_root, rebuild=rebuild, remote=team,
-                                  host_misses=any(a.missing for a in planned))
+    jobs = apart.start(manifest, backend, plan, store, env, cache_root, rebuild=rebuild, remote=team,
+                       host_misses=any(a.missing for a in planned))  # artifacts keyed apart: the cubin
 
     artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
     if team is not None:
@@ -108,17 +104,15 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
             built, ccache_delta = build_missing(store, plan, manifest, dict(targets), estimate, cache_root,
                                                 env.get("env.cuda_arch"), previous_library)
         except Exception:
-            if device_job is not None:
-                device_job.result()  # a device compile error is the one to read first, as before
+            for job in jobs.values():
+                job.result()  # a device compile error is the one to read first, as before
             raise
         for what, artifact in built.items():
             artifact.miss_reason = artifact.miss_reason or _miss_reason(planned, what)
         artifacts.update(built)
-    if device_job is not None:
-        artifacts["device"] = device_job.result()
-    # Keyed apart from the plan (the cubin): the memo records their keys and stamps as given.
-    in_plan = {p.what for p in planned}
-    apart = {what: a for what, a in artifacts.items() if what not in in_plan}
+    # Keyed apart from the plan: the memo records their keys and stamps as given.
+    kept_apart = {what: job.result() for what, job in jobs.items()}
+    artifacts.update(kept_apart)
 
     # Pinned (and marked used) before loading: a `cache gc` elsewhere cannot
     # remove what this process is about to load or has loaded.
@@ -154,14 +148,14 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         _show_compiler_warnings(name, artifacts)
     lib_target = targets.get("lib")
     rekeyed = lib_target is not None and lib_target.rekeyed
-    if rekeyed or compiled or apart or not plan.memo_current:
+    if rekeyed or compiled or kept_apart or not plan.memo_current:
         # The artifact key is known now (from the record, or from the build), and
         # the stamps cover the files the compiler read beyond the scan, and those
         # of the artifacts keyed apart (the cubin's own key covers the device code's).
         changes, _ = _core.record_outcome(
             plan, store, lib_key=lib_target.key if rekeyed else None,
             lib_extra_stamps=lib_target.extra_stamps if rekeyed else [],
-            apart={what: (a.key, list(a.stamps or [])) for what, a in apart.items()}, compiled=bool(compiled))
+            apart={what: (a.key, list(a.stamps or [])) for what, a in kept_apart.items()}, compiled=bool(compiled))
         if compiled:
             # Beside the caller, not before the result (cache_cap.py); the cap
             # is read here, so a bad setting still fails this call.
@@ -171,7 +165,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         changes = list(changes)
     else:
         changes = list(plan.changes)
-    for what, artifact in apart.items():
+    for what, artifact in kept_apart.items():
         changes += _apart_changes(store, plan.memo, what, artifact)
 
     lib = artifacts["lib"]
@@ -190,7 +184,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
         sources={what: a.source for what, a in artifacts.items()},
         remote=_remote_summary(team, team_before),
-        device=_device_text(artifacts.get("device")), tuned=tuned,
+        tuned=tuned, **apart.status_lines(artifacts),
     )
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)
@@ -262,11 +256,6 @@ def _artifact_paths(manifest, plan, artifacts: dict) -> dict[str, str]:
     if "device" in artifacts:
         paths["device code (cubin)"] = artifacts["device"].path
     return paths
-
-
-def _device_text(cubin) -> str | None:
-    """The status's device line: the compiler and the cubin's key."""
-    return f"{cubin.compiler.identity()}, cubin key {cubin.key}" if cubin is not None else None
 
 
 def _apart_changes(store, memo, what: str, artifact) -> list[str]:

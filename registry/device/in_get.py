@@ -1,6 +1,7 @@
 """The cubin's part in a get: one more artifact beside the kernel library and
-the binding, which resolve.resolve then treats as it treats them (pinned,
-loaded, recorded, shown in the status as artifacts["device"]).
+the binding (a kind of registry/apart.py's table), which resolve.resolve then
+treats as it treats them (pinned, loaded, recorded, shown in the status as
+artifacts["device"]).
 
 What differs is only when it is built. Its key is not the plan's (the core's
 plan keys the host side; the cubin's key covers the bytes the device compiler
@@ -37,6 +38,11 @@ def start(manifest, plan, store, env: dict, cache_root, *, rebuild: bool, remote
 
         driver_module.warm_up_context()
     return job
+
+
+def status_line(cubin) -> str:
+    """registry.status's device line: the compiler and the cubin's key."""
+    return f"{cubin.compiler.identity()}, cubin key {cubin.key}"
 
 
 class _Done:
