@@ -69,6 +69,8 @@ def test_kernel_cell_builds_and_binds_the_op(shell, name, compiles, capsys):
     text = manifest.inline_text
     assert "format = 1" in text and "[cpu]" in text and 'dtypes = ["float32"]' in text
     assert [k for k in registry.list() if k.name == name][0].manifest == f"%%kernel {name}"
+    with pytest.raises(registry.KernelNotFoundError, match=f"Did you mean '{name}'.*{name} \\(a %%kernel cell\\)"):
+        registry.get(name + "x")
     assert f"{name}: axpy(Tensor x, Tensor y, float alpha) -> Tensor [cpu], compiled" in capsys.readouterr().out
 
 
