@@ -12,6 +12,7 @@
 #include "dtype.h"
 #include "inline_kernels.h"
 #include "launcher_table.h"
+#include "launcher_table_image.h"
 #include "manifest.h"
 #include "on_demand.h"
 #include "pin_set.h"
@@ -203,6 +204,14 @@ void init_plan(py::module_& m) {
       return dlsym(handle, symbol.c_str());
     });
   }, py::arg("library"), py::arg("kernel"), py::arg("op"), py::arg("symbols"));
+  // A loaded table as an AOT wheel carries it (launcher_table_image.h):
+  // (bytes, [(offset, "symbol" | "string", value)]).
+  m.def("launcher_table_image", [](const OwnedLauncherTable& table) {
+    TableImage image = launcher_table_image(table.table());
+    std::vector<std::tuple<size_t, std::string, std::string>> relocations;
+    for (const TableRelocation& r : image.relocations) relocations.emplace_back(r.offset, r.kind, r.value);
+    return std::make_pair(py::bytes(image.bytes), relocations);
+  }, py::arg("table"));
 }
 
 // What no cached `get` uses: registered on first use (module.cc).

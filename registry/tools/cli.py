@@ -4,6 +4,7 @@
   python -m registry build NAME [--device cpu|cuda] [--rebuild]
   python -m registry status NAME [--device cpu|cuda]
   python -m registry aot NAME --out DIR [--backend cpu|cuda]...
+  python -m registry aot NAME --wheel DIR [--backend cpu|cuda]...
   python -m registry aot NAME --hf-kernels DIR [--out DIR] [--backend cpu|cuda]... [--license SPDX]
   python -m registry cache ls [--json]
   python -m registry cache info
@@ -91,11 +92,15 @@ def _parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
 
     aot = commands.add_parser("aot", help="export a kernel as an installable package (no JIT at run time)",
-                              description="write a setuptools package that registers torch.ops.NAME when imported, or "
+                              description="write a setuptools package that registers torch.ops.NAME when imported, "
+                                          "(--wheel) a prebuilt wheel for every torch from 2.11 on, or "
                                           "(--hf-kernels) build it into the Hugging Face kernels layout")
     aot.add_argument("name", help="the kernel's name (its folder under kernels/)")
     aot.add_argument("--out", metavar="DIR",
                      help="the package folder to write (created; a previous export there is replaced)")
+    aot.add_argument("--wheel", metavar="DIR",
+                     help="write a prebuilt wheel (torch's stable ABI, cp310-abi3) into DIR: the JIT's own builds, "
+                          "for every torch from 2.11 on and every Python from 3.10 on; nothing compiles at install")
     aot.add_argument("--hf-kernels", metavar="DIR",
                      help="build the package and write it in the Hugging Face kernels layout, DIR/build/<variant>/, "
                           "which kernels.get_local_kernel(DIR) loads (--out also keeps the source package)")
@@ -175,14 +180,27 @@ def _status(args) -> int:
 def _aot(args) -> int:
     from registry.tools.aot import export_package
 
+    if args.wheel and (args.hf_kernels or args.out or args.license):
+        args.parser.error("--wheel writes a wheel alone: leave out --out, --hf-kernels and --license")
+    if args.wheel:
+        return _wheel(args)
     if args.hf_kernels:
         return _hf_kernels(args)
     if not args.out:
-        args.parser.error("give --out DIR (an installable package) or --hf-kernels DIR (the Hugging Face layout)")
+        args.parser.error("give --out DIR (an installable package), --wheel DIR (a prebuilt wheel) or "
+                          "--hf-kernels DIR (the Hugging Face layout)")
     if args.license:
         args.parser.error("--license is for --hf-kernels (a setuptools package names none)")
     path = export_package(args.name, args.out, backends=args.backends)
     print(f"wrote {path}; build it where it will run: python -m pip install --no-build-isolation {path}")
+    return EXIT_OK
+
+
+def _wheel(args) -> int:
+    from registry.tools.aot_wheel import export_wheel
+
+    path = export_wheel(args.name, args.wheel, backends=args.backends)
+    print(f"wrote {path}; install it where it will run (torch >= 2.11): python -m pip install {path}")
     return EXIT_OK
 
 

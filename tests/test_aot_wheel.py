@@ -1,0 +1,105 @@
+"""AOT wheels (registry/tools/aot_wheel.py): the JIT's own stable-ABI builds
+as one installable wheel, used in a fresh interpreter with no registry
+(tests/wheel_use.py) and compared bit for bit with the registry's ops.
+Exporting needs the builds (a minute the first time), so these are slow; the
+CUDA one is marked gpu. The wheel built here and used on another torch and
+Python is bench/gpu/aot_wheels.sh's."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import registry
+from registry.errors import RegistryError
+from registry.tools.aot_wheel import export_wheel
+from wheel_use import inputs
+
+pytestmark = pytest.mark.usefixtures("cache_root")
+USE = Path(__file__).with_name("wheel_use.py")
+OPS = {"axpy": "axpy", "axpy_nvrtc": "axpy", "layernorm": "layernorm", "scale": "scale_"}
+
+
+def _install(wheels: list[Path], site: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
+                           str(site), *map(str, wheels)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]  # pip checks each file against RECORD
+
+
+def _use_and_compare(kernels: list[str], device: str, tmp_path: Path, wheels: list[Path] | None = None) -> str:
+    site, out = tmp_path / "site", tmp_path / f"out-{device}.pt"
+    if wheels is None:
+        wheels = [export_wheel(k, tmp_path / "dist", backends=[device]) for k in kernels]
+    if not site.exists():
+        _install(wheels, site)
+    done = subprocess.run([sys.executable, "-I", str(USE), str(site), device, str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    used = torch.load(out)
+    assert sorted(used) == sorted(kernels)
+    for kernel in kernels:
+        op = registry.get(kernel, device=device)
+        op = op if isinstance(op, registry.Op) else getattr(op, OPS[kernel])
+        for args, got in zip(inputs(kernel, device), used[kernel]):
+            want = op(*args)
+            if want is None:  # in place: the argument is the result
+                want = args[0]
+            for a, b in zip(*(t if isinstance(t, tuple) else (t,) for t in (got, want))):
+                assert torch.equal(a, b.cpu()), f"{kernel}: the wheel's result differs from the registry op's"
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_a_cpu_wheel_runs_without_the_registry_bit_for_bit(tmp_path):
+    out = _use_and_compare(["axpy", "layernorm", "scale"], "cpu", tmp_path)
+    assert "no registry imported" in out, out
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_wheel_runs_without_the_registry_bit_for_bit(tmp_path):
+    out = _use_and_compare(["axpy", "axpy_nvrtc", "layernorm", "scale"], "cuda", tmp_path)
+    assert "no registry imported" in out, out
+
+
+CARRIED = os.environ.get("KREG_CARRIED_WHEELS")
+
+
+@pytest.mark.slow
+@pytest.mark.gpu
+@pytest.mark.skipif(not CARRIED or not torch.cuda.is_available(),
+                    reason="needs a CUDA device and KREG_CARRIED_WHEELS: a folder of wheels built on another machine")
+def test_wheels_built_on_another_torch_and_python_run_here_bit_for_bit(tmp_path):
+    """bench/gpu/aot_wheels.sh: wheels a development machine built (another
+    torch, another Python, no GPU) installed and used here, both backends."""
+    wheels = sorted(Path(CARRIED).glob("*.whl"))
+    kernels = sorted(w.name.split("_ops-")[0] for w in wheels)
+    for device in ("cuda", "cpu"):
+        out = _use_and_compare(kernels, device, tmp_path, wheels)
+        print(out)
+        assert "no registry imported" in out, out
+
+
+@pytest.mark.slow
+def test_the_wheel_is_tagged_for_every_python_and_names_its_torch(tmp_path):
+    wheel = export_wheel("axpy", tmp_path, backends=["cpu"])
+    assert wheel.name.startswith("axpy_ops-1.0.0-cp310-abi3-linux_")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata = archive.read("axpy_ops-1.0.0.dist-info/METADATA").decode()
+    assert {"axpy_ops/__init__.py", "axpy_ops/_runtime.py", "axpy_ops/_spec.json", "axpy_ops/_kernel_cpu.so",
+            "axpy_ops/_binding_cpu.so"} <= names
+    assert "Requires-Dist: torch>=2.11" in metadata
+
+
+def test_a_hand_written_pybind_module_has_no_wheel(axpy_copy, tmp_path):
+    axpy_copy.path("axpy_pybind.cpp").write_text("// PYBIND11_MODULE(...)\n")
+    axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nbinding = "pybind"\nbinding_source = "axpy_pybind.cpp"')
+    with pytest.raises(RegistryError, match="no wheel for every torch"):
+        export_wheel(axpy_copy.name, tmp_path)
