@@ -103,3 +103,15 @@ def test_a_hand_written_pybind_module_has_no_wheel(axpy_copy, tmp_path):
     axpy_copy.edit("kernel.toml", "format = 1", 'format = 1\nbinding = "pybind"\nbinding_source = "axpy_pybind.cpp"')
     with pytest.raises(RegistryError, match="no wheel for every torch"):
         export_wheel(axpy_copy.name, tmp_path)
+
+
+@pytest.mark.slow
+def test_the_command_line_writes_the_wheel_and_refuses_mixed_destinations(tmp_path, capsys):
+    from registry.tools import cli
+
+    assert cli.main(["aot", "scale", "--wheel", str(tmp_path), "--backend", "cpu"]) == 0
+    assert [p.name for p in tmp_path.glob("*.whl")] == ["scale_ops-1.0.0-cp310-abi3-linux_" + os.uname().machine +
+                                                        ".whl"]
+    with pytest.raises(SystemExit):
+        cli.main(["aot", "scale", "--wheel", str(tmp_path), "--out", str(tmp_path / "pkg")])
+    assert "--wheel writes a wheel alone" in capsys.readouterr().err

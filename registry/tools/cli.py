@@ -6,6 +6,7 @@
   python -m registry aot NAME --out DIR [--backend cpu|cuda]...
   python -m registry aot NAME --wheel DIR [--backend cpu|cuda]...
   python -m registry aot NAME --hf-kernels DIR [--out DIR] [--backend cpu|cuda]... [--license SPDX]
+  python -m registry aot NAME --hf-kernels DIR --stable-abi [--backend cpu|cuda]... [--license SPDX]
   python -m registry cache ls [--json]
   python -m registry cache info
   python -m registry cache gc [--max-bytes SIZE]
@@ -104,6 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     aot.add_argument("--hf-kernels", metavar="DIR",
                      help="build the package and write it in the Hugging Face kernels layout, DIR/build/<variant>/, "
                           "which kernels.get_local_kernel(DIR) loads (--out also keeps the source package)")
+    aot.add_argument("--stable-abi", action="store_true",
+                     help="with --hf-kernels: torch-stable-abi211 variants, the wheel's package (--wheel), which "
+                          "kernels loads for torch 2.11 and every later torch")
     aot.add_argument("--license", metavar="SPDX",
                      help="with --hf-kernels: the license metadata.json names, e.g. Apache-2.0 (default: NOASSERTION)")
     aot.add_argument("--backend", action="append", choices=("cpu", "cuda"), dest="backends",
@@ -182,6 +186,8 @@ def _aot(args) -> int:
 
     if args.wheel and (args.hf_kernels or args.out or args.license):
         args.parser.error("--wheel writes a wheel alone: leave out --out, --hf-kernels and --license")
+    if args.stable_abi and not args.hf_kernels:
+        args.parser.error("--stable-abi is for --hf-kernels (a wheel is always on the stable ABI)")
     if args.wheel:
         return _wheel(args)
     if args.hf_kernels:
@@ -207,9 +213,18 @@ def _wheel(args) -> int:
 def _hf_kernels(args) -> int:
     from registry.tools import hf_export
 
-    print(f"building {args.name}'s package (a minute or more: the compiler runs for each backend)", file=sys.stderr)
-    variants = hf_export.export_hf_kernel(args.name, args.hf_kernels, backends=args.backends, source_dir=args.out,
-                                          license=args.license or hf_export.NO_LICENSE)
+    if args.stable_abi:
+        if args.out:
+            args.parser.error("--stable-abi writes the prebuilt package alone: leave out --out")
+        from registry.tools.hf_stable import export_hf_stable
+
+        variants = export_hf_stable(args.name, args.hf_kernels, backends=args.backends,
+                                    license=args.license or hf_export.NO_LICENSE)
+    else:
+        print(f"building {args.name}'s package (a minute or more: the compiler runs for each backend)",
+              file=sys.stderr)
+        variants = hf_export.export_hf_kernel(args.name, args.hf_kernels, backends=args.backends, source_dir=args.out,
+                                              license=args.license or hf_export.NO_LICENSE)
     for variant in variants:
         print(f"wrote {variant}")
     # Without a CUDA variant, backend="cpu": a CUDA torch would otherwise look for one.
