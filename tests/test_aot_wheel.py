@@ -6,6 +6,7 @@ CUDA one is marked gpu. The wheel built here and used on another torch and
 Python is bench/gpu/aot_wheels.sh's."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import torch
 
 import registry
 from registry.errors import RegistryError
+from device_build_helpers import PATHS, copy_example
 from registry.tools.aot_wheel import export_wheel
 from wheel_use import inputs
 
@@ -115,3 +117,22 @@ def test_the_command_line_writes_the_wheel_and_refuses_mixed_destinations(tmp_pa
     with pytest.raises(SystemExit):
         cli.main(["aot", "scale", "--wheel", str(tmp_path), "--out", str(tmp_path / "pkg")])
     assert "--wheel writes a wheel alone" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compiler", PATHS)
+def test_a_cubin_kernels_wheel_carries_its_device_code_for_each_architecture(tmp_path, kernels_root, monkeypatch,
+                                                                               compiler):
+    """compiler = "nvrtc" / "nvcc-cubin": the CUDA backend's launchers bind a
+    carried cubin at import, one per architecture asked for; built with no GPU."""
+    if torch.version.cuda is None:
+        pytest.skip("needs a CUDA torch: the CUDA binding links its libraries")
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+    kernel = copy_example(kernels_root, compiler, "_wheel").name
+    with zipfile.ZipFile(export_wheel(kernel, tmp_path)) as archive:
+        names = set(archive.namelist())
+        spec = json.loads(archive.read(f"{kernel}_ops/_spec.json"))
+    package = f"{kernel}_ops"
+    assert {f"{package}/_device/sm_80.cubin", f"{package}/_device/sm_90.cubin", f"{package}/_device_module.py",
+            f"{package}/_kernel_cuda.so", f"{package}/_binding_cuda.so", f"{package}/_kernel_cpu.so"} <= names
+    assert spec["backends"]["cuda"]["device"] is True and "device" not in spec["backends"]["cpu"]
