@@ -29,7 +29,12 @@ What is written in the wheel:
     <name>_ops/_autograd.py     with a manifest backward (dispatch_autograd.py)
     <name>_ops-1.0.0.dist-info/ METADATA, WHEEL, RECORD
 
-_spec.json's format is SPEC_FORMAT (below); the package reads only its own.
+_spec.json (format SPEC_FORMAT, below; the package reads only its own):
+{"format", "kernel", "namespace" (torch.ops'), "backends": {"cpu" | "cuda":
+{"library", "binding" (file names), "device" (true: bind the cubin), "ops":
+{op: {"namespace" (the call op's), "schema" ("call(..., int kreg_table)"),
+"image" (hex), "relocations" ([offset, "symbol" | "string", value])}}}}}.
+A tuned kernel's wheel carries its default config (its winners are other builds).
 The tag is cp310-abi3-linux_<machine>: the binding uses Python's limited
 API of 3.10. A CUDA backend needs a torch built for the CUDA major the
 binding was (the Summary in the wheel's METADATA says which).
@@ -45,7 +50,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from registry import _core, dispatch_autograd
+from registry import _core, dispatch_autograd, tuned
 from registry.errors import BuildEnvironmentError, RegistryError
 from registry.tools import aot
 
@@ -132,7 +137,8 @@ def _backend_files(name: str, backend: str, got, root: Path, package: str) -> di
     shutil.copy2(artifacts[f"binding {next(iter(ops))}"], root / binding)
     described = {}
     for op_name, op in ops.items():
-        image, relocations = _core.launcher_table_image(op._table)
+        # The default config's table: a tuned kernel's winners are other builds, not in the wheel.
+        image, relocations = _core.launcher_table_image(tuned.untuned_table(op))
         schema = str(op._fn._schema).split("::", 1)[1]  # "call(Tensor x, ..., int kreg_table) -> ..."
         described[op_name] = {"namespace": f"{package}_{backend}_{op_name}", "schema": schema,
                               "image": image.hex(), "relocations": [list(r) for r in relocations]}
@@ -161,7 +167,8 @@ def _init_py(manifest, spec: dict) -> str:
         "",
         "from . import _runtime",
         "",
-        f"_spec = _json.loads(open(_runtime.here({SPEC_FILE!r})).read())",
+        f"with open(_runtime.here({SPEC_FILE!r})) as _file:",
+        "    _spec = _json.load(_file)",
         "_calls = {}  # (op, backend) -> (the binding's call op, the table's address)",
         "",
         "",
