@@ -49,12 +49,11 @@ from pathlib import Path
 from registry.errors import BuildEnvironmentError, RegistryError
 from registry.tools import aot
 
-# Which ABI the package's libraries are built against. None: today's binding,
-# built against one torch's C++ ABI, so the variant names that torch
-# (torch214-cxx11-...). Once the AOT units are built on torch's stable ABI,
-# this becomes the ABI's target version, e.g. (2, 11): the variant is then
-# torch-stable-abi211-..., which the kernels package accepts for that torch
-# and every later one.
+# Which ABI this layout's libraries (the setuptools package's ATen units) are
+# built against. None: one torch's C++ ABI, so the variant names that torch
+# (torch214-cxx11-...). The torch-stable-abi211-... variants, which the kernels
+# package accepts for torch 2.11 and every later one, are hf_stable.py's:
+# the prebuilt wheel's package.
 STABLE_ABI_TARGET: tuple[int, int] | None = None
 
 # The generated __init__.py's first line: a variant folder we may replace.
