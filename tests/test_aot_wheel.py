@@ -136,3 +136,20 @@ def test_a_cubin_kernels_wheel_carries_its_device_code_for_each_architecture(tmp
     assert {f"{package}/_device/sm_80.cubin", f"{package}/_device/sm_90.cubin", f"{package}/_device_module.py",
             f"{package}/_kernel_cuda.so", f"{package}/_binding_cuda.so", f"{package}/_kernel_cpu.so"} <= names
     assert spec["backends"]["cuda"]["device"] is True and "device" not in spec["backends"]["cpu"]
+
+
+def test_the_wheel_hands_the_binding_what_the_jit_does():
+    """kreg_init's tuple is written twice: in load.py and in the runtime a wheel
+    carries (which cannot import the registry). They must not drift apart."""
+    import ast
+
+    from registry import load
+    from registry.tools import aot_wheel_runtime
+
+    def init_tuple(module) -> str:
+        tree = ast.parse(Path(module.__file__).read_text())
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "init"]
+        assert len(calls) == 1, module.__file__
+        return ast.dump(calls[0].args[0])
+
+    assert init_tuple(aot_wheel_runtime) == init_tuple(load)
