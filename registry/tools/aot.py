@@ -357,7 +357,6 @@ def ops_lines(manifest) -> list[str]:
     names = [op.name for op in manifest.ops]
     lines = ["", f"ops = torch.ops.{ns}", f"__all__ = {['ops', *names]!r}"]
     for op in manifest.ops:
-        args = ", ".join(a.name for a in op.signature.args)
         lines += [
             "", "",
             # Allocates like the kernel does: the manifest's output declarations (core/output_spec.h).
