@@ -4,9 +4,9 @@
   -> the plan (one core call, core/plan.h: keys, memo verdict, lookups,
      what to build and why)
   -> act on it: fetch or build what misses (misses.py) and, beside them, the
-     artifacts keyed apart (apart.py: the cubin of device code with its own
-     compiler); pin, load and swap (load.py) -> record the outcome (one core
-     call: the memo)
+     artifacts keyed apart (APART, below: the cubin of device code with its
+     own compiler); pin, load and swap (load.py) -> record the outcome (one
+     core call: the memo)
 
 Nothing here runs when `get` finds its stamps unchanged (registry/__init__.py).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from registry import _core, apart, environment, knobs
+from registry import _core, environment, knobs
 from registry.state import STATE, KernelState, Status
 
 __all__ = ["KernelState", "Status", "find", "resolve"]
@@ -57,6 +57,42 @@ def _raise_not_found(name: str, roots: list[str]):
     raise KernelNotFoundError(name, names, closest, roots, shown)
 
 
+# Artifacts keyed apart from the core's plan: built or found beside the plan's
+# misses, then pinned, loaded, recorded (the memo keeps their keys and stamps
+# as given: core/plan.h's Outcome.apart) and shown as the plan's are. resolve
+# asks this table, not any kind by name. A kind: whether a manifest's backend
+# has one, and the module (imported only then, so a get without one loads
+# none of it) whose start(manifest, plan, store, env, cache_root, rebuild=,
+# remote=, host_misses=) returns a job whose result() is the artifact (entry,
+# built, key, path, stamps, source, miss_reason, as builder/artifacts.Artifact)
+# and whose status_line(artifact) is what registry.status shows for it. Kept
+# here rather than in a module of its own: a cached get imports no more
+# modules than it needs (tests/test_core_calls.py).
+APART = {
+    # The cubin of device code with its own compiler ([cuda] compiler = "nvrtc" / "nvcc-cubin").
+    "device": (lambda manifest, backend: bool(environment.section(manifest, backend).device_compiler),
+               "registry.device.in_get"),
+}
+
+
+def _start_apart(manifest, backend: str, plan, store, env: dict, cache_root, *, rebuild: bool, remote,
+                 host_misses: bool) -> dict:
+    """{kind: job} for each kind of APART the manifest has on `backend`."""
+    import importlib
+
+    return {kind: importlib.import_module(module).start(manifest, plan, store, env, cache_root, rebuild=rebuild,
+                                                        remote=remote, host_misses=host_misses)
+            for kind, (wanted, module) in APART.items() if wanted(manifest, backend)}
+
+
+def _apart_status_lines(artifacts: dict) -> dict[str, str]:
+    """{kind: its status line} for each artifact of an APART kind."""
+    import importlib
+
+    return {kind: importlib.import_module(APART[kind][1]).status_line(artifacts[kind])
+            for kind in APART if kind in artifacts}
+
+
 def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of, manifest=None,
             load_ops: bool = True, *, foreign_binding_retry: bool = True) -> KernelState:
     """name: the kernel's name or its folder's. previous_of(backend, kernel name):
@@ -84,8 +120,8 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
     planned = plan.artifacts  # a copy on each access (pybind11): read once
     team = _team() if foreign_binding_retry else None  # the retry builds here: the team has the foreign one
     team_before = dict(team.counts) if team is not None else None
-    jobs = apart.start(manifest, backend, plan, store, env, cache_root, rebuild=rebuild, remote=team,
-                       host_misses=any(a.missing for a in planned))  # artifacts keyed apart: the cubin
+    jobs = _start_apart(manifest, backend, plan, store, env, cache_root, rebuild=rebuild, remote=team,
+                        host_misses=any(a.missing for a in planned))  # artifacts keyed apart: the cubin
 
     artifacts = {a.what: _Hit(a.hit) for a in planned if not a.missing}
     if team is not None:
@@ -184,7 +220,7 @@ def resolve(name: str, requested_backend: str | None, rebuild: bool, previous_of
         changes=changes, compiled=compiled, notes=notes, ccache=ccache_delta,
         sources={what: a.source for what, a in artifacts.items()},
         remote=_remote_summary(team, team_before),
-        tuned=tuned, **apart.status_lines(artifacts),
+        tuned=tuned, **_apart_status_lines(artifacts),
     )
     status.get_seconds = time.perf_counter() - start
     return KernelState(name, backend, ops, plan.stamp_set, status)

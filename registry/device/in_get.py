@@ -1,5 +1,5 @@
 """The cubin's part in a get: one more artifact beside the kernel library and
-the binding (a kind of registry/apart.py's table), which resolve.resolve then
+the binding (a kind of resolve.py's APART table), which resolve.resolve then
 treats as it treats them (pinned, loaded, recorded, shown in the status as
 artifacts["device"]).
 
