@@ -87,8 +87,6 @@ void look_up(const CacheStore& store, ArtifactPlan& artifact) {
   artifact.miss_reason = std::move(found.miss_reason);
 }
 
-// The kernel library: the memo's key when its environment and every stamp
-// still match (stat() calls only); else scan, hash, and ask the dependency record.
 // Whether the memo's key was made from this manifest: always, for one read
 // from a file (its stamp is among the memo's); for an inline manifest, which
 // has no stamp, when the key's recorded text digest is this text's.
@@ -99,6 +97,8 @@ bool memo_has_manifest_text(const Memo& memo, const Manifest& m) {
                      [&](const KeyInput& in) { return in.name == text->name && in.value == text->value; });
 }
 
+// The kernel library: the memo's key when its environment and every stamp
+// still match (stat() calls only); else scan, hash, and ask the dependency record.
 ArtifactPlan plan_lib(const Manifest& m, const PlanFacts& facts, const CacheStore& store, Plan& plan) {
   ArtifactPlan lib;
   lib.what = "lib";
