@@ -90,10 +90,12 @@ def measure(name: str, shapes, dtype: str, device: str, out: Path) -> dict:
                 fresh_process=fresh_s, shapes=per_shape, percall=percall(name, dtype, device))
 
 
-def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repeats: int = 20) -> dict:
+def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repeats: int = 20,
+               only: dict | None = None, seed: int = 5000) -> dict:
     """Every config that passed, timed again at every shape the way tune times
     (fresh inputs, L2 flushed on CUDA), `rounds` rounds in turn (the order
-    flipped every round): {shape: {config: [each round's median, us]}}."""
+    flipped every round): {shape: {config: [each round's median, us]}}.
+    only: {shape text: config labels} to time just those there."""
     import torch
 
     from registry import _core, dtypes as dtype_table
@@ -113,14 +115,14 @@ def exhaustive(name: str, shapes, dtype: str, device: str, rounds: int = 5, repe
     out = {}
     for shape in shapes:
         shape_of = tuning.shape_for(spec, shape)
-        samples = {label: [] for label in built}
-        labels = list(built)
+        labels = [label for label in built if only is None or label in only.get(shape_text(shape), ())]
+        samples = {label: [] for label in labels}
         for r in range(rounds):
             for i, label in enumerate(labels[:: 1 if r % 2 == 0 else -1]):
                 op = built[label][spec.name]
                 try:
                     seconds, _ = tune_timing.median_time(op, spec, torch_dtype, backend, shape_of, {}, repeats,
-                                                         flush, 5000 + 100 * r + i)
+                                                         flush, seed + 100 * r + i)
                 except Exception:  # a faulting config: tune dropped it too
                     samples.pop(label, None)
                     continue

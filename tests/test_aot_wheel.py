@@ -20,11 +20,10 @@ import registry
 from registry.errors import RegistryError
 from device_build_helpers import PATHS, copy_example
 from registry.tools.aot_wheel import export_wheel
-from wheel_use import inputs
+from wheel_use import inputs, op_name
 
 pytestmark = pytest.mark.usefixtures("cache_root")
 USE = Path(__file__).with_name("wheel_use.py")
-OPS = {"axpy": "axpy", "axpy_nvrtc": "axpy", "layernorm": "layernorm", "scale": "scale_"}
 
 
 def _install(wheels: list[Path], site: Path) -> None:
@@ -46,7 +45,7 @@ def _use_and_compare(kernels: list[str], device: str, tmp_path: Path, wheels: li
     assert sorted(used) == sorted(kernels)
     for kernel in kernels:
         op = registry.get(kernel, device=device)
-        op = op if isinstance(op, registry.Op) else getattr(op, OPS[kernel])
+        op = op if isinstance(op, registry.Op) else getattr(op, op_name(kernel))
         for args, got in zip(inputs(kernel, device), used[kernel]):
             want = op(*args)
             if want is None:  # in place: the argument is the result
@@ -70,6 +69,18 @@ def test_a_cuda_wheel_runs_without_the_registry_bit_for_bit(tmp_path):
     assert "no registry imported" in out, out
 
 
+@pytest.mark.slow
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("compiler", PATHS)
+def test_a_cubin_kernels_wheel_launches_its_carried_cubin_bit_for_bit(tmp_path, kernels_root, compiler):
+    """Both cubin paths (NVRTC, nvcc -cubin): the wheel's launchers bind the
+    cubin it carries for this GPU, and compute what the registry's op does."""
+    kernel = copy_example(kernels_root, compiler, "_gpu_wheel").name
+    out = _use_and_compare([kernel], "cuda", tmp_path)
+    assert f"{kernel}: 3 calls on cuda" in out and "no registry imported" in out, out
+
+
 CARRIED = os.environ.get("KREG_CARRIED_WHEELS")
 
 
@@ -77,9 +88,14 @@ CARRIED = os.environ.get("KREG_CARRIED_WHEELS")
 @pytest.mark.gpu
 @pytest.mark.skipif(not CARRIED or not torch.cuda.is_available(),
                     reason="needs a CUDA device and KREG_CARRIED_WHEELS: a folder of wheels built on another machine")
-def test_wheels_built_on_another_torch_and_python_run_here_bit_for_bit(tmp_path):
+def test_wheels_built_on_another_torch_and_python_run_here_bit_for_bit(tmp_path, monkeypatch):
     """bench/gpu/aot_wheels.sh: wheels a development machine built (another
-    torch, another Python, no GPU) installed and used here, both backends."""
+    torch, another Python, no GPU) installed and used here, both backends.
+    Kernels that are not in the checkout's library (a copy of axpy_nvrtc
+    built by nvcc -cubin) come with them, under kernels/."""
+    if (Path(CARRIED) / "kernels").is_dir():
+        monkeypatch.setenv("REGISTRY_KERNELS_PATH", os.pathsep.join(
+            [str(Path(CARRIED) / "kernels"), os.environ.get("REGISTRY_KERNELS_PATH", "")]))
     wheels = sorted(Path(CARRIED).glob("*.whl"))
     kernels = sorted(w.name.split("_ops-")[0] for w in wheels)
     for device in ("cuda", "cpu"):

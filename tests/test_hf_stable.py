@@ -31,42 +31,50 @@ import torch
 sys.path.insert(0, sys.argv[3])
 from wheel_use import inputs
 
-repo, kernel_name, out = Path(sys.argv[1]), sys.argv[2], sys.argv[4]
-kernel = kernels.get_local_kernel(repo, backend="cpu")
+repo, kernel_name, out, device = Path(sys.argv[1]), sys.argv[2], sys.argv[4], sys.argv[5]
+kernel = kernels.get_local_kernel(repo, backend=device)
 variant = Path(kernel.__file__).parent.parent
 op = getattr(kernel, {"scale": "scale_"}.get(kernel_name, kernel_name))
 results = []
-for args in inputs(kernel_name, "cpu"):
+for args in inputs(kernel_name, device):
     got = op(*args)
-    results.append(args[0] if got is None else got)
+    got = args[0] if got is None else got
+    results.append(tuple(t.cpu() for t in got) if isinstance(got, tuple) else got.cpu())
 if kernel_name != "scale":  # (an in-place op is checked by its result above)
     traced = torch.compile(lambda *a: op(*a), fullgraph=True)(*args)
     for a, b in zip(*(t if isinstance(t, tuple) else (t,) for t in (traced, results[-1]))):
-        assert torch.equal(a, b), "torch.compile differs"
+        assert torch.equal(a.cpu(), b), "torch.compile differs"
 assert "registry" not in sys.modules, "the variant imported the JIT registry"
 torch.save(results, out)
 print("HF-STABLE-OK", variant.name)
 """
 
 
+CUDA = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                        reason="needs a CUDA device")])
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("kernel", ["axpy", "layernorm", "scale"])
-def test_a_stable_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for_bit(kernel, tmp_path):
-    variants = export_hf_stable(kernel, tmp_path / "hub", backends=["cpu"])
-    assert [v.name for v in variants] == [f"torch-stable-abi211-cpu-{os.uname().machine}-linux"]
+def test_a_stable_variant_loads_offline_with_kernels_and_matches_the_registry_bit_for_bit(kernel, device, tmp_path):
+    variants = export_hf_stable(kernel, tmp_path / "hub", backends=[device])
+    flavour = "cpu" if device == "cpu" else f"cu{torch.version.cuda.replace('.', '')[:3]}"
+    assert [v.name for v in variants] == [f"torch-stable-abi211-{flavour}-{os.uname().machine}-linux"]
     out = tmp_path / "out.pt"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-I", "-c", LOAD, str(tmp_path / "hub"), kernel,
-                           str(Path(__file__).parent), str(out)], capture_output=True, text=True, env=env, timeout=600)
+                           str(Path(__file__).parent), str(out), device],
+                          capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert f"HF-STABLE-OK {variants[0].name}" in done.stdout, done.stdout
-    op = registry.get(kernel, device="cpu")
+    op = registry.get(kernel, device=device)
     op = op if isinstance(op, registry.Op) else getattr(op, kernel)
-    for args, got in zip(inputs(kernel, "cpu"), torch.load(out)):
+    for args, got in zip(inputs(kernel, device), torch.load(out)):
         want = op(*args)
         want = args[0] if want is None else want
         for a, b in zip(*(t if isinstance(t, tuple) else (t,) for t in (got, want))):
-            assert torch.equal(a, b), f"{kernel}: the variant's result differs from the registry op's"
+            assert torch.equal(a, b.cpu()), f"{kernel}: the variant's result differs from the registry op's"
 
 
 def test_a_folder_the_registry_did_not_write_is_not_replaced(tmp_path):

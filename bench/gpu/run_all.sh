@@ -20,6 +20,8 @@
 #   STEPS="compile edits" ...                 (gemm beside torch.compile max-autotune; gemm's edit loop)
 #   STEPS="gemmnvrtc" ...                     (kernels/gemm_nvrtc: its GPU tests, then its edit loop beside
 #                                              nvcc -cubin: bench/gemm_edit_loop.py, ~5 min)
+#   STEPS="lto" ...                           (gemm_nvrtc's epilogue as its own unit linked by nvJitLink -lto,
+#                                              beside today's NVVM + ptxas: bench/gemm_lto_link.py, ~3 min)
 #   STEPS="channel" ...                       (isolated CUDA calls on the shared-memory call channel: its GPU
 #                                              tests, per-call cost with and without it, bench/isolated_percall.py)
 #   STEPS="gemmaot" ...                       (the AOT package of kernels/gemm built by pip with nvcc, bit for bit)
@@ -53,6 +55,7 @@ for step in $STEPS; do
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
     remote) python3 bench/remote_get.py --device cuda --reps "${REMOTE_REPS:-7}" --out "$OUT" 2>&1 | tail -3 ;;
     anchor) OUT="$OUT" python3 bench/anchor/torch_load_anchor.py > "$OUT/anchor.txt" 2>&1; tail -4 "$OUT/anchor.txt" ;;
+    lto) timeout "${LTO_S:-300}" python3 bench/gemm_lto_link.py --out "$OUT" 2>&1 | tail -12 ;;
     gemm) timeout "${GEMM_S:-360}" python3 bench/gemm.py --out "$OUT" --tune 2>&1 | tee "$OUT/gemm.log" | grep -v '^{' | tail -30 ;;
     gemmtests) { echo "# $(date -u '+%F %H:%M UTC'), $(head -2 "$OUT/gpu.txt" | tail -1)"
                  timeout "${GEMMTESTS_S:-200}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gemm.py \

@@ -1,0 +1,185 @@
+"""Would link-time optimization make kernels/gemm_nvrtc's epilogue edit
+cheap? The candidate: its kernels compiled once to LTO-IR (NVRTC -dlto
+-rdc=true), the epilogue (gemm_nvrtc::epilogue, a __device__ function the
+kernels call) compiled alone on each edit, and the two linked by nvJitLink
+(-lto). An edit then skips the front end; what it pays is the link. This
+measures that link beside what an edit pays today, NVVM + ptxas of the whole
+unit (NVRTC's own --time phases), in the same run.
+
+    python bench/gemm_lto_link.py [--links 2] [--out bench/results]
+
+No GPU is needed (NVRTC and nvJitLink come with torch's CUDA wheels). Writes
+gemm_lto_link-<host>.md and .json.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(CHECKOUT))
+
+KERNEL_DIR = CHECKOUT / "kernels" / "gemm_nvrtc"
+ARCH = "sm_90a"
+EPILOGUE_UNIT = ("namespace gemm_nvrtc { __device__ float epilogue(float value); }\n"
+                 "__device__ float gemm_nvrtc::epilogue(float value) { return value * 2.0f; }\n")
+_LTOIR = 3  # NVJITLINK_INPUT_LTOIR
+
+
+def options() -> list[str]:
+    """The registry's NVRTC options and include paths for kernels/gemm_nvrtc."""
+    from registry import _core, header_packages
+    from registry.device import nvrtc as nvrtc_lib
+    from registry.device.nvrtc_device import SHIM_DIR, nvrtc_options
+    from registry.device.nvrtc_pch import cccl_options, cccl_root
+
+    manifest = _core.parse_manifest(str(KERNEL_DIR / "kernel.toml"))
+    nv = nvrtc_lib.load()
+    dirs = [KERNEL_DIR / "include", KERNEL_DIR, *header_packages.find("nvidia-cutlass").include_dirs, SHIM_DIR,
+            nv.include_dir]
+    return nvrtc_options(manifest, ARCH) + [f"-I{d}" for d in dirs] + cccl_options(cccl_root(nv.include_dir))
+
+
+def nvrtc_compile(source: str, name: str, opts: list[str], lto: bool) -> dict:
+    """One NVRTC compile: seconds, the output's size, NVRTC's phases (--time)."""
+    from registry.device import nvrtc as nvrtc_lib
+    from registry.device.pch_server import read_phases
+
+    lib = nvrtc_lib.load()._open()
+    table = tempfile.mktemp(suffix=".csv")
+    opts = opts + [f"--time={table}"] + (["-dlto", "-rdc=true"] if lto else [])
+    prog = ctypes.c_void_p()
+    assert lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None) == 0
+    t0 = time.perf_counter()
+    result = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts]))
+    seconds = time.perf_counter() - t0
+    size = ctypes.c_size_t()
+    if result != 0:
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, log)
+        raise SystemExit(f"{name} did not compile:\n{log.value.decode()[-3000:]}")
+    get_size, get = (lib.nvrtcGetLTOIRSize, lib.nvrtcGetLTOIR) if lto else (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN)
+    get_size(prog, ctypes.byref(size))
+    data = ctypes.create_string_buffer(size.value)
+    get(prog, data)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return dict(seconds=seconds, bytes=size.value, phases_s=read_phases(table), data=data.raw)
+
+
+def _jitlink():
+    from registry.device import nvrtc as nvrtc_lib
+
+    folder = Path(nvrtc_lib.load().library).parent
+    found = sorted(folder.glob("libnvJitLink.so*"))
+    if not found:
+        raise SystemExit(f"no libnvJitLink.so beside NVRTC in {folder}: pip install nvidia-nvjitlink")
+    lib = ctypes.CDLL(str(found[0]))
+    major = found[0].name.rpartition(".so.")[2].split(".")[0]
+    # nvJitLink's entry points are versioned symbols (the header maps nvJitLinkX to __nvJitLinkX_<major>_0).
+    return lambda name: getattr(lib, f"__{name}_{major}_0")
+
+
+def link(irs: list[bytes]) -> dict:
+    """nvJitLink -lto of LTO-IR units to a cubin: seconds, and its own split
+    (-time: NVVM to PTX, then ptxas and the rest)."""
+    fn = _jitlink()
+    handle = ctypes.c_void_p()
+    opts = [f"-arch={ARCH}", "-lto", "-time"]
+    assert fn("nvJitLinkCreate")(ctypes.byref(handle), len(opts),
+                                 (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])) == 0
+    for i, ir in enumerate(irs):
+        assert fn("nvJitLinkAddData")(handle, _LTOIR, ir, ctypes.c_size_t(len(ir)), f"unit{i}".encode()) == 0
+    t0 = time.perf_counter()
+    result = fn("nvJitLinkComplete")(handle)
+    seconds = time.perf_counter() - t0
+    size = ctypes.c_size_t()
+    logs = []
+    for what in ("Error", "Info"):
+        fn(f"nvJitLinkGet{what}LogSize")(handle, ctypes.byref(size))
+        text = ctypes.create_string_buffer(size.value + 1)
+        fn(f"nvJitLinkGet{what}Log")(handle, text)
+        logs.append(text.value.decode(errors="replace"))
+    if result != 0:
+        raise SystemExit(f"nvJitLink failed ({result}):\n{logs[0][-3000:]}")
+    fn("nvJitLinkGetLinkedCubinSize")(handle, ctypes.byref(size))
+    fn("nvJitLinkDestroy")(ctypes.byref(handle))
+    ms = dict(re.findall(r"nvJitLinkComplete time to (create PTX|finish): ([\d.]+)", logs[1]))
+    return dict(seconds=seconds, cubin_bytes=size.value, to_ptx_s=float(ms.get("create PTX", "nan")) / 1e3,
+                finish_s=float(ms.get("finish", "nan")) / 1e3)
+
+
+def units(work: Path) -> dict[str, str]:
+    """The whole unit as an edit compiles it today, and the kernels without
+    the epilogue (both dtypes; bf16 alone), by mirror paths under work."""
+    device = (KERNEL_DIR / "gemm_device.cu").read_text()
+    without = device.replace('#include "gemm_epilogue.cuh"\n', "")
+    assert without != device, "gemm_device.cu no longer includes gemm_epilogue.cuh: update this benchmark"
+    bf16_only = without[:without.index('extern "C" __global__ void __launch_bounds__(KernelF16')]
+    (work / "kernels_both.cu").write_text(without)
+    (work / "kernels_bf16.cu").write_text(bf16_only)
+    prelude = f'#include "{KERNEL_DIR / "gemm_prelude.cuh"}"\n'
+    return {"whole unit (today's edit)": prelude + f'#include "{KERNEL_DIR / "gemm_device.cu"}"\n',
+            "kernels, both dtypes": prelude + f'#include "{work / "kernels_both.cu"}"\n',
+            "kernels, bf16 only": '#include "gemm_nvrtc/nvrtc_std.cuh"\n' + f'#include "{work / "kernels_bf16.cu"}"\n'}
+
+
+def run(links: int) -> dict:
+    opts = options()
+    work = Path(tempfile.mkdtemp(prefix="gemm-lto-"))
+    # One at a time: NVRTC's phases are wall clock, and compiles side by side would share the cores.
+    compiled = {label: nvrtc_compile(source, f"{label}.cu", opts, lto=not label.startswith("whole"))
+                for label, source in units(work).items()}
+    epilogue = nvrtc_compile(EPILOGUE_UNIT, "epilogue.cu", opts[:4], lto=True)
+    result = {"compiles": {k: {n: v for n, v in c.items() if n != "data"} for k, c in compiled.items()},
+              "epilogue_compile_s": epilogue["seconds"], "links": {}}
+    for label in ("kernels, both dtypes", "kernels, bf16 only"):
+        result["links"][label] = [link([compiled[label]["data"], epilogue["data"]]) for _ in range(links)]
+    return result
+
+
+def report(result: dict, command: str) -> str:
+    whole = result["compiles"]["whole unit (today's edit)"]["phases_s"]
+    nvvm = sum(v for k, v in whole.items() if k.startswith("NVVM"))
+    ptx = sum(v for k, v in whole.items() if k.startswith("PTX"))
+    lines = ["# kernels/gemm_nvrtc: the epilogue as its own unit, linked with nvJitLink -lto", "",
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+             f"{os.cpu_count()} cores, `{command}`", "",
+             f"Today's edit compiles the whole unit; its floor (NVRTC --time, both kernels): NVVM {nvvm:.2f} s "
+             f"+ PTX {ptx:.2f} s = {nvvm + ptx:.2f} s. The epilogue unit alone: {result['epilogue_compile_s']:.3f} s.",
+             "", "| linked with the epilogue | links | link s (median) | NVVM to PTX s | ptxas and the rest s | "
+                 "link / today's floor |", "|---|---|---|---|---|---|"]
+    for label, runs in result["links"].items():
+        median = statistics.median(r["seconds"] for r in runs)
+        lines.append(f"| {label} | {len(runs)} | {median:.2f} | "
+                     f"{statistics.median(r['to_ptx_s'] for r in runs):.2f} | "
+                     f"{statistics.median(r['finish_s'] for r in runs):.2f} | {median / (nvvm + ptx):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--links", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
+    args = parser.parse_args()
+    result = run(args.links)
+    text = report(result, "python bench/gemm_lto_link.py " + " ".join(sys.argv[1:]))
+    args.out.mkdir(parents=True, exist_ok=True)
+    host = "cuda" if os.environ.get("CUDA_VISIBLE_DEVICES") or Path("/dev/nvidia0").exists() else "cpu"
+    (args.out / f"gemm_lto_link-{host}.json").write_text(json.dumps(result, indent=1))
+    (args.out / f"gemm_lto_link-{host}.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
