@@ -404,9 +404,10 @@ def test_each_op_is_tried_only_with_the_parameters_it_reads(kernels_root):
         registry.tune(name, shapes=[FEW], device="cpu", ops=["nope"])
 
 
-def test_a_config_must_beat_the_default_beyond_the_rounds_noise_to_be_chosen():
+def test_a_config_must_beat_the_default_in_every_round_to_be_chosen():
     """At a few microseconds one round's noise can make a median gain: a
-    winner's slowest round must also beat the default's fastest."""
+    winner must be faster than the default in each final round (the rounds
+    are pairs, each round's level divided out), and by MIN_GAIN in the median."""
     from registry.tuning.search import beats
 
     default = {"median_us": 10.0, "round_us": [10.0, 10.1, 9.9, 10.2]}
@@ -417,10 +418,13 @@ def test_a_config_must_beat_the_default_beyond_the_rounds_noise_to_be_chosen():
     assert not beats(lucky, default)
     assert not beats(close, default)
     assert not beats(default, default)
-    # Faster than the default in each round, 3 % in the median, but the
-    # default's own fastest round (9.6) is faster than this one's slowest.
+    # Faster in each round, 3 % in the median, though the default's fastest
+    # round (9.6) is faster than this one's slowest: the rounds are compared
+    # pair by pair, not range against range.
     noisy_default = {"median_us": 10.0, "round_us": [10.0, 9.6, 10.0, 10.1]}
-    assert not beats({"median_us": 9.7, "round_us": [9.7, 9.5, 9.7, 9.8]}, noisy_default)
+    assert beats({"median_us": 9.7, "round_us": [9.7, 9.5, 9.7, 9.8]}, noisy_default)
+    # A round where the default was faster (9.6 against 9.7) is a round lost.
+    assert not beats({"median_us": 9.7, "round_us": [9.7, 9.7, 9.7, 9.8]}, noisy_default)
     assert beats({"median_us": 9.0}, {"median_us": 10.0})  # not in the final round: the medians decide
 
 
