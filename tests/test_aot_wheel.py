@@ -169,3 +169,45 @@ def test_the_wheel_hands_the_binding_what_the_jit_does():
         return ast.dump(calls[0].args[0])
 
     assert init_tuple(aot_wheel_runtime) == init_tuple(load)
+
+
+# In the fresh interpreter: softmax's and layernorm's wheels called with
+# arguments left to their defaults and given by keyword, through the
+# package's function, torch.ops and torch.compile; results saved in order.
+DEFAULTS = """
+import sys
+
+import torch
+
+sys.path.insert(0, sys.argv[1])
+import layernorm_ops
+import softmax_ops
+
+g = torch.Generator().manual_seed(3)
+x, w, b = torch.randn(4, 33, generator=g), torch.randn(33, generator=g), torch.randn(33, generator=g)
+got = [softmax_ops.softmax(x), softmax_ops.softmax(x, temperature=2.0), torch.ops.softmax.softmax(x),
+       torch.ops.softmax.softmax(x, temperature=2.0),
+       torch.compile(lambda t: softmax_ops.softmax(t, temperature=0.5), fullgraph=True)(x),
+       layernorm_ops.layernorm(x, w, None)[0], layernorm_ops.layernorm(x, weight=w, bias=b, eps=1e-3)[0],
+       torch.ops.layernorm.layernorm(x, w, bias=b)[0]]
+assert "registry" not in sys.modules
+torch.save([x, w, b, got], sys.argv[2])
+"""
+
+
+@pytest.mark.slow
+def test_a_wheels_ops_take_defaults_and_keywords_as_the_registry_op_does(tmp_path):
+    wheels = [export_wheel(k, tmp_path / "dist", backends=["cpu"]) for k in ("softmax", "layernorm")]
+    _install(wheels, tmp_path / "site")
+    out = tmp_path / "out.pt"
+    done = subprocess.run([sys.executable, "-I", "-c", DEFAULTS, str(tmp_path / "site"), str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    x, w, b, got = torch.load(out)
+    softmax = registry.get("softmax", device="cpu")
+    layernorm = registry.get("layernorm", device="cpu")
+    want = [softmax(x, 1.0), softmax(x, 2.0), softmax(x, 1.0), softmax(x, 2.0), softmax(x, 0.5),
+            layernorm(x, w, None, 1e-5)[0], layernorm(x, w, b, 1e-3)[0], layernorm(x, w, b, 1e-5)[0]]
+    for i, (a, e) in enumerate(zip(got, want)):
+        assert torch.equal(a, e), f"call {i} of the wheel differs from the registry op's"
+    assert not torch.equal(got[0], got[1])  # the default (1.0) was used, not the keyword's value
