@@ -132,6 +132,16 @@ def test_the_message_for_a_gpu_without_a_variant_says_what_can_run():
     arch_check.check_image("k", b"\0plain printf text\0", arch="9.0", manifest_file="f", what="w")
 
 
+def test_the_message_is_the_printable_text_around_the_marker_and_no_more():
+    marker = b"Attempting to use SM90_64x8x16_F16F16F16_SS without CUTE_ARCH_MMA_SM90A_ENABLED"
+    image = b"\x01" + b"x" * 300 + marker + b"y" * 200 + b"\0" + b"z" * 50
+    message = arch_check.unreachable_code_message(image)
+    assert message == (b"x" * (120 - len(b"Attempting to use SM90_64x8x16_F16F16F16_SS")) + marker + b"y" * 80).decode()
+    assert arch_check.unreachable_code_message(b"\0head without CUTE_ARCH_TMA_SM90_ENABLED.\x7f tail") == \
+        "head without CUTE_ARCH_TMA_SM90_ENABLED."
+    assert arch_check.unreachable_code_message(bytes(range(256)) * 4096) is None
+
+
 @NEEDS_NVCC
 def test_the_kernel_library_path_hands_nvcc_the_arch_specific_target(tmp_path, monkeypatch):
     """compiler = "nvcc" (torch's load): TORCH_CUDA_ARCH_LIST "9.0a" reaches
