@@ -68,7 +68,7 @@ class Loop:
 
         self.store = _core.CacheStore(str(root / "cache"))
         self.previous = None
-        self.inputs = None
+        self.checks = 0
 
     def write(self, name: str, old: str, new: str) -> None:
         path = self.dir / name
@@ -114,11 +114,15 @@ class Loop:
 
         before = len(cubin_build.compiles_run)
         op = registry.get(KERNEL, device="cuda")
-        if self.inputs is None:
-            gen = torch.Generator().manual_seed(0)
-            self.inputs = [torch.randn(*s, generator=gen).to("cuda", torch.bfloat16)
-                           for s in ((1024, 512), (512, 768), (768,))]
-        a, b, bias = self.inputs
+        # New inputs for every check, and the output's block poisoned: the
+        # caching allocator hands the last call's freed output back, so a
+        # kernel that wrote nothing would otherwise show the last result.
+        self.checks += 1
+        gen = torch.Generator().manual_seed(self.checks)
+        a, b, bias = [torch.randn(*s, generator=gen).to("cuda", torch.bfloat16)
+                      for s in ((1024, 512), (512, 768), (768,))]
+        poison = torch.full((1024, 768), float("nan"), device="cuda", dtype=torch.bfloat16)
+        del poison
         got = op(a, b, bias=bias).float()  # one op: the handle is the op itself
         want = scale * (a.float() @ b.float() + bias.float())
         err = ((got - want).norm() / want.norm()).item()
