@@ -222,7 +222,7 @@ def remeasure(result) -> str:
 
 
 def report(rows, edit, tune_info, machine, command) -> str:
-    lines = [f"# kernels/gemm beside cuBLAS", "", f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine}",
+    lines = ["# kernels/gemm beside cuBLAS", "", f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {machine}",
              "", f"    {command}", ""]
     if tune_info:
         lines += [f"registry.tune: {tune_info}", ""]
