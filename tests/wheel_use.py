@@ -13,6 +13,7 @@ if anything fails or the registry was imported.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 
 def op_name(kernel: str) -> str:
@@ -46,8 +47,6 @@ def main() -> int:
     import importlib
 
     import torch
-
-    from pathlib import Path
 
     results = {}
     for kernel in sorted(p.name[:-len("_ops")] for p in Path(site).iterdir() if p.name.endswith("_ops")):

@@ -23,8 +23,8 @@ from registry.errors import ArchTargetError
 # CUTE_ARCH_TMA_SM90_ENABLED.", "Attempting to use SM90_64x8x16_F16F16F16_SS
 # without CUTE_ARCH_MMA_SM90A_ENABLED"). The markers alone are searched; the
 # message is the printable text around the first one. (A pattern that began
-# with the context, [ -~]{0,120}, tried 120 characters at every byte: 1.6 s
-# on a CUTLASS GEMM's 1.8 MB cubin, in every edit.)
+# with the context, [ -~]{0,120}, tried 120 characters at every byte: 1.85 s
+# on a CUTLASS GEMM's 2.1 MB cubin, in every edit.)
 _MARKERS = re.compile(rb"Arch conditional MMA instruction used without targeting| without CUTE_ARCH_[A-Z0-9_]+")
 _BEFORE, _AFTER = 120, 80  # at most this much of the message around the marker
 
