@@ -123,7 +123,7 @@ class SharedBinding:
         init((torch.Tensor, getattr(torch.Tensor, "__dlpack_c_exchange_api__", None),
               torch._C._get_deterministic_algorithms, torch._C._get_deterministic_fill_uninitialized_memory,
               torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
-              torch.autograd.graph.increment_version, torch._C._autograd._profiler_enabled))
+              torch._C._increment_version, torch._C._autograd._profiler_enabled))
         self.fast_entry = library.kreg_fast_entry
         self.fast_entry.restype, self.fast_entry.argtypes = ctypes.py_object, [ctypes.c_int64]
         self._library = library  # never unloaded: registered ops point into it

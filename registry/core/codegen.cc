@@ -26,7 +26,7 @@ struct PythonSide {
   PyObject* fill_memory = nullptr;       // torch._C._get_deterministic_fill_uninitialized_memory
   PyObject* function_mode = nullptr;     // torch._C._is_torch_function_mode_enabled
   PyObject* dispatch_modes = nullptr;    // torch._C._len_torch_dispatch_stack
-  PyObject* increment_version = nullptr; // torch.autograd.graph.increment_version
+  PyObject* increment_version = nullptr; // torch._C._increment_version (a sequence of tensors)
   PyObject* profiler_enabled = nullptr;  // torch._C._autograd._profiler_enabled
   PyObject* requires_grad = nullptr;     // "requires_grad", interned
 };

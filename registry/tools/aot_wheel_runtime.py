@@ -42,7 +42,7 @@ def load_binding(path: str):
     init((torch.Tensor, getattr(torch.Tensor, "__dlpack_c_exchange_api__", None),
           torch._C._get_deterministic_algorithms, torch._C._get_deterministic_fill_uninitialized_memory,
           torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
-          torch.autograd.graph.increment_version, torch._C._autograd._profiler_enabled))
+          torch._C._increment_version, torch._C._autograd._profiler_enabled))
     define = library.kreg_define
     define.restype, define.argtypes = ctypes.c_char_p, [ctypes.c_char_p, ctypes.c_char_p]
     _kept.append(library)
