@@ -56,7 +56,7 @@ def nvrtc_compile(source: str, name: str, opts: list[str], lto: bool) -> dict:
     from registry.device.pch_server import read_phases
 
     lib = nvrtc_lib.load()._open()
-    table = tempfile.mktemp(suffix=".csv")
+    table = os.path.join(tempfile.mkdtemp(prefix="nvrtc-time-"), "time.csv")
     opts = opts + [f"--time={table}"] + (["-dlto", "-rdc=true"] if lto else [])
     prog = ctypes.c_void_p()
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None) == 0

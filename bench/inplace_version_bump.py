@@ -18,6 +18,7 @@ os.sched_setaffinity(0, {1})
 import torch  # noqa: E402
 
 import registry  # noqa: E402
+from registry import load  # noqa: E402
 from registry.state import STATE  # noqa: E402
 
 op = registry.get("scale", device="cpu")
@@ -27,10 +28,11 @@ init = ctypes.PyDLL(binding.path, mode=ctypes.RTLD_LOCAL).kreg_init
 init.restype, init.argtypes = ctypes.c_int, [ctypes.py_object]
 
 def hand(bump):
-    assert init((torch.Tensor, getattr(torch.Tensor, "__dlpack_c_exchange_api__", None),
-                 torch._C._get_deterministic_algorithms, torch._C._get_deterministic_fill_uninitialized_memory,
-                 torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
-                 bump, torch._C._autograd._profiler_enabled)) == 1
+    """The binding's kreg_init tuple (load.binding_config) with `bump` for the version bump."""
+    config = list(load.binding_config())
+    config[6] = bump  # torch._C._increment_version's place
+    assert init(tuple(config)) == 1
+
 
 def per_call(calls=2000):
     t0 = time.perf_counter()

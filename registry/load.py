@@ -103,6 +103,19 @@ def load(manifest, plan, artifacts: dict, previous, expose: bool = True) -> dict
     return ops
 
 
+def binding_config() -> tuple:
+    """What the shared binding's kreg_init is handed of Python
+    (core/fast_entry.cc says what each is for). An AOT wheel's runtime, which
+    cannot import the registry, writes the same tuple
+    (tools/aot_wheel_runtime.py; a test keeps the two alike)."""
+    import torch
+
+    return (torch.Tensor, getattr(torch.Tensor, "__dlpack_c_exchange_api__", None),
+            torch._C._get_deterministic_algorithms, torch._C._get_deterministic_fill_uninitialized_memory,
+            torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
+            torch._C._increment_version, torch._C._autograd._profiler_enabled)
+
+
 class SharedBinding:
     """The loaded shared binding (core/codegen.h): define(namespace, schema)
     registers an op's namespace::call with its one boxed kernel; fast_entry(table
@@ -112,7 +125,7 @@ class SharedBinding:
     reaches."""
 
     def __init__(self, path: str):
-        import torch
+        import torch  # noqa: F401  its libraries first: the binding links against them
 
         self.path = path
         library = ctypes.PyDLL(path, mode=ctypes.RTLD_LOCAL)
@@ -120,10 +133,7 @@ class SharedBinding:
         self._define.restype, self._define.argtypes = ctypes.c_char_p, [ctypes.c_char_p, ctypes.c_char_p]
         init = library.kreg_init
         init.restype, init.argtypes = ctypes.c_int, [ctypes.py_object]
-        init((torch.Tensor, getattr(torch.Tensor, "__dlpack_c_exchange_api__", None),
-              torch._C._get_deterministic_algorithms, torch._C._get_deterministic_fill_uninitialized_memory,
-              torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
-              torch._C._increment_version, torch._C._autograd._profiler_enabled))
+        init(binding_config())
         self.fast_entry = library.kreg_fast_entry
         self.fast_entry.restype, self.fast_entry.argtypes = ctypes.py_object, [ctypes.c_int64]
         self._library = library  # never unloaded: registered ops point into it

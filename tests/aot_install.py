@@ -20,11 +20,23 @@ def pip_install(package: Path, target: Path) -> None:
     assert result.returncode == 0, f"pip failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
 
 
+def pythonpath_without_checkout() -> list[str]:
+    """What PYTHONPATH adds (a GPU machine's carried packages) but the checkout:
+    a package under test must not find the JIT registry."""
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != CHECKOUT]
+
+
+def offline_hub_env(tmp_path: Path) -> dict:
+    """The environment of a fresh interpreter that loads a Hugging Face layout
+    export: offline, an empty Hub cache, PYTHONPATH without the checkout."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(pythonpath_without_checkout()), HF_HUB_OFFLINE="1",
+                HF_HOME=str(tmp_path / "hf-home"))
+
+
 def run_installed(target: Path, script: str, *args: str, cwd: Path) -> None:
     """Runs `script` with the install folder and what PYTHONPATH adds (a GPU
     machine's carried packages) on the path, not the checkout; it must print AOT-OK."""
-    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != CHECKOUT]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), *kept]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), *pythonpath_without_checkout()]))
     result = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=600,
                             env=env, cwd=cwd)
     assert result.returncode == 0 and "AOT-OK" in result.stdout, result.stdout + result.stderr

@@ -162,13 +162,20 @@ def test_the_wheel_hands_the_binding_what_the_jit_does():
     from registry import load
     from registry.tools import aot_wheel_runtime
 
-    def init_tuple(module) -> str:
-        tree = ast.parse(Path(module.__file__).read_text())
+    def runtime_tuple() -> str:
+        tree = ast.parse(Path(aot_wheel_runtime.__file__).read_text())
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "init"]
-        assert len(calls) == 1, module.__file__
+        assert len(calls) == 1
         return ast.dump(calls[0].args[0])
 
-    assert init_tuple(aot_wheel_runtime) == init_tuple(load)
+    def jit_tuple() -> str:  # what load.binding_config returns
+        tree = ast.parse(Path(load.__file__).read_text())
+        config = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "binding_config")
+        returns = [n for n in ast.walk(config) if isinstance(n, ast.Return)]
+        assert len(returns) == 1
+        return ast.dump(returns[0].value)
+
+    assert runtime_tuple() == jit_tuple()
 
 
 # In the fresh interpreter: softmax's and layernorm's wheels called with

@@ -23,6 +23,7 @@ import torch
 import registry
 from registry.errors import RegistryError
 from registry.tools import cli, hf_export
+from aot_install import offline_hub_env
 
 DTYPES = {"float32": (torch.float32, torch.int32), "float16": (torch.float16, torch.int16),
           "bfloat16": (torch.bfloat16, torch.int16)}
@@ -64,12 +65,7 @@ print("HF-OK", Path(kernel.__file__).parent.name)
 def _load_fresh(repo: Path, backend: str | None, device: str, tmp_path: Path) -> tuple[dict, str]:
     """What LOAD computed, and the variant kernels chose."""
     out = tmp_path / "results.pt"
-    # Offline, with an empty Hub cache: nothing may come from anywhere but the folder.
-    # PYTHONPATH keeps what it adds (a GPU machine's carried packages) but the checkout: the
-    # variant must not find the JIT registry.
-    checkout = os.path.realpath(Path(__file__).resolve().parent.parent)
-    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != checkout]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
+    env = offline_hub_env(tmp_path)  # offline, an empty Hub cache, no JIT registry on the path
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(LOAD), str(repo), backend or "", device, str(out)],
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr
@@ -149,11 +145,7 @@ print("HF-OK")
 
 @pytest.mark.slow
 def test_loading_over_an_op_torch_already_has_is_an_import_error_not_an_abort(cpu_repo, tmp_path):
-    # PYTHONPATH keeps what it adds (a GPU machine's carried packages) but the checkout: the
-    # variant must not find the JIT registry.
-    checkout = os.path.realpath(Path(__file__).resolve().parent.parent)
-    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != checkout]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
+    env = offline_hub_env(tmp_path)  # offline, an empty Hub cache, no JIT registry on the path
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(CLASH), str(cpu_repo)],
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr[-3000:]
@@ -234,11 +226,7 @@ print("HF-OK")
 def test_a_variant_carries_the_manifests_backward(tmp_path, cache_root):
     variant, = hf_export.export_hf_kernel("rmsnorm", tmp_path / "hub", backends=["cpu"])
     assert (variant / "_autograd.py").is_file()
-    # PYTHONPATH keeps what it adds (a GPU machine's carried packages) but the checkout: the
-    # variant must not find the JIT registry.
-    checkout = os.path.realpath(Path(__file__).resolve().parent.parent)
-    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != checkout]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home"))
+    env = offline_hub_env(tmp_path)  # offline, an empty Hub cache, no JIT registry on the path
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(GRADIENTS), str(tmp_path / "hub")],
                             capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0 and "HF-OK" in result.stdout, result.stdout + result.stderr

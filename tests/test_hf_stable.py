@@ -16,6 +16,7 @@ import registry
 from registry.errors import RegistryError
 from registry.tools.hf_stable import export_hf_stable
 from wheel_use import inputs
+from aot_install import offline_hub_env
 
 pytestmark = pytest.mark.usefixtures("cache_root")
 
@@ -62,15 +63,9 @@ def test_a_stable_variant_loads_offline_with_kernels_and_matches_the_registry_bi
     flavour = "cpu" if device == "cpu" else f"cu{torch.version.cuda.replace('.', '')[:3]}"
     assert [v.name for v in variants] == [f"torch-stable-abi211-{flavour}-{os.uname().machine}-linux"]
     out = tmp_path / "out.pt"
-    # Offline, with an empty Hub cache. PYTHONPATH keeps what it adds (a GPU
-    # machine's carried packages: kernels) but the checkout: the variant must
-    # not find the JIT registry.
-    checkout = os.path.realpath(Path(__file__).resolve().parent.parent)
-    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.realpath(p) != checkout]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     done = subprocess.run([sys.executable, "-s", "-c", LOAD, str(tmp_path / "hub"), kernel,
                            str(Path(__file__).parent), str(out), device],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+                          capture_output=True, text=True, env=offline_hub_env(tmp_path), timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert f"HF-STABLE-OK {variants[0].name}" in done.stdout, done.stdout
     op = registry.get(kernel, device=device)
