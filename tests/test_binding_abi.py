@@ -29,11 +29,13 @@ TORCH_SHIM = re.compile(r"^(aoti_torch_|aoti_record_function_|torch_)\w+$")
 # (Py_LIMITED_API = 3.10 makes the compiler refuse the rest; this list keeps
 # the audit explicit: a new one is added here after checking it is stable).
 PYTHON_LIMITED = {
-    "PyArg_ParseTuple", "PyCMethod_New", "PyCapsule_GetPointer", "PyErr_Clear", "PyErr_Occurred",
+    "PyArg_ParseTuple", "PyCFunction_GetFlags", "PyCFunction_GetFunction", "PyCFunction_GetSelf",
+    "PyCMethod_New", "PyCapsule_GetPointer", "PyErr_Clear", "PyErr_Occurred",
     "PyErr_SetString", "PyEval_RestoreThread", "PyEval_SaveThread", "PyExc_RuntimeError", "PyFloat_AsDouble",
     "PyFloat_Type", "PyGILState_Ensure", "PyGILState_Release", "PyLong_AsDouble", "PyLong_AsLong",
     "PyLong_AsLongLongAndOverflow", "PyLong_FromLongLong", "PyLong_Type", "PyObject_CallFunctionObjArgs",
     "PyObject_CallNoArgs", "PyObject_GetAttr", "PyTuple_New", "PyTuple_Pack", "PyTuple_SetItem",
+    "PyType_GetSlot",
     "PyUnicode_InternFromString",
     "_Py_Dealloc", "_Py_FalseStruct", "_Py_NoneStruct", "_Py_NotImplementedStruct", "_Py_TrueStruct",
 }

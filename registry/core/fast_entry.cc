@@ -88,7 +88,10 @@ bool plain_tensor(PyObject* object, dl::Tensor& dt, ArgInfo& t) {
     return false;
   }
   if (aoti_torch_grad_mode_is_enabled()) {
-    PyObject* needs_grad = PyObject_GetAttr(object, python.requires_grad);
+    PyObject* needs_grad =
+        python.requires_grad_get != nullptr
+            ? python.requires_grad_get(python.requires_grad_descriptor, object, python.tensor_type)
+            : PyObject_GetAttr(object, python.requires_grad);
     if (needs_grad == nullptr) {
       PyErr_Clear();
       return false;
@@ -154,7 +157,7 @@ bool as_bool(PyObject* object, bool& value) {
 // dispatch mode (fake tensors, FlopCounterMode, ...) active: they must see the call.
 bool plain_context() {
   if (python_true(python.function_mode)) return false;
-  PyObject* depth = PyObject_CallNoArgs(python.dispatch_modes);
+  PyObject* depth = python.dispatch_modes();
   if (depth == nullptr) {
     PyErr_Clear();
     return false;
@@ -301,7 +304,7 @@ PyObject* fast_call(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
       if ((table.mutated_mask >> i) & 1u) {
         PyObject* one = PyTuple_Pack(1, args[i]);
         if (one == nullptr) return nullptr;
-        PyObject* done = PyObject_CallFunctionObjArgs(python.increment_version, one, nullptr);
+        PyObject* done = python.increment_version(one);
         Py_DECREF(one);
         if (done == nullptr) return nullptr;
         Py_DECREF(done);
@@ -351,15 +354,27 @@ extern "C" int kreg_init(PyObject* config) {
                         &dispatch_modes, &increment_version, &profiler_enabled)) {
     return -1;
   }
-  python.profiler_enabled = kept(profiler_enabled);
-  python.deterministic = kept(deterministic);
-  python.fill_memory = kept(fill_memory);
-  python.function_mode = kept(function_mode);
-  python.dispatch_modes = kept(dispatch_modes);
-  python.increment_version = kept(increment_version);
+  python.profiler_enabled.bind(profiler_enabled, 0);
+  python.deterministic.bind(deterministic, 0);
+  python.fill_memory.bind(fill_memory, 0);
+  python.function_mode.bind(function_mode, 0);
+  python.dispatch_modes.bind(dispatch_modes, 0);
+  python.increment_version.bind(increment_version, 1);
   python.tensor_type = kept(tensor_type);
   python.requires_grad = PyUnicode_InternFromString("requires_grad");
   if (python.requires_grad == nullptr) return -1;
+  // The descriptor is used only while it is a data descriptor (a tensor's
+  // __dict__ cannot shadow it), as torch's getset is.
+  if (PyObject* descriptor = PyObject_GetAttr(tensor_type, python.requires_grad)) {
+    auto get = reinterpret_cast<descrgetfunc>(PyType_GetSlot(Py_TYPE(descriptor), Py_tp_descr_get));
+    if (get != nullptr && PyType_GetSlot(Py_TYPE(descriptor), Py_tp_descr_set) != nullptr) {
+      python.requires_grad_descriptor = descriptor;
+      python.requires_grad_get = get;
+    } else {
+      Py_DECREF(descriptor);
+    }
+  }
+  PyErr_Clear();
   if (capsule == Py_None) return 0;
   const auto* api = static_cast<const dl::ExchangeApi*>(PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
   if (api == nullptr) return -1;
