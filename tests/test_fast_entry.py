@@ -8,6 +8,8 @@ shared 2-core machine fails on its neighbours' load, not on ours.
 """
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
@@ -98,6 +100,14 @@ def test_an_in_place_op_takes_the_fast_entry_and_bumps_the_version():
     before = x._version
     scale_(x, 2.0)
     assert x._version == before + 1
+    for _ in range(3):  # the bump's kept argument tuple lets the tensor go
+        scale_(x, 1.0)
+    assert x._version == before + 4
+    gone = torch.ones(5)
+    watch = weakref.ref(gone)
+    scale_(gone, 1.0)
+    del gone
+    assert watch() is None
     with torch.inference_mode():
         frozen = torch.ones(4)
     scale_(frozen, 5.0)
