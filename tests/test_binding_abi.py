@@ -34,7 +34,7 @@ PYTHON_LIMITED = {
     "PyErr_SetString", "PyEval_RestoreThread", "PyEval_SaveThread", "PyExc_RuntimeError", "PyFloat_AsDouble",
     "PyFloat_Type", "PyGILState_Ensure", "PyGILState_Release", "PyLong_AsDouble", "PyLong_AsLong",
     "PyLong_AsLongLongAndOverflow", "PyLong_FromLongLong", "PyLong_Type", "PyObject_CallFunctionObjArgs",
-    "PyObject_CallNoArgs", "PyObject_GetAttr", "PyTuple_New", "PyTuple_Pack", "PyTuple_SetItem",
+    "PyObject_CallNoArgs", "PyObject_GetAttr", "PyTuple_New", "PyTuple_SetItem",
     "PyType_GetSlot",
     "PyUnicode_InternFromString",
     "_Py_Dealloc", "_Py_FalseStruct", "_Py_NoneStruct", "_Py_NotImplementedStruct", "_Py_TrueStruct",

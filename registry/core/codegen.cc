@@ -21,7 +21,7 @@ namespace {
 // form f() (METH_NOARGS) or f(x) (METH_O) is called through its C function,
 // as CPython's own call does once it has checked the arguments: ~10 ns
 // against ~40 ns through PyObject_CallNoArgs on the 2-core machine (torch
-// 2.14). Anything else (pybind11's functions) goes through Python.
+// 2.14). Anything else (the profiler's flag, a pybind function) goes through Python.
 struct PythonFunction {
   PyObject* object = nullptr;  // a reference kept for the process's life
   PyCFunction direct = nullptr;
