@@ -27,13 +27,16 @@
 // aoti_torch_empty_strided's trip through the dispatcher. The profiler's
 // record is made only while torch.autograd profiles, and the device guard only
 // off the current device (each ~1 us on an H200 through the shims:
-// bench/stable_shim_costs.py). What the
-// ATen entry read from c10's thread state is asked of
-// Python (torch function and dispatch modes, deterministic fill), and a
-// Tensor(a!) argument's version is bumped through torch._C._increment_version,
-// as the dispatcher's ADInplaceOrView fallback does; those that are plain C
-// builtins are called through their C function (PythonFunction, codegen.cc).
-// What each costs: bench/results/percall-stable-cpu-2026-12-04/. The function returns NotImplemented, and the handle then
+// bench/stable_shim_costs.py).
+//
+// What the ATen entry read from c10's thread state is asked of Python (torch
+// function and dispatch modes, deterministic fill), and a Tensor(a!)
+// argument's version is bumped through torch._C._increment_version, as the
+// dispatcher's ADInplaceOrView fallback does; those that are plain C builtins
+// are called through their C function (PythonFunction, codegen.cc). What each
+// costs: bench/results/percall-stable-cpu-2026-12-04/.
+//
+// The function returns NotImplemented, and the handle then
 // takes the dispatcher, unless every Tensor is exactly torch.Tensor (no
 // subclass: fake tensors and __torch_function__ see the dispatcher's op),
 // strided memory DLPack describes (meta, sparse and functorch wrappers are
