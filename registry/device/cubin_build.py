@@ -353,10 +353,13 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
             return DeviceArtifact(found[0], None, nv, stamps=base_snapshot.stamps + found[1])
         reason = store.lookup(base.hex).miss_reason
     # Compiled from the scanned files and those the last cubin needed (so a
-    # macro-spelled include costs no extra discovery round).
+    # macro-spelled include costs no extra discovery round). Not scanned
+    # again (a CUTLASS closure costs ~90 ms a scan): a header included since
+    # the scan is found by the compile's discovery rounds.
     snapshot = base_snapshot
-    for path in scan_files(manifest, recorded_files(store, memo), nv):
-        snapshot.add(path)
+    for path in recorded_files(store, memo):
+        if Path(path).is_file():
+            snapshot.add(path)
     # Claimed, fetched from the team and published by the driver every
     # artifact goes through (builder/artifacts.py, core/build_claim.h): under
     # the base key's lock, look again (another process may have published this
