@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "manifest.h"
+#include "op_spec.h"
 #include "toml_util.h"  // toml::table (toml_util.h says why it cannot be forward-declared), TomlFieldError
 
 namespace kreg {
