@@ -247,6 +247,14 @@ def test_progress_shows_for_a_slow_build_and_stays_silent_for_a_fast_one(shown, 
     assert not ticker.is_alive()
 
 
+def test_the_final_label_says_where_the_time_went(shown, capsys):
+    with shown.build_progress("gemm", "the device code (NVRTC)", None) as ticker:
+        time.sleep(0.8)
+        ticker.detail = "front end 8.7 s, NVVM 12.0 s, ptxas 0.4 s"
+    err = capsys.readouterr().err
+    assert "done after" in err and "(front end 8.7 s, NVVM 12.0 s, ptxas 0.4 s)" in err, err
+
+
 def test_progress_closes_on_keyboard_interrupt(shown, capsys, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         with shown.build_progress("axpy", "the op binding", None, build_dir=tmp_path) as ticker:

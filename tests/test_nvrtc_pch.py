@@ -71,6 +71,28 @@ def test_an_edit_of_the_device_sources_reuses_the_prelude(kernel, store):
     assert events == [] and back.built is None and back.key == first.key
 
 
+def test_a_compile_says_where_its_time_went(kernel, store, monkeypatch, capsys):
+    """NVRTC's own phases, in the status's device line and in the progress
+    bar's final label (shown in a notebook or terminal: forced on here)."""
+    from registry.builder import progress
+    from registry.device import in_get
+
+    monkeypatch.setattr(progress, "_should_show", lambda: True)
+    monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)  # this prelude compiles in well under a second
+    first = build(kernel, store)
+    phases = first.built.phases
+    assert phases.startswith("front end ") and phases.endswith("; the prelude's precompiled header created")
+    assert ", NVVM " in phases and ", ptxas " in phases, phases
+    assert phases in in_get.status_line(first) and "compiled in" in in_get.status_line(first)
+    assert "done after" in capsys.readouterr().err
+    kernel.edit("axpy_device.cu", "poly<8>(y[threadIdx.x])", "poly<8>(y[threadIdx.x]) * 2.0f")
+    edited = build(kernel, store, first)
+    assert edited.built.phases.endswith("precompiled header used"), edited.built.phases
+    assert f"({edited.built.phases})" in capsys.readouterr().err
+    # Found in the cache: nothing compiled, nothing to say.
+    assert "compiled in" not in in_get.status_line(build(kernel, store, edited))
+
+
 def test_an_edit_of_the_prelude_or_its_header_makes_it_again_and_changes_the_key(kernel, store):
     first = build(kernel, store)
     kernel.edit("axpy_prelude.cuh", "r * x + PRELUDE_C", "r * x - PRELUDE_C")

@@ -48,6 +48,7 @@ class _Ticker(threading.Thread):
         self.done = threading.Event()
         self.bar = None
         self.lock = threading.Lock()
+        self.detail = ""  # set by the block: where the time went, appended to the final label
 
     def run(self) -> None:
         if self.done.wait(max(0.0, SHOW_AFTER_S - (time.monotonic() - self.start_time))) or not self.show:
@@ -66,7 +67,7 @@ class _Ticker(threading.Thread):
     def _label(self, elapsed: float, outcome: str = "") -> str:
         head = f"building {self.what} of {self.kernel}: "
         if outcome:
-            return head + f"{outcome} after {elapsed:.1f} s"
+            return head + f"{outcome} after {elapsed:.1f} s" + (f" ({self.detail})" if self.detail else "")
         if not self.estimate_s:
             return head + f"{elapsed:.1f} s"
         late = " (longer than the last build)" if elapsed > self.estimate_s else ""
@@ -99,7 +100,8 @@ def build_progress(kernel: str, what: str, estimate_s: float | None = None, *, b
     bar on any exit. With `build_dir`, an exception (KeyboardInterrupt
     included) also stops every compiler still running in that folder.
     `started`: when the build began (time.monotonic()), if before the block
-    (see wait_for_build)."""
+    (see wait_for_build). The block may set the yielded object's `detail`
+    (e.g. the compiler's phases): the final label shows it."""
     ticker = _Ticker(kernel, what, estimate_s, _should_show(), started)
     ticker.start()
     try:

@@ -210,15 +210,47 @@ class DeviceBuild:
     (its key is the driver's: the base's inputs and these files beyond them)."""
 
     def __init__(self, cubin_name: str, files: list[str], seconds: float, rounds: int,
-                 warnings: list[str] | None = None):
+                 warnings: list[str] | None = None, phases: str = ""):
         self.artifact, self.deps, self.seconds, self.rounds = cubin_name, files, seconds, rounds
         self.warnings = warnings or []  # what the device compiler warned (builder/compiler_warnings.py)
+        self.phases = phases  # where the compile's time went (phase_text), when the compiler says
 
 
-def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: Path) -> DeviceBuild:
+# NVRTC's --time phases as a kernel author reads them.
+_PHASE_NAMES = {"CUDA C++ Frontend": "front end", "NVVM Optimizer": "NVVM", "PTX Translation": "ptxas"}
+
+
+def phase_text(compiler) -> str:
+    """Where the compiler's last compile spent its time ("front end 8.7 s,
+    NVVM 12.0 s, ptxas 0.4 s; the prelude's precompiled header used"), or ""
+    when it does not say (only the prelude's compile server times its phases:
+    NVRTC's --time writes a file, not worth it for a 0.2 s compile)."""
+    phases = getattr(compiler, "phases", None) or {}
+    text = ", ".join(f"{label} {phases[name]:.1f} s" for name, label in _PHASE_NAMES.items() if name in phases)
+    event = getattr(compiler, "prelude_event", "")
+    if text and event in ("used", "created"):
+        text += f"; the prelude's precompiled header {event}"
+    return text
+
+
+def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: Path,
+                   estimate_s: float | None = None) -> DeviceBuild:
     """Compile the device sources to <staging>/<kernel>.cubin; grows the snapshot
-    with headers found only by compiling (see the module comment)."""
+    with headers found only by compiling (see the module comment). Shows
+    progress unless the last build of this cubin (estimate_s) was quick:
+    a CUTLASS kernel's edit takes 20-30 s, and the cell then says where they went."""
+    from registry.builder.progress import SHOW_AFTER_S, build_progress
+
     compiler = _as_compiler(compiler)
+    if estimate_s is not None and estimate_s < SHOW_AFTER_S:
+        return _compile_device(manifest, snapshot, arch, compiler, staging)  # no progress thread to start
+    with build_progress(manifest.name, f"the device code ({compiler.name})", estimate_s) as progress:
+        built = _compile_device(manifest, snapshot, arch, compiler, staging)
+        progress.detail = built.phases
+    return built
+
+
+def _compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: Path) -> DeviceBuild:
     start = time.perf_counter()
     options = compiler.options(manifest, arch)
     unit = device_unit(manifest, staging)
@@ -239,7 +271,8 @@ def compile_device(manifest, snapshot: Snapshot, arch: str, compiler, staging: P
             shutil.rmtree(staging / "src", ignore_errors=True)
             return DeviceBuild(name, sorted(snapshot.files),
                                time.perf_counter() - start, rounds,
-                               compiler_warnings.warning_lines(_unmirror(log, manifest, staging)))
+                               compiler_warnings.warning_lines(_unmirror(log, manifest, staging)),
+                               phase_text(compiler))
         missing = [(m["name"], m["file"]) for pattern in _MISSING for m in pattern.finditer(log)]
         found = [p for name, includer in missing
                  if (p := _resolve_missing(name, includer, manifest, staging, compiler)) and p not in snapshot.files]
@@ -293,13 +326,11 @@ def dep_labels(manifest):
     return _core.DepLabels(label_roots(manifest))
 
 
-def recorded_files(store, memo) -> list[str]:
-    """The files the previous cubin of this kernel was compiled from (its
-    entry's deps): macro-spelled includes the scanner cannot see stay keyed."""
+def previous_entry(store, memo):
+    """The cache entry of this kernel's previous cubin, or None."""
     if memo is None or "device" not in memo.keys:
-        return []
-    hit = store.lookup(memo.keys["device"])
-    return list(hit.entry.deps) if hit.entry is not None else []
+        return None
+    return store.lookup(memo.keys["device"]).entry
 
 
 def _cached(store, record: str, base, labels):
@@ -352,14 +383,17 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
         if found is not None:
             return DeviceArtifact(found[0], None, nv, stamps=base_snapshot.stamps + found[1])
         reason = store.lookup(base.hex).miss_reason
-    # Compiled from the scanned files and those the last cubin needed (so a
-    # macro-spelled include costs no extra discovery round). Not scanned
+    # Compiled from the scanned files and those the last cubin needed (its
+    # entry's deps: a macro-spelled include, which the scanner cannot see,
+    # costs no extra discovery round). Not scanned
     # again (a CUTLASS closure costs ~90 ms a scan): a header included since
     # the scan is found by the compile's discovery rounds.
     snapshot = base_snapshot
-    for path in recorded_files(store, memo):
+    previous = previous_entry(store, memo)
+    for path in previous.deps if previous is not None else []:
         if Path(path).is_file():
             snapshot.add(path)
+    estimate_s = previous.build_seconds if previous is not None and previous.build_seconds > 0 else None
     # Claimed, fetched from the team and published by the driver every
     # artifact goes through (builder/artifacts.py, core/build_claim.h): under
     # the base key's lock, look again (another process may have published this
@@ -368,7 +402,8 @@ def ensure(store, manifest, cuda_arch: str | None, memo, *, trust_memo: bool, fo
     # scanned ones, as the record will reproduce it) and the record's entry.
     artifact = _core.recorded_artifact("device", "device", base, record, label_roots(manifest), scanned, force)
     target = Target(artifact)
-    job = Job(manifest.name, "cuda", "device", lambda staging: compile_device(manifest, snapshot, arch, nv, staging),
+    job = Job(manifest.name, "cuda", "device",
+              lambda staging: compile_device(manifest, snapshot, arch, nv, staging, estimate_s),
               started_ns=started_ns)
     got = ensure_artifact(store, target, job, remote)
     if got.built is not None:

@@ -41,8 +41,13 @@ def start(manifest, plan, store, env: dict, cache_root, *, rebuild: bool, remote
 
 
 def status_line(cubin) -> str:
-    """registry.status's device line: the compiler and the cubin's key."""
-    return f"{cubin.compiler.identity()}, cubin key {cubin.key}"
+    """registry.status's device line: the compiler and the cubin's key; for a
+    cubin this get compiled, where the compile's time went when the compiler
+    says (front end, NVVM, ptxas: cubin_build.phase_text)."""
+    line = f"{cubin.compiler.identity()}, cubin key {cubin.key}"
+    if cubin.built is not None and cubin.built.phases:
+        line += f"; compiled in {cubin.built.seconds:.1f} s: {cubin.built.phases}"
+    return line
 
 
 class _Done:

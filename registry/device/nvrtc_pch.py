@@ -176,6 +176,8 @@ class NvrtcPchDevice:
         self.extra_scan_dirs, self.system_include_dir = plain.extra_scan_dirs, plain.system_include_dir
         self.server = server_for(plain.nvrtc.library, cache_root)
         self.cccl = cccl_root(plain.nvrtc.include_dir)
+        self.phases: dict[str, float] = {}  # NVRTC's --time of the last compile: phase -> seconds
+        self.prelude_event = ""             # what the last compile did with the prelude (pch_events)
 
     def identity(self) -> str:
         return self.plain.identity()
@@ -209,6 +211,8 @@ class NvrtcPchDevice:
 
         reply = self.server.request(make_request)
         pch_events.append(reply["pch"])
+        # Where this compile's time went, for the cell and the status (cubin_build.phase_text).
+        self.phases, self.prelude_event = dict(reply.get("phases") or {}), reply["pch"]
         if self.cccl is None and reply["cubin"] is None and "cuda/std/" in reply["log"]:
             from registry.errors import BuildEnvironmentError
 
