@@ -115,7 +115,8 @@ def compile_(source: str, opts: list[str], output: str) -> dict:
     lib.nvrtcGetProgramLog(prog, log)
     if result != 0:
         raise SystemExit(f"NVRTC failed with {opts[-3:]}:\n{log.value.decode()[-3000:]}")
-    get_size, get = {"cubin": (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN), "ltoir": (lib.nvrtcGetLTOIRSize, lib.nvrtcGetLTOIR),
+    get_size, get = {"cubin": (lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN),
+                     "ltoir": (lib.nvrtcGetLTOIRSize, lib.nvrtcGetLTOIR),
                      "ptx": (lib.nvrtcGetPTXSize, lib.nvrtcGetPTX)}[output]
     get_size(prog, ctypes.byref(size))
     data = ctypes.create_string_buffer(size.value)
@@ -136,12 +137,7 @@ def link(data: bytes, kind: int, opts: list[str]) -> dict:
     assert fn("nvJitLinkAddData")(handle, kind, data, ctypes.c_size_t(len(data)), b"unit") == 0
     result = fn("nvJitLinkComplete")(handle)
     seconds = time.perf_counter() - start
-    logs, size = [], ctypes.c_size_t()
-    for what in ("Error", "Info"):
-        fn(f"nvJitLinkGet{what}LogSize")(handle, ctypes.byref(size))
-        text = ctypes.create_string_buffer(size.value + 1)
-        fn(f"nvJitLinkGet{what}Log")(handle, text)
-        logs.append(text.value.decode(errors="replace"))
+    logs, size = lto.link_logs(fn, handle), ctypes.c_size_t()
     if result != 0:
         raise SystemExit(f"nvJitLink failed with {opts}:\n{logs[0][-3000:]}")
     fn("nvJitLinkGetLinkedCubinSize")(handle, ctypes.byref(size))

@@ -90,6 +90,17 @@ def _jitlink():
     return lambda name: getattr(lib, f"__{name}_{major}_0")
 
 
+def link_logs(fn, handle) -> list[str]:
+    """A link's error log and info log (ptxas's notes go to the info log)."""
+    logs, size = [], ctypes.c_size_t()
+    for what in ("Error", "Info"):
+        fn(f"nvJitLinkGet{what}LogSize")(handle, ctypes.byref(size))
+        text = ctypes.create_string_buffer(size.value + 1)
+        fn(f"nvJitLinkGet{what}Log")(handle, text)
+        logs.append(text.value.decode(errors="replace"))
+    return logs
+
+
 def link(irs: list[bytes]) -> dict:
     """nvJitLink -lto of LTO-IR units to a cubin: seconds, and its own split
     (-time: NVVM to PTX, then ptxas and the rest)."""
@@ -104,12 +115,7 @@ def link(irs: list[bytes]) -> dict:
     result = fn("nvJitLinkComplete")(handle)
     seconds = time.perf_counter() - t0
     size = ctypes.c_size_t()
-    logs = []
-    for what in ("Error", "Info"):
-        fn(f"nvJitLinkGet{what}LogSize")(handle, ctypes.byref(size))
-        text = ctypes.create_string_buffer(size.value + 1)
-        fn(f"nvJitLinkGet{what}Log")(handle, text)
-        logs.append(text.value.decode(errors="replace"))
+    logs = link_logs(fn, handle)
     if result != 0:
         raise SystemExit(f"nvJitLink failed ({result}):\n{logs[0][-3000:]}")
     fn("nvJitLinkGetLinkedCubinSize")(handle, ctypes.byref(size))
