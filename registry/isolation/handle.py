@@ -9,11 +9,14 @@ construction; only the launcher call crosses into the worker.
 
 It follows its source op: when the source handle swaps to a new build (a
 get, a watcher, a rebuild) the next call copies the new table, so an
-isolated op hot-reloads too. Before each call the CPU tensors among the
-arguments move into shared memory (once per storage, in place) so the worker
-reads and writes them without a copy.
+isolated op hot-reloads too. Before each call the CPU tensors of a page or
+more among the arguments move into shared memory (once per storage, in
+place) so the worker reads and writes them without a copy; smaller ones are
+staged (copied into a shared buffer and back).
 """
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -25,6 +28,7 @@ from registry.op import Op
 from registry.state import STATE
 
 _Tensor = torch.Tensor
+_PAGE = os.sysconf("SC_PAGESIZE")
 _twins: dict[tuple[int, str], "IsolatedOp"] = {}  # (id of the source op, flavor) -> its isolated twin
 
 
@@ -105,47 +109,77 @@ class IsolatedOp(Op):
         return self._run(args, {}, None, raw=True)
 
     def _run(self, args: tuple, kwargs: dict, timeout: float | None, raw: bool = False):
-        self._follow()
-        with SUPERVISOR.lock:
-            outer = proxy.CALL.timeout
-            # The outermost call sets the timeout; autograd's forward, run inside it, keeps it.
-            if timeout is not None or proxy.CALL.depth == 0:
-                proxy.CALL.timeout = timeout  # None: REGISTRY_ISOLATE_TIMEOUT, read only where a call waits
-            proxy.CALL.depth += 1
-            proxy.CALL.outcome = None
-            WATCH.held += 1  # a slow phase of this call leaves SIGINT recorded until it ends (interrupts.py)
-            try:
-                if self.backend == "cpu":
-                    worker = SUPERVISOR.worker(self._flavor, "cpu")
-                    for value in (*args, *kwargs.values()):
-                        if type(value) is _Tensor or isinstance(value, _Tensor):
-                            cpu_memory.share_storage(worker, value.untyped_storage())
-                    if worker.channel is not None and not worker.channel.in_ring:
-                        worker.enter_ring()  # a storage just sent: the call itself can still skip Python
-                result = Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)
-            except KernelFault:
+        # Every call's path: what it adds to the normal op's (the lock, the
+        # bookkeeping a slow phase reads, one flag test) is kept under a
+        # microsecond (bench/isolated_percall.py); the C++ call channel
+        # does the rest.
+        if self._source._table is not self._mirrored or self._proxy is None:
+            self._follow()
+        call, lock = proxy.CALL, SUPERVISOR.lock
+        lock.acquire()
+        outer = call.timeout
+        # The outermost call sets the timeout; autograd's forward, run inside it, keeps it.
+        if timeout is not None or call.depth == 0:
+            call.timeout = timeout  # None: REGISTRY_ISOLATE_TIMEOUT, read only where a call waits
+        call.depth += 1
+        call.outcome = None
+        WATCH.held += 1  # a slow phase of this call leaves SIGINT recorded until it ends (interrupts.py)
+        try:
+            if self.backend == "cpu":
+                self._share_arguments(args, kwargs)
+            result = Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)
+        except KernelFault:
+            raise
+        except RuntimeError as error:
+            failure = self._failure(error)
+            if failure is error:
                 raise
-            except RuntimeError as error:
-                outcome, proxy.CALL.outcome = proxy.CALL.outcome, None
-                if outcome is None:
-                    if WATCH.seen:  # SIGINT at the launcher callback's entry: dropped there, not sent
-                        raise KeyboardInterrupt from None
-                    if proxy.FAULT_TEXT.value.decode() in str(error):
-                        # A callback failed before it could record why: only an exception at its
-                        # first line (a KeyboardInterrupt Python dropped there) does that.
-                        raise KeyboardInterrupt from None
-                    raise
-                if isinstance(outcome, proxy.Fault):
-                    raise self._fault(outcome) from None
-                raise outcome from None  # KeyboardInterrupt, or an error of the isolation itself
-            finally:
-                proxy.CALL.depth -= 1
-                proxy.CALL.timeout = outer
-                WATCH.held -= 1
-                interrupted = not WATCH.held and (WATCH.previous is not None or WATCH.seen) and WATCH.disarm()
-            if interrupted:  # a Ctrl-C during the call whose KeyboardInterrupt something dropped
-                raise KeyboardInterrupt
-            return result
+            raise failure from None
+        finally:
+            call.depth -= 1
+            call.timeout = outer
+            WATCH.held -= 1
+            interrupted = not WATCH.held and (WATCH.previous is not None or WATCH.seen) and WATCH.disarm()
+            lock.release()
+        if interrupted:  # a Ctrl-C during the call whose KeyboardInterrupt something dropped
+            raise KeyboardInterrupt
+        return result
+
+    def _share_arguments(self, args: tuple, kwargs: dict) -> None:
+        """Moves the CPU tensors of a page or more into shared memory before
+        the call (their storages, in place, once each), so the worker reads
+        and writes them without a copy, between guard pages that also catch
+        a read past the end. Smaller ones are staged by the call (copied to
+        a shared buffer and back), which costs less than sharing a fresh one
+        (an fd sent to the worker) and less than this check: ~0.1 us a
+        tensor, ~0.2 us for one already shared."""
+        worker = None
+        for value in (*args, *kwargs.values()) if kwargs else args:
+            if (type(value) is _Tensor or isinstance(value, _Tensor)) and value.nbytes >= _PAGE:
+                if worker is None:
+                    worker = SUPERVISOR.worker(self._flavor, "cpu")
+                region = worker.cpu_regions.get(value.data_ptr())
+                if region is None or region.storage() is None:  # else the storage the worker maps
+                    cpu_memory.share_storage(worker, value.untyped_storage())
+        if worker is not None and worker.channel is not None and not worker.channel.in_ring:
+            worker.enter_ring()  # a storage just sent: the call itself can still skip Python
+
+    def _failure(self, error: RuntimeError) -> BaseException:
+        """What the call raises for the binding's RuntimeError: the fault, the
+        interrupt or the isolation's error the launcher callback recorded, else
+        the error itself."""
+        outcome, proxy.CALL.outcome = proxy.CALL.outcome, None
+        if outcome is None:
+            if WATCH.seen:  # SIGINT at the launcher callback's entry: dropped there, not sent
+                return KeyboardInterrupt()
+            if proxy.FAULT_TEXT.value.decode() in str(error):
+                # A callback failed before it could record why: only an exception at its
+                # first line (a KeyboardInterrupt Python dropped there) does that.
+                return KeyboardInterrupt()
+            return error
+        if isinstance(outcome, proxy.Fault):
+            return self._fault(outcome)
+        return outcome  # KeyboardInterrupt, or an error of the isolation itself
 
     def _fault(self, fault: "proxy.Fault") -> KernelFault:
         if self._flavor != "plain":
