@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -216,6 +217,18 @@ std::vector<std::string> parse_same_shape(const toml::table& table, const std::s
   return names;
 }
 
+// The string at `key` of an op's table, which must be a C identifier (a
+// launcher, a function or another op: `what` says which); none if absent.
+std::optional<std::string> read_identifier(const toml::table& table, const std::string& prefix, const char* key,
+                                           const char* what) {
+  const toml::node* n = table.get(key);
+  if (n == nullptr) return std::nullopt;
+  const std::string field = dotted(prefix, key);
+  std::string name = read_string(*n, field);
+  if (!is_c_identifier(name)) fail_field(field, std::string(key) + " " + in_quotes(name) + " is not " + what);
+  return name;
+}
+
 OpSpec parse_op(const toml::table& table, const std::string& prefix, const Aliases& key_aliases) {
   check_keys(table, prefix, std::vector<std::string>(std::begin(kOpKeys), std::end(kOpKeys)), key_aliases);
   OpSpec op;
@@ -236,37 +249,11 @@ OpSpec parse_op(const toml::table& table, const std::string& prefix, const Alias
                               " returns are supported");
   }
   op.dtypes = parse_dtypes(table, prefix);
-  op.launcher = op.signature.name;
-  if (const toml::node* n = table.get("launcher")) {
-    const std::string field = dotted(prefix, "launcher");
-    op.launcher = read_string(*n, field);
-    if (!is_c_identifier(op.launcher)) {
-      fail_field(field, "launcher " + in_quotes(op.launcher) + " is not a C identifier");
-    }
-  }
+  op.launcher = read_identifier(table, prefix, "launcher", "a C identifier").value_or(op.signature.name);
   op.same_shape = parse_same_shape(table, prefix, op.signature);
-  op.reference = op.signature.name;
-  if (const toml::node* n = table.get("reference")) {
-    const std::string field = dotted(prefix, "reference");
-    op.reference = read_string(*n, field);
-    if (!is_c_identifier(op.reference)) {
-      fail_field(field, "reference " + in_quotes(op.reference) + " is not a function name");
-    }
-  }
-  if (const toml::node* n = table.get("baseline")) {
-    const std::string field = dotted(prefix, "baseline");
-    op.baseline = read_string(*n, field);
-    if (!is_c_identifier(op.baseline)) {
-      fail_field(field, "baseline " + in_quotes(op.baseline) + " is not a function name");
-    }
-  }
-  if (const toml::node* n = table.get("backward")) {
-    const std::string field = dotted(prefix, "backward");
-    op.backward = read_string(*n, field);
-    if (!is_c_identifier(op.backward)) {
-      fail_field(field, "backward " + in_quotes(op.backward) + " is not an op name");
-    }
-  }
+  op.reference = read_identifier(table, prefix, "reference", "a function name").value_or(op.signature.name);
+  op.baseline = read_identifier(table, prefix, "baseline", "a function name").value_or("");
+  op.backward = read_identifier(table, prefix, "backward", "an op name").value_or("");
   op.arg_dtypes = parse_arg_dtypes(table, prefix, op);
   op.outputs = parse_outputs(table, prefix, op.signature);
   op.sweep = parse_sweep(table, prefix, op.signature);
