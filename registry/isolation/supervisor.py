@@ -435,7 +435,7 @@ def status_lines(kernel: str, backend: str) -> list[str]:
         memory = ((f"CUDA IPC; {worker.staged_calls} of {worker.calls} calls staged {worker.staged_bytes} bytes "
                    f"through device copies ({refused})" if refused else "CUDA IPC, no copies") if backend == "cuda" else
                   f"CPU tensors in shared memory; {worker.staged_calls} of {worker.calls} calls staged "
-                  f"{worker.staged_bytes} bytes through a copy (outputs under 64 KiB, contiguous copies)"
+                  f"{worker.staged_bytes} bytes through a copy (arguments under a page, outputs under 64 KiB)"
                   + (f"; {worker.channel.calls} calls through the shared-memory call channel without Python"
                      if getattr(worker, "channel", None) is not None else ""))
         lines.append(f"  isolated worker ({flavor}): pid {worker.process.pid}, {worker.calls} calls; {memory}")
