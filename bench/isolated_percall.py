@@ -2,8 +2,8 @@
 a large size.
 
     python3 bench/isolated_percall.py [--device cpu|cuda] [--sizes 1 268435456]
-                                      [--rounds 30] [--calls 200] [--kernel axpy|scale]
-                                      [--out DIR]
+                                      [--rounds 30] [--calls 200] [--big-calls N]
+                                      [--kernel axpy|scale] [--out DIR]
 
 For axpy (out = alpha * x + y, float32; or scale, x *= a in place, whose
 argument an isolated CUDA call watches on each side) at each size: `normal`
@@ -15,8 +15,11 @@ busy machine's scheduling tail counts), the isolated op's extra cost (median
 difference) and its overhead in percent, the median of calls timed one
 by one (each synchronized), and each op's best round (the lowest round mean:
 what a call costs when nothing else runs, on a machine whose load comes and
-goes). The first isolated call (the
-worker's start) is reported separately, and how many calls went through the
+goes). Normal and isolated rounds alternate, so on CUDA each round
+boundary also switches the GPU between the two processes' contexts (the
+worker is another process: without MPS their kernels are time-sliced);
+--big-calls sets how many calls at large sizes share one switch. The first
+isolated call (the worker's start) is reported separately, and how many calls went through the
 shared-memory call channel without Python (core/isolated_call.h). The
 targets: at n = 1 at most +5 us on the CPU and +10 us on an H200; at 2^28
 at most 3 % on an H200 and nothing measurable on the CPU.
@@ -69,6 +72,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--kernel", choices=sorted(ARGS), default="axpy")
+    parser.add_argument("--big-calls", type=int, default=0,
+                        help="calls per round at sizes of 2^20 and more (default: --calls / 50, at least 3)")
     parser.add_argument("--out")
     options = parser.parse_args()
     torch.set_num_threads(1)
@@ -87,7 +92,7 @@ def main() -> int:
         args = ARGS[kernel](n, device)
         assert same_results(kernel, normal, isolated, args), "isolated result differs"
         big = n >= 1 << 20
-        calls = max(3, options.calls // 50) if big else options.calls
+        calls = (options.big_calls or max(3, options.calls // 50)) if big else options.calls
         rounds = min(options.rounds, 10) if big else options.rounds
         for op in (normal, isolated):  # warm up
             per_call(op, args, calls, sync)
@@ -107,13 +112,15 @@ def main() -> int:
                 single[name].append(time.perf_counter() - start)
         med = {k: statistics.median(v) for k, v in times.items()}
         extra = statistics.median(i - n_ for i, n_ in zip(times["isolated"], times["normal"]))
-        row = {"kernel": kernel, "device": device, "n": n, "normal_us": med["normal"] * 1e6, "isolated_us": med["isolated"] * 1e6,
+        row = {"kernel": kernel, "device": device, "n": n, "calls_per_round": calls,
+               "normal_us": med["normal"] * 1e6, "isolated_us": med["isolated"] * 1e6,
                "extra_us": extra * 1e6, "overhead_percent": 100 * extra / med["normal"],
                "normal_single_median_us": statistics.median(single["normal"]) * 1e6,
                "isolated_single_median_us": statistics.median(single["isolated"]) * 1e6,
                "normal_best_us": min(times["normal"]) * 1e6, "isolated_best_us": min(times["isolated"]) * 1e6}
         rows.append(row)
-        print(f"{kernel} {device} n={n:>10}: normal {row['normal_us']:9.1f} us  isolated {row['isolated_us']:9.1f} us  "
+        print(f"{kernel} {device} n={n:>10} ({calls} calls a round): normal {row['normal_us']:9.1f} us  "
+              f"isolated {row['isolated_us']:9.1f} us  "
               f"extra {row['extra_us']:8.1f} us  ({row['overhead_percent']:.1f} %);  one call alone, median: "
               f"normal {row['normal_single_median_us']:.1f} us, isolated {row['isolated_single_median_us']:.1f} us;  "
               f"best round: normal {row['normal_best_us']:.1f} us, isolated {row['isolated_best_us']:.1f} us")
