@@ -110,40 +110,38 @@ class IsolatedOp(Op):
 
     def _run(self, args: tuple, kwargs: dict, timeout: float | None, raw: bool = False):
         # Every call's path: what it adds to the normal op's (the lock, the
-        # bookkeeping a slow phase reads, one flag test) is kept under a
-        # microsecond (bench/isolated_percall.py); the C++ call channel
-        # does the rest.
+        # bookkeeping a slow phase reads, the CPU's size test per tensor) is
+        # ~1 us (bench/isolated_percall.py); the C++ call channel does the rest.
         if self._source._table is not self._mirrored or self._proxy is None:
             self._follow()
-        call, lock = proxy.CALL, SUPERVISOR.lock
-        lock.acquire()
-        outer = call.timeout
-        # The outermost call sets the timeout; autograd's forward, run inside it, keeps it.
-        if timeout is not None or call.depth == 0:
-            call.timeout = timeout  # None: REGISTRY_ISOLATE_TIMEOUT, read only where a call waits
-        call.depth += 1
-        call.outcome = None
-        WATCH.held += 1  # a slow phase of this call leaves SIGINT recorded until it ends (interrupts.py)
-        try:
-            if self.backend == "cpu":
-                self._share_arguments(args, kwargs)
-            result = Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)
-        except KernelFault:
-            raise
-        except RuntimeError as error:
-            failure = self._failure(error)
-            if failure is error:
+        call = proxy.CALL
+        with SUPERVISOR.lock:
+            outer = call.timeout
+            # The outermost call sets the timeout; autograd's forward, run inside it, keeps it.
+            if timeout is not None or call.depth == 0:
+                call.timeout = timeout  # None: REGISTRY_ISOLATE_TIMEOUT, read only where a call waits
+            call.depth += 1
+            call.outcome = None
+            WATCH.held += 1  # a slow phase of this call leaves SIGINT recorded until it ends (interrupts.py)
+            try:
+                if self.backend == "cpu":
+                    self._share_arguments(args, kwargs)
+                result = Op._call_raw(self, args) if raw else Op.__call__(self, *args, **kwargs)
+            except KernelFault:
                 raise
-            raise failure from None
-        finally:
-            call.depth -= 1
-            call.timeout = outer
-            WATCH.held -= 1
-            interrupted = not WATCH.held and (WATCH.previous is not None or WATCH.seen) and WATCH.disarm()
-            lock.release()
-        if interrupted:  # a Ctrl-C during the call whose KeyboardInterrupt something dropped
-            raise KeyboardInterrupt
-        return result
+            except RuntimeError as error:
+                failure = self._failure(error)
+                if failure is error:
+                    raise
+                raise failure from None
+            finally:
+                call.depth -= 1
+                call.timeout = outer
+                WATCH.held -= 1
+                interrupted = not WATCH.held and (WATCH.previous is not None or WATCH.seen) and WATCH.disarm()
+            if interrupted:  # a Ctrl-C during the call whose KeyboardInterrupt something dropped
+                raise KeyboardInterrupt
+            return result
 
     def _share_arguments(self, args: tuple, kwargs: dict) -> None:
         """Moves the CPU tensors of a page or more into shared memory before
