@@ -111,7 +111,8 @@ class IsolatedOp(Op):
     def _run(self, args: tuple, kwargs: dict, timeout: float | None, raw: bool = False):
         # Every call's path: what it adds to the normal op's (the lock, the
         # bookkeeping a slow phase reads, the CPU's size test per tensor) is
-        # ~1 us (bench/isolated_percall.py); the C++ call channel does the rest.
+        # ~2 us on 2 cores (bench/results/isolated_percall-cpu-2026-12-05.md);
+        # the C++ call channel does the rest.
         if self._source._table is not self._mirrored or self._proxy is None:
             self._follow()
         call = proxy.CALL
@@ -148,17 +149,15 @@ class IsolatedOp(Op):
         the call (their storages, in place, once each), so the worker reads
         and writes them without a copy, between guard pages that also catch
         a read past the end. Smaller ones are staged by the call (copied to
-        a shared buffer and back), which costs less than sharing a fresh one
-        (an fd sent to the worker) and less than this check: ~0.1 us a
-        tensor, ~0.2 us for one already shared."""
+        a shared buffer and back): a copy costs them less than sharing a
+        fresh tensor (an fd sent to the worker), and the test that skips them
+        costs ~0.1 us, where checking a storage costs ~0.7 us."""
         worker = None
         for value in (*args, *kwargs.values()) if kwargs else args:
             if (type(value) is _Tensor or isinstance(value, _Tensor)) and value.nbytes >= _PAGE:
                 if worker is None:
                     worker = SUPERVISOR.worker(self._flavor, "cpu")
-                region = worker.cpu_regions.get(value.data_ptr())
-                if region is None or region.storage() is None:  # else the storage the worker maps
-                    cpu_memory.share_storage(worker, value.untyped_storage())
+                cpu_memory.share_storage(worker, value.untyped_storage())
         if worker is not None and worker.channel is not None and not worker.channel.in_ring:
             worker.enter_ring()  # a storage just sent: the call itself can still skip Python
 
