@@ -16,11 +16,12 @@ difference) and its overhead in percent, the median of calls timed one
 by one (each synchronized), and each op's best round (the lowest round mean:
 what a call costs when nothing else runs, on a machine whose load comes and
 goes). Normal and isolated rounds alternate, so on CUDA each round
-boundary also switches the GPU between the two processes' contexts (the
+boundary may also switch the GPU between the two processes' contexts (the
 worker is another process: without MPS their kernels are time-sliced);
---big-calls sets how many calls at large sizes share one switch. The first
-isolated call (the worker's start) is reported separately, and how many calls went through the
-shared-memory call channel without Python (core/isolated_call.h). The
+--big-calls sets how many calls at large sizes share one such boundary.
+The first isolated call (the worker's start) is reported separately, and
+how many calls went through the shared-memory call channel without Python
+(core/isolated_call.h). The
 targets: at n = 1 at most +5 us on the CPU and +10 us on an H200; at 2^28
 at most 3 % on an H200 and nothing measurable on the CPU.
 Writes DIR/isolated_percall.json when --out is given.
