@@ -24,6 +24,8 @@
 #                                              beside today's NVVM + ptxas: bench/gemm_lto_link.py, ~3 min)
 #   STEPS="channel" ...                       (isolated CUDA calls on the shared-memory call channel: its GPU
 #                                              tests, per-call cost with and without it, bench/isolated_percall.py)
+#   STEPS="chain" ...                         (an isolated CUDA call's worker side step by step, one process:
+#                                              bench/gpu/guard_chain.cc, ~1 min)
 #   STEPS="gemmaot" ...                       (the AOT package of kernels/gemm built by pip with nvcc, bit for bit)
 #   STEPS="aotcubin" ...                      (AOT packages that carry a cubin: NVRTC and nvcc -cubin axpy,
 #                                              gemm_nvrtc bit for bit; the HF export's CUDA variant, ~5 min)
@@ -79,6 +81,11 @@ for step in $STEPS; do
                  --device cuda --sizes 1 268435456 --rounds "${ROUNDS:-20}" --out "$OUT/channel-$mode" 2>&1 \
                  | grep -v '^  ' | tee "$OUT/channel-$mode.txt"
              done ;;
+    chain) nvcc -cubin -arch=sm_90 -o "$OUT/guard_chain.cubin" bench/gpu/guard_chain_kernels.cu \
+             && /usr/bin/g++ -O2 -std=c++17 -I/usr/local/cuda/include bench/gpu/guard_chain.cc \
+                  -L/usr/local/cuda/lib64/stubs -lcuda -o "$OUT/guard_chain" \
+             && taskset -c 2 "$OUT/guard_chain" "$OUT/guard_chain.cubin" 2>&1 | tee "$OUT/guard_chain.txt"
+           rm -f "$OUT/guard_chain" "$OUT/guard_chain.cubin" ;;
     gemmaot) timeout "${GEMMAOT_S:-300}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider --timeout 280 \
                -k aot_package tests/test_gemm.py 2>&1 | tee "$OUT/gpu_gemm_aot_test.txt" | tail -12 ;;
     trees) OLD="${OLD:-.gpu/old-tree}" OUT="$OUT/trees" timeout "${TREES_S:-400}" bash bench/gpu/percall_trees.sh 2>&1 \
