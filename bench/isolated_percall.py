@@ -15,10 +15,10 @@ busy machine's scheduling tail counts), the isolated op's extra cost (median
 difference) and its overhead in percent, the median of calls timed one
 by one (each synchronized), and each op's best round (the lowest round mean:
 what a call costs when nothing else runs, on a machine whose load comes and
-goes). Normal and isolated rounds alternate, so on CUDA each round
-boundary may also switch the GPU between the two processes' contexts (the
-worker is another process: without MPS their kernels are time-sliced);
---big-calls sets how many calls at large sizes share one such boundary.
+goes). Normal and isolated rounds alternate; --big-calls sets how many
+calls at large sizes a round holds, to tell a cost paid once a round (on
+CUDA, the GPU switching between the two processes' contexts) from one
+every call pays.
 The first isolated call (the worker's start) is reported separately, and
 how many calls went through the shared-memory call channel without Python
 (core/isolated_call.h). The
