@@ -1,9 +1,11 @@
 // What each step of an isolated CUDA call's worker side costs, one process,
 // the driver API: the user's kernel at n = 1 launched and waited for, with
 // its output's guard zone armed and read back in several ways. Prints the
-// median and 10th percentile of each chain's latency (us) over many calls.
+// median, 10th and 90th percentiles of each chain's latency (us) over many
+// calls. `STEPS=chain bash bench/gpu/run_all.sh`, or by hand:
 //   nvcc -cubin -arch=sm_90 -o /tmp/gc.cubin bench/gpu/guard_chain_kernels.cu
-//   g++ -O2 -std=c++17 -I/usr/local/cuda/include bench/gpu/guard_chain.cc -lcuda -o /tmp/gc && /tmp/gc /tmp/gc.cubin
+//   g++ -O2 -std=c++17 -I/usr/local/cuda/include bench/gpu/guard_chain.cc \
+//       -L/usr/local/cuda/lib64/stubs -lcuda -o /tmp/gc && /tmp/gc /tmp/gc.cubin
 #include <cuda.h>
 
 #include <algorithm>
