@@ -4,8 +4,9 @@
 // median, 10th and 90th percentiles of each chain's latency (us) over many
 // calls. `STEPS=chain bash bench/gpu/run_all.sh`, or by hand:
 //   nvcc -cubin -arch=sm_90 -o /tmp/gc.cubin bench/gpu/guard_chain_kernels.cu
-//   g++ -O2 -std=c++17 -I/usr/local/cuda/include bench/gpu/guard_chain.cc \
-//       -L/usr/local/cuda/lib64/stubs -lcuda -o /tmp/gc && /tmp/gc /tmp/gc.cubin
+//   g++ -O2 -std=c++17 -I/usr/local/cuda/include bench/gpu/guard_chain.cc
+//       -L/usr/local/cuda/lib64/stubs -lcuda -o /tmp/gc    (one line)
+//   /tmp/gc /tmp/gc.cubin
 #include <cuda.h>
 
 #include <algorithm>
