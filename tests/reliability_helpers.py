@@ -110,7 +110,11 @@ def check(name):
             "builds": [list(b) for b in step.builds_run]}
 
 def say(**fields):
-    print(json.dumps(fields), flush=True)
+    # One write(2) of the whole line (atomic on a pipe): a child killed while
+    # it speaks leaves a whole line or none, never a line without its newline
+    # that the next speaker's line is glued to.
+    sys.stdout.flush()
+    os.write(1, (json.dumps(fields) + "\\n").encode())
 """
 
 
