@@ -4,6 +4,9 @@ same device code, measured in the same run.
 
     python bench/gemm_edit_loop.py --device cpu  [--edits 3] [--out bench/results]
     python bench/gemm_edit_loop.py --device cuda [--edits 5] [--out bench/results]
+    ... --link-epilogue   the epilogue as a [cuda] link_sources file, linked by
+                          nvJitLink -lto (device/lto_link.py): results go to
+                          gemm_edit_loop_linked-<device>.*
 
 On a copy of kernels/gemm_nvrtc (a fresh cache under a temporary folder):
   cold            the first build: the compile server starts and makes the PCH
@@ -58,10 +61,13 @@ class Loop:
     """The copied kernel and how one step is timed: the device half of get
     (cpu) or get and a checked call (cuda)."""
 
-    def __init__(self, root: Path, device: str):
-        self.root, self.device = root, device
+    def __init__(self, root: Path, device: str, link_epilogue: bool = False):
+        self.root, self.device, self.linked = root, device, link_epilogue
         self.dir = root / "kernels" / KERNEL
         shutil.copytree(CHECKOUT / "kernels" / KERNEL, self.dir)
+        self.epilogue = "gemm_epilogue.cuh"
+        if link_epilogue:
+            self._link_epilogue()
         os.environ["REGISTRY_CACHE_DIR"] = str(root / "cache")
         os.environ["REGISTRY_KERNELS_PATH"] = str(root / "kernels")
         from registry import _core
@@ -70,6 +76,20 @@ class Loop:
         self.previous = None
         self.checks = 0
 
+    def _link_epilogue(self) -> None:
+        """The copy with its epilogue in its own unit (gemm_epilogue.cu, a link
+        source): the kernels' unit declares it (gemm_nvrtc/types.cuh) and no
+        longer includes it; the unit declares the namespace itself, so its
+        compile reads no CUTLASS header."""
+        self.write("gemm_device.cu", '#include "gemm_epilogue.cuh"\n', "")
+        (self.dir / "gemm_epilogue.cuh").unlink()
+        self.epilogue = "gemm_epilogue.cu"
+        (self.dir / self.epilogue).write_text(
+            "// The epilogue's last step, linked into the kernels by nvJitLink -lto.\n"
+            "namespace gemm_nvrtc {\n__device__ float epilogue(float value);\n}\n" + EPILOGUE + "\n")
+        self.write("kernel.toml", 'device_sources = ["gemm_device.cu"]',
+                   'device_sources = ["gemm_device.cu"]\nlink_sources = ["gemm_epilogue.cu"]')
+
     def write(self, name: str, old: str, new: str) -> None:
         path = self.dir / name
         text = path.read_text()
@@ -77,9 +97,9 @@ class Loop:
         path.write_text(text.replace(old, new, 1))
 
     def step(self, scale: float = 1.0) -> dict:
-        from registry.device import nvrtc_pch
+        from registry.device import lto_link, nvrtc_pch
 
-        start = len(nvrtc_pch.pch_events)
+        start, linked_start = len(nvrtc_pch.pch_events), len(lto_link.main_unit_events)
         t0 = time.perf_counter()
         if self.device == "cpu":
             built = self._device_half()
@@ -89,6 +109,10 @@ class Loop:
         server = next(iter(nvrtc_pch._servers.values()), None)
         events = nvrtc_pch.pch_events[start:]
         last = dict(server.last_reply) if server is not None and events else {}
+        linked = lto_link.main_unit_events[linked_start:]
+        if linked:  # the main unit compiled ("compiled") or kept, then the link: its phases are the build's
+            return dict(seconds=seconds, pch=events + [f"main unit {e}" for e in linked], compiled=built,
+                        phases_s=dict(lto_link.last_phases), compile_s=None, compile_cpu_s=None)
         return dict(seconds=seconds, pch=events, compiled=built, phases_s=last.get("phases", {}),
                     compile_s=last.get("seconds"), compile_cpu_s=last.get("cpu_seconds"))
 
@@ -139,7 +163,8 @@ def nvcc_cubin(loop: Loop) -> dict:
     cut = Path(cutlass_library.__file__).parent / "source" / "include"
     work = Path(tempfile.mkdtemp(prefix="gemm-nvcc-"))
     unit = work / "unit.cu"
-    unit.write_text(f'#include "{loop.dir}/gemm_prelude.cuh"\n#include "{loop.dir}/gemm_device.cu"\n')
+    epilogue = f'#include "{loop.dir}/{loop.epilogue}"\n' if loop.linked else ""  # else gemm_device.cu includes it
+    unit.write_text(f'#include "{loop.dir}/gemm_prelude.cuh"\n#include "{loop.dir}/gemm_device.cu"\n{epilogue}')
     arch = "sm_90a"  # the kernel is Hopper's only
     table = work / "time.csv"
     command = [environment.nvcc_command(), "-cubin", f"-arch={arch}", "-std=c++17", "-DNDEBUG",
@@ -164,11 +189,11 @@ def floor_of(step: dict) -> float | None:
     return sum(parts) if parts else None
 
 
-def run(device: str, edits: int) -> dict:
+def run(device: str, edits: int, link_epilogue: bool = False) -> dict:
     root = Path(tempfile.mkdtemp(prefix="gemm-edit-loop-"))
-    loop = Loop(root, device)
+    loop = Loop(root, device, link_epilogue)
     # The edits' targets exist before the first (minutes long) build.
-    assert ENTRY in (loop.dir / "gemm_device.cu").read_text() and EPILOGUE in (loop.dir / "gemm_epilogue.cuh").read_text()
+    assert ENTRY in (loop.dir / "gemm_device.cu").read_text() and EPILOGUE in (loop.dir / loop.epilogue).read_text()
     steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [], "revert": []}
 
     def record(name: str, result: dict) -> None:
@@ -188,7 +213,7 @@ def run(device: str, edits: int) -> dict:
 
 def loop_steps(loop: Loop, edits: int, record) -> dict:
     record("cold", loop.step())
-    originals = {n: (loop.dir / n).read_text() for n in ("gemm_device.cu", "gemm_epilogue.cuh")}
+    originals = {n: (loop.dir / n).read_text() for n in ("gemm_device.cu", loop.epilogue)}
     for i in range(edits):
         old, new = body_edit(i)
         loop.write("gemm_device.cu", old, new)
@@ -196,9 +221,9 @@ def loop_steps(loop: Loop, edits: int, record) -> dict:
         (loop.dir / "gemm_device.cu").write_text(originals["gemm_device.cu"])
     for i in range(edits):
         old, new, scale = epilogue_edit(i)
-        loop.write("gemm_epilogue.cuh", old, new)
+        loop.write(loop.epilogue, old, new)
         record("epilogue_edit", loop.step(scale))
-        (loop.dir / "gemm_epilogue.cuh").write_text(originals["gemm_epilogue.cuh"])
+        (loop.dir / loop.epilogue).write_text(originals[loop.epilogue])
     for name, text in originals.items():
         (loop.dir / name).write_text(text)
     record("revert", loop.step())
@@ -212,7 +237,8 @@ def report(result: dict, device: str, command: str) -> str:
         xs = [x for x in xs if x is not None]
         return f"{statistics.median(xs):.2f}" if xs else "-"
 
-    lines = [f"# kernels/gemm_nvrtc's edit loop ({device})", "",
+    title = "kernels/gemm_nvrtc's edit loop" + (", its epilogue linked (link_sources)" if result["linked"] else "")
+    lines = [f"# {title} ({device})", "",
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
              f"{os.cpu_count()} cores, `{command}`", "",
              "| step | n | seconds (median) | compile s | compile CPU s | front end s | NVVM s | PTX s "
@@ -239,13 +265,16 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
     parser.add_argument("--edits", type=int, default=3)
     parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
+    parser.add_argument("--link-epilogue", action="store_true",
+                        help="the epilogue as a [cuda] link_sources file, linked by nvJitLink -lto")
     args = parser.parse_args()
-    result = run(args.device, args.edits)
+    result = dict(run(args.device, args.edits, args.link_epilogue), linked=args.link_epilogue)
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"gemm_edit_loop-{args.device}.json").write_text(json.dumps(result, indent=1))
+    stem = f"gemm_edit_loop{'_linked' if args.link_epilogue else ''}-{args.device}"
+    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1))
     text = report(result, args.device, command)
-    (args.out / f"gemm_edit_loop-{args.device}.md").write_text(text)
+    (args.out / f"{stem}.md").write_text(text)
     print(text)
 
 

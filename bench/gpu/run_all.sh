@@ -20,6 +20,8 @@
 #   STEPS="compile edits" ...                 (gemm beside torch.compile max-autotune; gemm's edit loop)
 #   STEPS="gemmnvrtc" ...                     (kernels/gemm_nvrtc: its GPU tests, then its edit loop beside
 #                                              nvcc -cubin: bench/gemm_edit_loop.py, ~5 min)
+#   STEPS="linked" ...                        (gemm_nvrtc's edit loop with its epilogue a [cuda] link_sources
+#                                              file, checked on the GPU: bench/gemm_edit_loop.py --link-epilogue, ~4 min)
 #   STEPS="lto" ...                           (gemm_nvrtc's epilogue as its own unit linked by nvJitLink -lto,
 #                                              beside today's NVVM + ptxas: bench/gemm_lto_link.py, ~3 min)
 #   STEPS="channel" ...                       (isolated CUDA calls on the shared-memory call channel: its GPU
@@ -71,6 +73,8 @@ for step in $STEPS; do
                  tests/test_gpu_gemm_nvrtc.py 2>&1 | tee "$OUT/gpu_gemm_nvrtc_tests.txt" | tail -12
                timeout "${GEMMNVRTC_S:-600}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-5}" \
                  --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop.log" | tail -14 ;;
+    linked) timeout "${LINKED_S:-500}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-3}" \
+              --link-epilogue --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop_linked.log" | tail -14 ;;
     aotcubin) timeout "${AOTCUBIN_S:-420}" python3 -m pytest -m gpu -p no:cacheprovider --timeout 240 --tb=short -rfEs \
                 -k "cubin_package or aot or cuda_variant" tests/test_aot.py tests/test_gpu_gemm_nvrtc.py \
                 tests/test_hf_export.py 2>&1 | tee "$OUT/gpu_aot_cubin_tests.txt" | tail -12 ;;

@@ -132,8 +132,10 @@ def differences(declared: list[str], defined: list[str]) -> list[tuple[int, str 
     return out
 
 
-def diagnostics(log: str, sources: list[str], headers: list[str], kernel: str, section: str) -> list[Diagnostic]:
-    """One diagnostic per undefined symbol the log names: at the declaration
+def diagnostics(log: str, sources: list[str], headers: list[str], kernel: str, section: str,
+                linked: bool = False) -> list[Diagnostic]:
+    """linked: the device code is linked from units ([cuda] link_sources).
+    One diagnostic per undefined symbol the log names: at the declaration
     with the symbol's parameter types when one is found in the kernel's files
     (headers first), naming a definition with another signature when there
     is one; else at the first declaration of the name, else at the first
@@ -152,7 +154,7 @@ def diagnostics(log: str, sources: list[str], headers: list[str], kernel: str, s
         where = (seen.file, seen.line) if seen else find_declaration(symbol, headers + sources)
         file, line = where if where else (sources[0] if sources else "<link>", 1)
         if symbol in device:
-            out.append(Diagnostic(file, line, None, "error", _device_message(symbol, bool(where), kernel)))
+            out.append(Diagnostic(file, line, None, "error", _device_message(symbol, bool(where), kernel, linked)))
             continue
         out.append(Diagnostic(
             file, line, None, "error",
@@ -162,14 +164,20 @@ def diagnostics(log: str, sources: list[str], headers: list[str], kernel: str, s
     return out
 
 
-def _device_message(symbol: str, declared: bool, kernel: str) -> str:
+def _device_message(symbol: str, declared: bool, kernel: str, linked: bool = False) -> str:
     # Device code is compiled whole-program per translation unit (no -rdc):
-    # a definition in another .cu file is not seen by the caller's.
-    return (f"undefined __device__ function `{symbol}`: " + ("declared here, but " if declared else "")
-            + f"the device code of kernel {kernel!r} that calls it does not define it. Define it in the "
-            f"same translation unit as its callers: in the header, as `__device__ inline`, or in the .cu "
-            f"file that calls it (a definition in another .cu file would need relocatable device code, "
-            f"nvcc -rdc=true, which these builds do not use)")
+    # a definition in another .cu file is not seen by the caller's, unless the
+    # file is one of the [cuda] link_sources, which are linked (lto_link.py).
+    start = (f"undefined __device__ function `{symbol}`: " + ("declared here, but " if declared else "")
+             + f"the device code of kernel {kernel!r} that calls it does not define it. ")
+    if linked:
+        return start + ("Define it (with this signature, not static, outside an anonymous namespace) in one of "
+                        "the [cuda] link_sources, which are linked with the other device sources, or in the "
+                        "same translation unit as its callers")
+    return start + ("Define it in the same translation unit as its callers: in the header, as `__device__ "
+                    "inline`, or in the .cu file that calls it (a definition in another .cu file would need "
+                    "relocatable device code, nvcc -rdc=true, which these builds do not use; or list that "
+                    "file in [cuda] link_sources)")
 
 
 def _mismatch_message(symbol: str, wanted: list[str], other: Function, kernel: str) -> str:

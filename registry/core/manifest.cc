@@ -37,7 +37,8 @@ const char* const kTopKeys[] = {"format",       "name",    "namespace", "descrip
                                 "include_dirs", "header_packages", "headers", "cflags", "ldflags", "reference",
                                 "cpu",     "cuda",    "op",   "tune"};
 const char* const kBackendKeys[] = {"sources",       "cflags",           "compiler",     "device_sources",
-                                    "device_cflags", "prelude",           "launcher_compiler", "arch_specific"};
+                                    "device_cflags", "prelude",           "launcher_compiler", "arch_specific",
+                                    "link_sources"};
 
 // Spellings people reach for that edit distance alone would not catch.
 const std::map<std::string, std::string>& key_aliases() {
@@ -234,7 +235,8 @@ class ManifestParser {
   void parse_device_compiler(const toml::table& table, const char* name, BackendSpec* spec) const {
     const bool cuda = std::string(name) == "cuda";
     for (const char* key :
-         {"compiler", "device_sources", "device_cflags", "prelude", "launcher_compiler", "arch_specific"}) {
+         {"compiler", "device_sources", "device_cflags", "prelude", "link_sources", "launcher_compiler",
+          "arch_specific"}) {
       if (!cuda && table.get(key) != nullptr) {
         fail(dotted(name, key), "only valid in [cuda]; remove it from [" + std::string(name) + "]");
       }
@@ -270,6 +272,7 @@ class ManifestParser {
       spec->device_cflags = read_string_list(*n, dotted(name, "device_cflags"));
     }
     parse_prelude(table, name, spec);
+    parse_link_sources(table, name, spec);
     parse_launcher_compiler(table, name, spec);
     if (const toml::node* n = table.get("arch_specific")) {
       const toml::value<bool>* value = n->as_boolean();
@@ -290,6 +293,27 @@ class ManifestParser {
     }
     spec->prelude = read_string(*n, dotted(name, "prelude"));
     check_path(spec->prelude, dotted(name, "prelude"), PathKind::kFile);
+  }
+
+  // Sources compiled apart to LTO-IR and linked by nvJitLink -lto: NVRTC
+  // alone emits LTO-IR in-process, and a file compiled both ways would be
+  // defined twice at the link.
+  void parse_link_sources(const toml::table& table, const char* name, BackendSpec* spec) const {
+    const toml::node* n = table.get("link_sources");
+    if (n == nullptr) return;
+    if (spec->compiler != "nvrtc") {
+      fail(dotted(name, "link_sources"), "only used with compiler = \"nvrtc\" (NVRTC compiles them to LTO-IR "
+                                         "for nvJitLink); set compiler = \"nvrtc\" or move them into device_sources");
+    }
+    spec->link_sources = read_paths(*n, dotted(name, "link_sources"), PathKind::kFile);
+    for (const std::string& path : spec->link_sources) {
+      const bool twice = std::find(spec->device_sources.begin(), spec->device_sources.end(), path) !=
+                             spec->device_sources.end() || path == spec->prelude;
+      if (twice) {
+        fail(dotted(name, "link_sources"), "\"" + path + "\" is also in device_sources (or is the prelude): a file is "
+                                           "either compiled with the others or linked apart; list it once");
+      }
+    }
   }
 
   // Host launchers of a cubin are plain C++ unless they need nvcc (CUDA

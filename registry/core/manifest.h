@@ -52,6 +52,10 @@
 //                                         #   precompiled header (kept by a compile server,
 //                                         #   device/pch_server.py); the device sources are
 //                                         #   compiled after it, so an edit skips what it instantiates
+//   link_sources = ["gemm_epilogue.cu"]   # with "nvrtc" only: device sources compiled apart to
+//                                         #   LTO-IR and linked with the rest by nvJitLink -lto
+//                                         #   (device/lto_link.py): an edit of one compiles it alone
+//                                         #   and links, skipping the front end of the others
 //   launcher_compiler = "c++"             # with "nvrtc" / "nvcc-cubin": what compiles `sources`
 //                                         #   (the host launchers): "c++" (default: plain C++,
 //                                         #   no CUDA header) or "nvcc": `nvcc -x cu -c` for each,
@@ -172,6 +176,7 @@ struct BackendSpec {
   std::vector<std::string> device_sources;  // compiler != "nvcc": the device compiler's inputs
   std::vector<std::string> device_cflags;   // compiler != "nvcc": the device compiler's options
   std::string prelude;                      // compiler == "nvrtc": the precompiled header's file, or empty
+  std::vector<std::string> link_sources;    // compiler == "nvrtc": device sources compiled apart, linked -lto
   std::string launcher_compiler;            // with a device cubin: "c++" or "nvcc"; else empty
   bool arch_specific = false;               // [cuda]: target sm_XYa where the arch has one
 

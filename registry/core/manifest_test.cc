@@ -181,6 +181,25 @@ TEST_F(ManifestTest, NvrtcCompilerTakesDeviceSources) {
   EXPECT_EQ(parse(std::string("format = 1\n") + kCuda + kOp).cuda.compiler, "nvcc");
 }
 
+// link_sources: device files compiled apart and linked -lto, with NVRTC only, never listed twice.
+TEST_F(ManifestTest, LinkSourcesAreNvrtcFilesListedOnce) {
+  write_file(fs::path(dir_) / "epilogue.cu", "__device__ float epilogue(float v) { return v; }\n");
+  const std::string cuda = "[cuda]\nsources = [\"axpy_cpu.cpp\"]\ndevice_sources = [\"axpy.cu\"]\n";
+  Manifest m = parse("format = 1\n" + cuda + "compiler = \"nvrtc\"\nlink_sources = [\"epilogue.cu\"]\n" + kOp);
+  EXPECT_EQ(m.cuda.link_sources, std::vector<std::string>{"epilogue.cu"});
+  EXPECT_TRUE(parse("format = 1\n" + cuda + "compiler = \"nvrtc\"\n" + kOp).cuda.link_sources.empty());
+  for (const char* bad : {"compiler = \"nvcc-cubin\"\nlink_sources = [\"epilogue.cu\"]\n",
+                          "compiler = \"nvrtc\"\nlink_sources = [\"missing.cu\"]\n",
+                          "compiler = \"nvrtc\"\nlink_sources = [\"axpy.cu\"]\n"}) {
+    try {
+      parse("format = 1\n" + cuda + bad + kOp);
+      FAIL() << "no error for " << bad;
+    } catch (const ManifestError& e) {
+      EXPECT_EQ(e.field().rfind("cuda.link_sources", 0), 0u) << e.what();  // the list, or its item
+    }
+  }
+}
+
 // prelude: NVRTC's precompiled header, a file of the kernel, with NVRTC only.
 TEST_F(ManifestTest, PreludeIsAnNvrtcFileOfTheKernel) {
   write_file(fs::path(dir_) / "axpy_prelude.cuh", "#pragma once\n");

@@ -230,6 +230,8 @@ def phase_text(compiler) -> str:
     event = getattr(compiler, "prelude_event", "")
     if text and event in ("used", "created"):
         text += f"; the prelude's precompiled header {event}"
+    elif text and event == "kept":  # lto_link.py: only the link sources compiled, then linked
+        text += "; the other device sources' LTO-IR kept"
     return text
 
 
@@ -294,7 +296,8 @@ def _build_error(manifest, log: str, compiler=None, files: list[str] | None = No
 
         sources = device_sources(manifest)
         headers = [f for f in files or [] if f not in sources]
-        diagnostics = link_errors.diagnostics(log, sources, headers, manifest.name, "[cuda]") + diagnostics
+        diagnostics = link_errors.diagnostics(log, sources, headers, manifest.name, "[cuda]",
+                                              linked=bool(manifest.cuda.link_sources)) + diagnostics
     return BuildError(manifest.name, f"the device code ({name})", diagnostics, log)
 
 

@@ -14,9 +14,22 @@ from registry.errors import RegistryError
 
 
 def device_sources(manifest) -> list[str]:
-    """The files the unit includes, in order: the prelude first (device/nvrtc_pch.py)."""
+    """The files the unit includes, in order: the prelude first (device/nvrtc_pch.py),
+    the link sources last (compiled apart from the rest: device/lto_link.py)."""
     prelude = [manifest.cuda.prelude] if manifest.cuda.prelude else []
-    return [str(Path(manifest.dir) / s) for s in prelude + list(manifest.cuda.device_sources)]
+    files = prelude + list(manifest.cuda.device_sources) + list(manifest.cuda.link_sources)
+    return [str(Path(manifest.dir) / s) for s in files]
+
+
+def mirrored_files(src: str) -> dict[str, bytes]:
+    """A staging mirror's files: name relative to src -> bytes."""
+    found = {}
+    for folder, _, names in os.walk(src):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, src)] = f.read()
+    return found
 
 
 def mirror_roots(manifest) -> list[tuple[str, str]]:

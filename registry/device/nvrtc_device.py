@@ -1,9 +1,12 @@
 """NVRTC as a device compiler (device/compiler.py's protocol): in-process
 (registry/device/nvrtc.py, the library), with the registry's <cstdint> shims,
 keyed by the wheel's identity. With a [cuda] prelude, the same behind the
-compile server that keeps the prelude's precompiled header (nvrtc_pch.py).
+compile server that keeps the prelude's precompiled header (nvrtc_pch.py);
+with link_sources, either one compiling to LTO-IR, linked by nvJitLink (lto_link.py).
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from registry.builder import keys
 
@@ -41,8 +44,10 @@ class NvrtcDevice:
     def options(self, manifest, arch: str) -> list[str]:
         return nvrtc_options(manifest, arch, split=self.nvrtc.splits_compiles)
 
-    def compile(self, unit: bytes, unit_name: str, options: list[str]) -> tuple[bytes | None, str, list[str]]:
-        cubin, log = self.nvrtc.compile(unit, unit_name, options)
+    def compile(self, unit: bytes, unit_name: str, options: list[str],
+                ltoir: bool = False) -> tuple[bytes | None, str, list[str]]:
+        """ltoir: the unit's LTO-IR instead of a cubin (device/lto_link.py)."""
+        cubin, log = self.nvrtc.compile(unit, unit_name, options, ltoir)
         return cubin, log, []  # what NVRTC opened is what the mirror held
 
 
@@ -56,9 +61,17 @@ def make(manifest):
     from registry.device import nvrtc as nvrtc_lib
 
     plain = NvrtcDevice(nvrtc_lib.load())
-    if manifest.cuda.prelude:
+    compiler = plain
+    if manifest.cuda.prelude or manifest.cuda.link_sources:
         from registry.device.mirror import device_sources, mirror_path
-        from registry.device.nvrtc_pch import NvrtcPchDevice
 
-        return NvrtcPchDevice(plain, manifest, device_sources(manifest), mirror_path)
-    return plain
+        if manifest.cuda.prelude:
+            from registry.device.nvrtc_pch import NvrtcPchDevice
+
+            compiler = NvrtcPchDevice(plain, manifest, device_sources(manifest), mirror_path)
+        if manifest.cuda.link_sources:
+            from registry.device.lto_link import LinkedDevice
+
+            link_sources = [str(Path(manifest.dir) / s) for s in manifest.cuda.link_sources]
+            compiler = LinkedDevice(compiler, plain, manifest, link_sources, mirror_path)
+    return compiler

@@ -42,6 +42,7 @@ from pathlib import Path
 from registry import _core, environment, knobs
 from registry.builder import keys
 from registry.device import pch_server
+from registry.device.mirror import mirrored_files
 from registry.errors import RegistryError
 
 PRELUDE_END = "namespace kreg_prelude_end {}\n"
@@ -191,10 +192,12 @@ class NvrtcPchDevice:
                 if version is not None and version.is_file() else "none")
         return [*self.plain.key_inputs(), ("nvrtc.prelude", self.manifest.cuda.prelude), ("nvrtc.cccl", cccl)]
 
-    def compile(self, unit: bytes, unit_name: str, options: list[str]) -> tuple[bytes | None, str, list[str]]:
+    def compile(self, unit: bytes, unit_name: str, options: list[str],
+                ltoir: bool = False) -> tuple[bytes | None, str, list[str]]:
+        """ltoir: the unit's LTO-IR instead of a cubin (device/lto_link.py)."""
         staging_src = os.path.dirname(unit_name)
         options = options + cccl_options(self.cccl)
-        files = _mirrored(staging_src)
+        files = mirrored_files(staging_src)
         body_only = self._body_only(staging_src)
         # The options name the staging folder, new for each build: keyed without it.
         prelude_key = _prelude_key({name: data for name, data in files.items() if name not in body_only},
@@ -207,7 +210,7 @@ class NvrtcPchDevice:
             return {"unit": unit_text.replace(staging_src, src).encode(), "name": unit_name.replace(staging_src, src),
                     "options": [o.replace(staging_src, src) for o in options], "prelude_key": prelude_key,
                     "pch_path": str(workspace / prelude_key / "prelude.pch"),
-                    "time_path": str(workspace / prelude_key / "time.csv")}
+                    "time_path": str(workspace / prelude_key / "time.csv"), "ltoir": ltoir}
 
         reply = self.server.request(make_request)
         pch_events.append(reply["pch"])
@@ -231,17 +234,6 @@ class NvrtcPchDevice:
         reached -= set(_core.scan_include_closure([prelude], dirs).files)
         staging = Path(staging_src).parent
         return {os.path.relpath(self.mirror_path(p, self.manifest, staging), staging_src) for p in reached}
-
-
-def _mirrored(src: str) -> dict[str, bytes]:
-    """The staging mirror: name relative to src -> bytes."""
-    found = {}
-    for folder, _, names in os.walk(src):
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as f:
-                found[os.path.relpath(path, src)] = f.read()
-    return found
 
 
 def _prelude_key(files: dict[str, bytes], options: list[str], identity: str) -> str:

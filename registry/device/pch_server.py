@@ -10,8 +10,9 @@ registry, no torch). Requests and replies are pickled dicts, each preceded by
 its length (8 bytes, little-endian), on stdin / stdout. The server exits when
 stdin closes (its parent died) or after IDLE_SECONDS without a request.
 
-A request {"unit", "name", "options", "prelude_key", "pch_path", "time_path"}
-compiles the unit to a cubin; the reply is {"cubin", "log", "pch", "seconds",
+A request {"unit", "name", "options", "prelude_key", "pch_path", "time_path",
+"ltoir"} compiles the unit to a cubin (to LTO-IR when "ltoir" is true: options
+with -dlto, for nvJitLink, device/lto_link.py); the reply is {"cubin", "log", "pch", "seconds",
 "cpu_seconds", "phases", "pid"}: "phases" is NVRTC's own account (--time: front end, NVVM,
 PTX translation, in seconds), and
 "pch" says what happened to the prelude: "used" (this key's PCH was loaded),
@@ -104,9 +105,10 @@ class Server:
                            and not line.rstrip().endswith(f'precompiled header file "{have}"'))
             cubin = None
             if result == _SUCCESS:
-                self._check(lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
+                kind = "LTOIR" if request.get("ltoir") else "CUBIN"
+                self._check(getattr(lib, f"nvrtcGet{kind}Size")(prog, ctypes.byref(size)), f"nvrtcGet{kind}Size")
                 buffer = ctypes.create_string_buffer(size.value)
-                self._check(lib.nvrtcGetCUBIN(prog, buffer), "nvrtcGetCUBIN")
+                self._check(getattr(lib, f"nvrtcGet{kind}")(prog, buffer), f"nvrtcGet{kind}")
                 cubin = buffer.raw
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -1,0 +1,178 @@
+"""[cuda] link_sources: device sources compiled apart to LTO-IR and linked
+with the rest by nvJitLink -lto, so an edit of one skips the others' front end.
+
+Why. An edit of a CUTLASS kernel's epilogue through NVRTC and its
+precompiled prelude still pays the front end of the whole unit: 9-12 s of
+kernels/gemm_nvrtc's 21-30 s edit on 2 cores, and it does not shrink with
+fewer kernels in the unit (bench/results/gemm_pch_units-cpu.md: one dtype's
+kernel alone keeps a 2.9 GB header and a front end as long). Compiled to
+LTO-IR instead, the kernels' unit is compiled once and kept; an edit of a
+link source compiles that file alone (milliseconds when it is small) and
+links. The link runs NVVM over the kernels again, since the epilogue is
+inlined into them (as it must be: called across a relocatable boundary,
+ptxas serializes wgmma and drops setmaxnreg, bench/gemm_compile_floor.py),
+so what an edit saves is the front end, and what it costs is NVVM of every
+kernel the link holds. kernels/gemm_nvrtc with its epilogue linked, 2 cores:
+an epilogue edit 16 s against 27 s as one unit; an edit of the kernels' unit
+36 s (its front end, its LTO-IR, then the link), so a kernel links the files
+edited most (bench/results/gemm_edit_loop_linked-cpu.md).
+
+How. The driver's unit (cubin_build.device_unit) includes every device
+source, the link sources last; here their lines are taken out of it. What is
+left, "the main unit", is compiled by the manifest's NVRTC (through the
+compile server and its precompiled header when there is a prelude) with
+-dlto -rdc=true; each link source alone by NVRTC in this process, the same
+options and include paths; nvJitLink links them (-lto, the unit's -arch).
+
+Exactness. The cubin's key is the driver's (every file compiled, the link
+sources among them; the recipe names them; nvJitLink's identity is a key
+input). The main unit's LTO-IR is kept in this process as an accelerator
+only: reused for the same main unit, options, compiler identity and the
+bytes of every mirrored file but the link sources, which the main unit must
+not include (the scanner checks it, both sides of every #if: a link source
+included there would be defined twice).
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import time
+from pathlib import Path
+
+from registry import _core
+from registry.builder import keys
+from registry.device import nvjitlink
+from registry.device.mirror import mirrored_files
+from registry.device.nvrtc_pch import cccl_options
+from registry.errors import RegistryError
+
+RECIPE = "compiled apart with -dlto -rdc=true, linked by nvJitLink -lto:"
+LTO_OPTIONS = ["-dlto", "-rdc=true"]
+
+# Main units' LTO-IR kept in this process, by content (_main_key), the last
+# few: an edit and its revert both stay warm. A CUTLASS GEMM's is ~10 MB.
+KEPT_MAIN_UNITS = 4
+_kept: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+
+# What each linked build did with the main unit ("compiled" or "kept"), and
+# the last one's phases (LinkedDevice.phases): tests and benchmarks read them.
+main_unit_events: list[str] = []
+last_phases: dict[str, float] = {}
+
+
+class LinkedDevice:
+    """The manifest's NVRTC compiler (`inner`: NvrtcDevice, or NvrtcPchDevice
+    with a prelude) compiling the main unit to LTO-IR, `plain` NVRTC each
+    link source, nvJitLink the cubin. `link_sources`: their paths; `mirror_path`
+    cubin_build's map of a project file into the staging mirror."""
+
+    def __init__(self, inner, plain, manifest, link_sources: list[str], mirror_path):
+        self.inner, self.plain, self.manifest = inner, plain, manifest
+        self.link_sources, self.mirror_path = link_sources, mirror_path
+        self.linker = nvjitlink.load(plain.nvrtc.library)
+        self.name = f"{inner.name}, linked by nvJitLink -lto"
+        # Which files are compiled apart is part of what the compiler is handed.
+        self.recipe = "\n".join([inner.recipe, RECIPE, *(os.path.relpath(s, manifest.dir) for s in link_sources)])
+        self.extra_scan_dirs, self.system_include_dir = inner.extra_scan_dirs, inner.system_include_dir
+        self.phases: dict[str, float] = {}  # the last build's, as NVRTC's --time names them (cubin_build.phase_text)
+        self.prelude_event = ""             # the main unit's: the prelude's event, or "kept"
+
+    def identity(self) -> str:
+        return f"{self.inner.identity()}; {self.linker.identity()}"
+
+    def key_inputs(self) -> list[tuple[str, str]]:
+        return [*self.inner.key_inputs(), ("toolchain.nvjitlink", self.linker.identity())]
+
+    def options(self, manifest, arch: str) -> list[str]:
+        return self.inner.options(manifest, arch)
+
+    def compile(self, unit: bytes, unit_name: str, options: list[str]) -> tuple[bytes | None, str, list[str]]:
+        staging = Path(unit_name).parent.parent
+        apart = {f'#include "{self.mirror_path(s, self.manifest, staging)}"' for s in self.link_sources}
+        lines = unit.decode().splitlines(keepends=True)
+        main = "".join(line for line in lines if line.rstrip("\n") not in apart)
+        linked = [line for line in lines if line.rstrip("\n") in apart]
+        self._check_main_includes_no_link_source()
+        lto = options + LTO_OPTIONS
+        irs, logs, phases = [], [], {}
+        key = _main_key(main, lto, self.inner.key_inputs(), staging, apart)
+        if key in _kept:
+            _kept.move_to_end(key)
+            main_unit_events.append("kept")
+            self.prelude_event = "kept"
+        else:
+            ir, log, deps = self.inner.compile(main.encode(), unit_name, lto, ltoir=True)
+            if ir is None:
+                return None, log, deps
+            logs.append(log)
+            main_unit_events.append("compiled")
+            self.prelude_event = getattr(self.inner, "prelude_event", "")
+            phases.update(getattr(self.inner, "phases", None) or {})
+            _kept[key] = ir
+            while len(_kept) > KEPT_MAIN_UNITS:
+                _kept.popitem(last=False)
+        irs.append((os.path.basename(unit_name), _kept[key]))
+        started = time.perf_counter()
+        cccl = cccl_options(getattr(self.inner, "cccl", None))  # libcu++ as the main unit has it (a prelude's)
+        for i, line in enumerate(linked):
+            name = str(Path(unit_name).with_suffix(f".link{i}.cu"))
+            ir, log = self.plain.nvrtc.compile(line.encode(), name, lto + cccl, ltoir=True)
+            logs.append(log)
+            if ir is None:
+                return None, "".join(logs), []
+            irs.append((os.path.basename(name), ir))
+        phases["CUDA C++ Frontend"] = phases.get("CUDA C++ Frontend", 0.0) + time.perf_counter() - started
+        link_options = [_arch_option(options), "-lto", *(o for o in options if o == "-lineinfo")]
+        cubin, log, link_phases = self.linker.link(irs, link_options)
+        logs.append(log)
+        # Each phase's time, the main unit's (when compiled now: with -dlto its NVVM only emits the
+        # LTO-IR) and the link's (NVVM over everything linked, then ptxas) added.
+        for name, seconds in link_phases.items():
+            phases[name] = phases.get(name, 0.0) + seconds
+        self.phases = phases
+        last_phases.clear()
+        last_phases.update(self.phases)
+        return cubin, "".join(logs), []
+
+    def _check_main_includes_no_link_source(self) -> None:
+        dirs = keys.include_dirs(self.manifest) + list(self.extra_scan_dirs)
+        main = [s for s in _device_sources(self.manifest) if s not in self.link_sources]
+        reached = {os.path.realpath(p) for p in _core.scan_include_closure(main, dirs).files}
+        included = [s for s in self.link_sources if os.path.realpath(s) in reached]
+        if included:
+            names = ", ".join(os.path.relpath(s, self.manifest.dir) for s in included)
+            raise RegistryError(
+                f"{self.manifest.name}: {names} is in [cuda] link_sources, and a device source (or the prelude) "
+                "includes it: it would be compiled twice and defined twice at the link. Remove the #include and "
+                "declare what the file defines instead (e.g. __device__ float epilogue(float);), or move it from "
+                "link_sources into device_sources")
+
+
+def _device_sources(manifest) -> list[str]:
+    from registry.device.mirror import device_sources
+
+    return device_sources(manifest)
+
+
+def _arch_option(options: list[str]) -> str:
+    arch = next((o for o in options if o.startswith("-arch=")), None)
+    if arch is None:
+        raise RegistryError("internal: the device options name no -arch, which the link needs")
+    return arch
+
+
+def _main_key(main: str, options: list[str], identity, staging: Path, apart: set[str]) -> str:
+    """The main unit's content: its text, options and compiler identity
+    (the staging folder, new each build, as a placeholder) and every mirrored
+    file but the link sources."""
+    src = str(staging / "src")
+    skip = {os.path.relpath(line[len('#include "'):-1], src) for line in apart}
+    digest = hashlib.sha256(main.replace(str(staging), "<staging>").encode() + b"\0" + repr(identity).encode())
+    for option in options:
+        digest.update(option.replace(str(staging), "<staging>").encode() + b"\0")
+    files = mirrored_files(src)
+    for name in sorted(files):
+        if name not in skip:
+            digest.update(f"{name}\0{len(files[name])}\0".encode() + files[name])
+    return digest.hexdigest()

@@ -1,0 +1,109 @@
+"""[cuda] link_sources (registry/device/lto_link.py) checked without a GPU:
+a link source is compiled apart to LTO-IR and linked with the rest by
+nvJitLink; an edit of it compiles it alone and keeps the main unit's LTO-IR;
+an edit of a header the main unit reaches compiles that again; the key
+follows every file, and going back is a cache hit."""
+from __future__ import annotations
+
+import pytest
+
+from device_build_helpers import build, copy_example, cubin, inputs, store  # noqa: F401 (store: a fixture)
+from registry.device import lto_link, nvrtc_pch
+from registry.errors import BuildError, RegistryError
+
+EPILOGUE = "__device__ float axpy_epilogue(float v) { return v * 2.0f; }\n"
+CALLER = ('\n__device__ float axpy_epilogue(float v);\n'
+          'extern "C" __global__ void with_epilogue(float* y) { y[threadIdx.x] = axpy_epilogue(y[threadIdx.x]); }\n')
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    copy = copy_example(tmp_path / "kernels", "nvrtc", "_lto")
+    copy.path("epilogue.cu").write_text(EPILOGUE)
+    copy.edit("kernel.toml", 'compiler = "nvrtc"', 'compiler = "nvrtc"\nlink_sources = ["epilogue.cu"]')
+    with open(copy.path("axpy_device.cu"), "a") as f:
+        f.write(CALLER)
+    lto_link._kept.clear()
+    return copy
+
+
+@pytest.fixture(autouse=True)
+def no_servers_left():
+    yield
+    for server in nvrtc_pch._servers.values():
+        server.stop()
+    nvrtc_pch._servers.clear()
+
+
+def events_during(action):
+    start = len(lto_link.main_unit_events)
+    result = action()
+    return result, lto_link.main_unit_events[start:]
+
+
+def test_an_edit_of_a_link_source_compiles_it_alone_and_links(kernel, store):
+    first, events = events_during(lambda: build(kernel, store))
+    assert events == ["compiled"] and first.built is not None
+    assert b"with_epilogue" in cubin(first) and "toolchain.nvjitlink" in inputs(first)
+    kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
+    edited, events = events_during(lambda: build(kernel, store, first))
+    assert events == ["kept"], events
+    assert edited.key != first.key and cubin(edited) != cubin(first)
+    assert "LTO-IR kept" in edited.built.phases, edited.built.phases
+    # Going back is answered by the cache: nothing compiled, nothing linked.
+    kernel.edit("epilogue.cu", "v * 4.0f", "v * 2.0f")
+    back, events = events_during(lambda: build(kernel, store, edited))
+    assert events == [] and back.built is None and back.key == first.key
+
+
+def test_an_edit_the_main_unit_reaches_compiles_it_again(kernel, store):
+    first = build(kernel, store)
+    kernel.edit(kernel.config, "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 1.0f")
+    edited, events = events_during(lambda: build(kernel, store, first))
+    assert events == ["compiled"], events
+    assert edited.key != first.key and cubin(edited) != cubin(first)
+
+
+def test_the_same_files_linked_or_compiled_together_are_different_builds(kernel, store):
+    linked = build(kernel, store)
+    kernel.edit("kernel.toml", 'link_sources = ["epilogue.cu"]', "")
+    kernel.edit("axpy_device.cu", "__device__ float axpy_epilogue(float v);\n", '#include "epilogue.cu"\n')
+    together = build(kernel, store)
+    assert together.key != linked.key and b"with_epilogue" in cubin(together)
+
+
+def test_a_link_source_the_main_unit_includes_is_refused(kernel, store):
+    kernel.edit("axpy_device.cu", "__device__ float axpy_epilogue(float v);\n", '#include "epilogue.cu"\n')
+    with pytest.raises(RegistryError, match=r"epilogue.cu is in \[cuda\] link_sources, and a device source"):
+        build(kernel, store)
+
+
+def test_an_undefined_device_function_fails_the_link_by_name(kernel, store):
+    kernel.edit("epilogue.cu", "axpy_epilogue(float v)", "axpy_epilogue_renamed(float v)")
+    with pytest.raises(BuildError) as failed:
+        build(kernel, store)
+    message = str(failed.value)
+    assert "axpy_device.cu:" in message and "undefined __device__ function `axpy_epilogue(float)`" in message
+    assert "in one of the [cuda] link_sources" in message, message
+
+
+def test_with_a_prelude_the_main_unit_is_compiled_by_the_compile_server(kernel, store):
+    """The main unit goes through the prelude's precompiled header; an edit of
+    a link source asks nothing of the server."""
+    kernel.path("axpy_prelude.cuh").write_text("#pragma once\ntemplate <int N> __device__ float twice(float x) "
+                                               "{ return N * x; }\ntemplate __device__ float twice<2>(float);\n")
+    kernel.edit("kernel.toml", 'link_sources = ["epilogue.cu"]',
+                'link_sources = ["epilogue.cu"]\nprelude = "axpy_prelude.cuh"')
+    kernel.edit("axpy_device.cu", "y[threadIdx.x] = axpy_epilogue(y[threadIdx.x])",
+                "y[threadIdx.x] = twice<2>(axpy_epilogue(y[threadIdx.x]))")
+    pch_start = len(nvrtc_pch.pch_events)
+    first, events = events_during(lambda: build(kernel, store))
+    assert events == ["compiled"] and nvrtc_pch.pch_events[pch_start:] == ["created"]
+    kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
+    edited, events = events_during(lambda: build(kernel, store, first))
+    assert events == ["kept"] and len(nvrtc_pch.pch_events) == pch_start + 1
+    assert edited.key != first.key and cubin(edited) != cubin(first)
+    kernel.edit("axpy_device.cu", "twice<2>(axpy_epilogue", "1.0f + twice<2>(axpy_epilogue")
+    body, events = events_during(lambda: build(kernel, store, edited))
+    assert events == ["compiled"] and nvrtc_pch.pch_events[pch_start + 1:] == ["used"]
+    assert body.key != edited.key
