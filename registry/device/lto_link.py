@@ -34,7 +34,6 @@ included there would be defined twice).
 """
 from __future__ import annotations
 
-import collections
 import hashlib
 import os
 import time
@@ -53,7 +52,7 @@ LTO_OPTIONS = ["-dlto", "-rdc=true"]
 # Main units' LTO-IR kept in this process, by content (_main_key), the last
 # few: an edit and its revert both stay warm. A CUTLASS GEMM's is ~10 MB.
 KEPT_MAIN_UNITS = 4
-_kept: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+_kept: dict[str, bytes] = {}
 
 # What each linked build did with the main unit ("compiled" or "kept"), and
 # the last one's phases (LinkedDevice.phases): tests and benchmarks read them.
@@ -97,22 +96,23 @@ class LinkedDevice:
         lto = options + LTO_OPTIONS
         irs, logs, phases = [], [], {}
         key = _main_key(main, lto, self.inner.key_inputs(), staging, apart)
-        if key in _kept:
-            _kept.move_to_end(key)
+        main_ir = _kept.get(key)  # held here: a build in another thread may drop it from _kept
+        if main_ir is not None:
+            _kept[key] = _kept.pop(key, main_ir)  # the most recently used last
             main_unit_events.append("kept")
             self.prelude_event = "kept"
         else:
-            ir, log, deps = self.inner.compile(main.encode(), unit_name, lto, ltoir=True)
-            if ir is None:
+            main_ir, log, deps = self.inner.compile(main.encode(), unit_name, lto, ltoir=True)
+            if main_ir is None:
                 return None, log, deps
             logs.append(log)
             main_unit_events.append("compiled")
             self.prelude_event = getattr(self.inner, "prelude_event", "")
             phases.update(getattr(self.inner, "phases", None) or {})
-            _kept[key] = ir
+            _kept[key] = main_ir
             while len(_kept) > KEPT_MAIN_UNITS:
-                _kept.popitem(last=False)
-        irs.append((os.path.basename(unit_name), _kept[key]))
+                _kept.pop(next(iter(_kept)), None)
+        irs.append((os.path.basename(unit_name), main_ir))
         started = time.perf_counter()
         cccl = cccl_options(getattr(self.inner, "cccl", None))  # libcu++ as the main unit has it (a prelude's)
         for i, line in enumerate(linked):
