@@ -92,7 +92,6 @@ class LinkedDevice:
         lines = unit.decode().splitlines(keepends=True)
         main = "".join(line for line in lines if line.rstrip("\n") not in apart)
         linked = [line for line in lines if line.rstrip("\n") in apart]
-        self._check_main_includes_no_link_source()
         lto = options + LTO_OPTIONS
         irs, logs, phases = [], [], {}
         key = _main_key(main, lto, self.inner.key_inputs(), staging, apart)
@@ -102,6 +101,8 @@ class LinkedDevice:
             main_unit_events.append("kept")
             self.prelude_event = "kept"
         else:
+            # Checked when the main unit is compiled: a kept one was checked with the same files.
+            self._check_main_includes_no_link_source()
             main_ir, log, deps = self.inner.compile(main.encode(), unit_name, lto, ltoir=True)
             if main_ir is None:
                 return None, log, deps
