@@ -107,3 +107,22 @@ def test_with_a_prelude_the_main_unit_is_compiled_by_the_compile_server(kernel, 
     body, events = events_during(lambda: build(kernel, store, edited))
     assert events == ["compiled"] and nvrtc_pch.pch_events[pch_start + 1:] == ["used"]
     assert body.key != edited.key
+
+
+def test_an_aot_package_carries_the_linked_cubin_for_each_architecture(tmp_path, kernels_root, monkeypatch):
+    """python -m registry aot builds a linked kernel's cubin per architecture
+    asked for, through the same compile and link (no GPU needed)."""
+    from registry.tools import aot
+
+    monkeypatch.setenv("REGISTRY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+    copy = copy_example(kernels_root, "nvrtc", "_lto_aot")
+    copy.path("epilogue.cu").write_text(EPILOGUE)
+    copy.edit("kernel.toml", 'compiler = "nvrtc"', 'compiler = "nvrtc"\nlink_sources = ["epilogue.cu"]')
+    with open(copy.path("axpy_device.cu"), "a") as f:
+        f.write(CALLER)
+    out = aot.export_package(copy.name, tmp_path / "pkg")
+    device = out / aot.package_name(copy.name) / "_device"
+    cubins = {p.name: p.read_bytes() for p in device.iterdir()}
+    assert sorted(cubins) == ["sm_80.cubin", "sm_90.cubin"], sorted(cubins)
+    assert all(c[:4] == b"\x7fELF" and b"with_epilogue" in c for c in cubins.values())
