@@ -1,8 +1,9 @@
 """nvJitLink, the CUDA device linker as a library: LTO-IR units (NVRTC
 -dlto) linked into one cubin, NVVM optimizing across them (device/lto_link.py).
 
-Found beside the NVRTC the registry uses (torch's CUDA wheels bring both, in
-the same lib folder), loaded on the first link. Its entry points are
+Found beside the NVRTC the registry uses (torch's CUDA wheels bring both:
+CUDA 13's in one lib folder, CUDA 12's in nvidia/nvjitlink/lib), loaded on
+the first link; it must be as new as NVRTC, whose LTO-IR it reads. Its entry points are
 versioned symbols: the header maps nvJitLinkCreate to
 __nvJitLinkCreate_<major>_0, so they are looked up by that name.
 """
