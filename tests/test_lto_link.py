@@ -56,6 +56,18 @@ def test_an_edit_of_a_link_source_compiles_it_alone_and_links(kernel, store):
     assert events == [] and back.built is None and back.key == first.key
 
 
+def test_a_new_process_reads_the_main_units_ltoir_from_the_cache(kernel, store):
+    """Published as an "ltoir" entry: after a restart (nothing kept in
+    memory) an edit of a link source still only links."""
+    first = build(kernel, store)
+    assert [e.kind for e in store.list()].count(lto_link.ENTRY_KIND) == 1
+    lto_link._kept.clear()  # what a new process starts with
+    kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
+    edited, events = events_during(lambda: build(kernel, store, first))
+    assert events == ["cached"], events
+    assert edited.key != first.key and b"with_epilogue" in cubin(edited)
+
+
 def test_an_edit_the_main_unit_reaches_compiles_it_again(kernel, store):
     first = build(kernel, store)
     kernel.edit(kernel.config, "#define AXPY_BIAS 0.0f", "#define AXPY_BIAS 1.0f")

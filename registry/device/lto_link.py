@@ -26,11 +26,14 @@ options and include paths; nvJitLink links them (-lto, the unit's -arch).
 
 Exactness. The cubin's key is the driver's (every file compiled, the link
 sources among them; the recipe names them; nvJitLink's identity is a key
-input). The main unit's LTO-IR is kept in this process as an accelerator
-only: reused for the same main unit, options, compiler identity and the
-bytes of every mirrored file but the link sources, which the main unit must
-not include (the scanner checks it, both sides of every #if: a link source
-included there would be defined twice).
+input). The main unit's LTO-IR is an accelerator only, kept in this process
+and published in the cache (an entry of kind "ltoir", its artifact the
+LTO-IR as NVRTC emits it, verified like any entry and evicted with them), so
+a new process's first edit of a link source only links. Both are reused
+only for the same main unit, options, compiler identity and the bytes of
+every mirrored file but the link sources (_main_key), which the main unit
+must not include (the scanner checks it, both sides of every #if: a link
+source included there would be defined twice).
 """
 from __future__ import annotations
 
@@ -54,7 +57,12 @@ LTO_OPTIONS = ["-dlto", "-rdc=true"]
 KEPT_MAIN_UNITS = 4
 _kept: dict[str, bytes] = {}
 
-# What each linked build did with the main unit ("compiled" or "kept"), and
+# The cache entry of a main unit's LTO-IR: its kind and artifact (entry.toml's, core/cache_store.h).
+# _main_key's version: a change of what the LTO-IR depends on bumps it.
+ENTRY_KIND, ENTRY_ARTIFACT, MAIN_KEY_VERSION = "ltoir", "main.ltoir", "lto_link main unit 1"
+
+# What each linked build did with the main unit ("compiled"; "kept" in this
+# process; "cached", read from the cache's entry), and
 # the last one's phases (LinkedDevice.phases): tests and benchmarks read them.
 main_unit_events: list[str] = []
 last_phases: dict[str, float] = {}
@@ -96,9 +104,13 @@ class LinkedDevice:
         irs, logs, phases = [], [], {}
         key = _main_key(main, lto, self.inner.key_inputs(), staging, apart)
         main_ir = _kept.get(key)  # held here: a build in another thread may drop it from _kept
+        source = "kept"
+        if main_ir is None and (main_ir := _cached(key)) is not None:
+            source = "cached"
         if main_ir is not None:
-            _kept[key] = _kept.pop(key, main_ir)  # the most recently used last
-            main_unit_events.append("kept")
+            _kept.pop(key, None)
+            _kept[key] = main_ir  # the most recently used last
+            main_unit_events.append(source)
             self.prelude_event = "kept"
         else:
             # Checked when the main unit is compiled: a kept one was checked with the same files.
@@ -113,6 +125,7 @@ class LinkedDevice:
             _kept[key] = main_ir
             while len(_kept) > KEPT_MAIN_UNITS:
                 _kept.pop(next(iter(_kept)), None)
+            _publish(key, main_ir, self.manifest.name)
         irs.append((os.path.basename(unit_name), main_ir))
         started = time.perf_counter()
         cccl = cccl_options(getattr(self.inner, "cccl", None))  # libcu++ as the main unit has it (a prelude's)
@@ -156,6 +169,38 @@ def _device_sources(manifest) -> list[str]:
     return device_sources(manifest)
 
 
+def _store():
+    from registry import knobs
+
+    return _core.CacheStore(str(knobs.cache_dir()))
+
+
+def _cached(key: str) -> bytes | None:
+    """The main unit's LTO-IR from the cache (verified by size and digest), or None."""
+    store = _store()
+    hit = store.lookup(key)
+    if hit.entry is None or hit.entry.kind != ENTRY_KIND:
+        return None
+    store.touch(key)
+    try:
+        return (Path(hit.entry.dir) / hit.entry.artifact).read_bytes()
+    except OSError:  # evicted since the lookup
+        return None
+
+
+def _publish(key: str, ir: bytes, kernel: str) -> None:
+    """Best effort: a cache that cannot take it (a full disk) costs only the next process a compile."""
+    store = _store()
+    try:
+        staging = Path(store.make_staging_dir())
+        (staging / ENTRY_ARTIFACT).write_bytes(ir)
+        entry = _core.Entry()
+        entry.key, entry.kernel, entry.backend, entry.kind, entry.artifact = key, kernel, "cuda", ENTRY_KIND, ENTRY_ARTIFACT
+        store.publish(str(staging), entry)
+    except (OSError, RuntimeError):
+        pass
+
+
 def _arch_option(options: list[str]) -> str:
     arch = next((o for o in options if o.startswith("-arch=")), None)
     if arch is None:
@@ -169,11 +214,12 @@ def _main_key(main: str, options: list[str], identity, staging: Path, apart: set
     file but the link sources."""
     src = str(staging / "src")
     skip = {os.path.relpath(line[len('#include "'):-1], src) for line in apart}
-    digest = hashlib.sha256(main.replace(str(staging), "<staging>").encode() + b"\0" + repr(identity).encode())
+    digest = hashlib.sha256(f"{MAIN_KEY_VERSION}\0".encode() + main.replace(str(staging), "<staging>").encode()
+                            + b"\0" + repr(identity).encode())
     for option in options:
         digest.update(option.replace(str(staging), "<staging>").encode() + b"\0")
     files = mirrored_files(src)
     for name in sorted(files):
         if name not in skip:
             digest.update(f"{name}\0{len(files[name])}\0".encode() + files[name])
-    return digest.hexdigest()
+    return digest.hexdigest()[:32]  # a cache key's length (core/key.h)
