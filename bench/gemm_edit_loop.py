@@ -15,6 +15,9 @@ On a copy of kernels/gemm_nvrtc (a fresh cache under a temporary folder):
   epilogue_edit   N edits of gemm_epilogue.cuh (alpha-free scale of the result:
                   value * s with s a power of two, so the check is exact)
   revert          the original files again: answered from the cache
+  restart_epilogue_edit
+                  a new process (the notebook restarted: no compile server,
+                  nothing kept in memory) edits the epilogue once
   nvcc_cubin      `nvcc -cubin` of the edited device unit (prelude + body +
                   epilogue, the registry's options): what an edit costs without
                   the prelude's PCH
@@ -61,13 +64,15 @@ class Loop:
     """The copied kernel and how one step is timed: the device half of get
     (cpu) or get and a checked call (cuda)."""
 
-    def __init__(self, root: Path, device: str, link_epilogue: bool = False):
+    def __init__(self, root: Path, device: str, link_epilogue: bool = False, attach: bool = False):
+        """attach: use the copy an earlier process made under root."""
         self.root, self.device, self.linked = root, device, link_epilogue
         self.dir = root / "kernels" / KERNEL
-        shutil.copytree(CHECKOUT / "kernels" / KERNEL, self.dir)
-        self.epilogue = "gemm_epilogue.cuh"
-        if link_epilogue:
-            self._link_epilogue()
+        self.epilogue = "gemm_epilogue.cu" if link_epilogue else "gemm_epilogue.cuh"
+        if not attach:
+            shutil.copytree(CHECKOUT / "kernels" / KERNEL, self.dir)
+            if link_epilogue:
+                self._link_epilogue()
         os.environ["REGISTRY_CACHE_DIR"] = str(root / "cache")
         os.environ["REGISTRY_KERNELS_PATH"] = str(root / "kernels")
         from registry import _core
@@ -83,7 +88,6 @@ class Loop:
         compile reads no CUTLASS header."""
         self.write("gemm_device.cu", '#include "gemm_epilogue.cuh"\n', "")
         (self.dir / "gemm_epilogue.cuh").unlink()
-        self.epilogue = "gemm_epilogue.cu"
         (self.dir / self.epilogue).write_text(
             "// The epilogue's last step, linked into the kernels by nvJitLink -lto.\n"
             "namespace gemm_nvrtc {\n__device__ float epilogue(float value);\n}\n" + EPILOGUE + "\n")
@@ -194,7 +198,8 @@ def run(device: str, edits: int, link_epilogue: bool = False) -> dict:
     loop = Loop(root, device, link_epilogue)
     # The edits' targets exist before the first (minutes long) build.
     assert ENTRY in (loop.dir / "gemm_device.cu").read_text() and EPILOGUE in (loop.dir / loop.epilogue).read_text()
-    steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [], "revert": []}
+    steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [], "revert": [],
+                                    "restart_epilogue_edit": []}
 
     def record(name: str, result: dict) -> None:
         result["floor_s"] = floor_of(result)
@@ -227,9 +232,37 @@ def loop_steps(loop: Loop, edits: int, record) -> dict:
     for name, text in originals.items():
         (loop.dir / name).write_text(text)
     record("revert", loop.step())
+    record("restart_epilogue_edit", restart_epilogue_edit(loop))
+    for name, text in originals.items():
+        (loop.dir / name).write_text(text)
     nvcc = nvcc_cubin(loop)
     print("nvcc_cubin", json.dumps(nvcc), flush=True)
     return dict(nvcc_cubin=nvcc)
+
+
+def restart_epilogue_edit(loop: Loop) -> dict:
+    """One epilogue edit timed in a new process on the same copy and cache."""
+    command = [sys.executable, __file__, "--device", loop.device, "--restarted", str(loop.root)]
+    done = subprocess.run(command + (["--link-epilogue"] if loop.linked else []), capture_output=True, text=True,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"the restarted process failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def restarted(root: Path, device: str, linked: bool) -> None:
+    """The new process's side: edit the epilogue (the copy's last revert undone), time it, print it."""
+    loop = Loop(root, device, linked, attach=True)
+    old, new, scale = epilogue_edit(2)
+    loop.write(loop.epilogue, old, new)
+    try:
+        print(json.dumps(loop.step(scale)), flush=True)
+    finally:
+        from registry.device import nvrtc_pch
+
+        for server in nvrtc_pch._servers.values():
+            server.stop()
 
 
 def report(result: dict, device: str, command: str) -> str:
@@ -267,7 +300,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
     parser.add_argument("--link-epilogue", action="store_true",
                         help="the epilogue as a [cuda] link_sources file, linked by nvJitLink -lto")
+    parser.add_argument("--restarted", type=Path, help=argparse.SUPPRESS)  # restart_epilogue_edit's process
     args = parser.parse_args()
+    if args.restarted:
+        return restarted(args.restarted, args.device, args.link_epilogue)
     result = dict(run(args.device, args.edits, args.link_epilogue), linked=args.link_epilogue)
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
