@@ -63,3 +63,16 @@ def inputs(artifact) -> dict[str, str]:
 
 def cubin(artifact) -> bytes:
     return Path(artifact.path).read_bytes()
+
+
+@pytest.fixture(autouse=True)
+def fresh_compile_servers():
+    """Each test starts without a prelude compile server (nvrtc_pch.py) and
+    leaves none running; autouse where a test module imports it."""
+    from registry.device import nvrtc_pch
+
+    nvrtc_pch._servers.clear()
+    yield
+    for server in nvrtc_pch._servers.values():
+        server.stop()
+    nvrtc_pch._servers.clear()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from device_build_helpers import build, copy_example, cubin, inputs, store  # noqa: F401 (store: a fixture)
+from device_build_helpers import build, copy_example, cubin, fresh_compile_servers, inputs, store  # noqa: F401 (fixtures)
 from registry.device import lto_link, nvrtc_pch
 from registry.errors import BuildError, RegistryError
 
@@ -25,14 +25,6 @@ def kernel(tmp_path):
         f.write(CALLER)
     lto_link._kept.clear()
     return copy
-
-
-@pytest.fixture(autouse=True)
-def no_servers_left():
-    yield
-    for server in nvrtc_pch._servers.values():
-        server.stop()
-    nvrtc_pch._servers.clear()
 
 
 def events_during(action):

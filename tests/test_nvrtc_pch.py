@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from device_build_helpers import build, copy_example, cubin, store  # noqa: F401 (store: a fixture)
+from device_build_helpers import build, copy_example, cubin, fresh_compile_servers, store  # noqa: F401 (fixtures)
 from registry.device import nvrtc_pch, pch_server
 from registry.errors import RegistryError
 
@@ -35,16 +35,6 @@ def kernel(tmp_path):
     with open(copy.path("axpy_device.cu"), "a") as f:
         f.write(BODY_KERNEL)
     return copy
-
-
-@pytest.fixture(autouse=True)
-def fresh_servers():
-    """Each test starts without a server, and leaves none running."""
-    nvrtc_pch._servers.clear()
-    yield
-    for server in nvrtc_pch._servers.values():
-        server.stop()
-    nvrtc_pch._servers.clear()
 
 
 def events_during(action):

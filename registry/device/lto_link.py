@@ -46,7 +46,7 @@ from pathlib import Path
 from registry import _core
 from registry.builder import keys
 from registry.device import nvjitlink
-from registry.device.mirror import mirrored_files
+from registry.device.mirror import device_sources, mirrored_files
 from registry.device.nvrtc_pch import cccl_options
 from registry.errors import RegistryError
 
@@ -152,7 +152,7 @@ class LinkedDevice:
 
     def _check_main_includes_no_link_source(self) -> None:
         dirs = keys.include_dirs(self.manifest) + list(self.extra_scan_dirs)
-        main = [s for s in _device_sources(self.manifest) if s not in self.link_sources]
+        main = [s for s in device_sources(self.manifest) if s not in self.link_sources]
         reached = {os.path.realpath(p) for p in _core.scan_include_closure(main, dirs).files}
         included = [s for s in self.link_sources if os.path.realpath(s) in reached]
         if included:
@@ -162,12 +162,6 @@ class LinkedDevice:
                 "includes it: it would be compiled twice and defined twice at the link. Remove the #include and "
                 "declare what the file defines instead (e.g. __device__ float epilogue(float);), or move it from "
                 "link_sources into device_sources")
-
-
-def _device_sources(manifest) -> list[str]:
-    from registry.device.mirror import device_sources
-
-    return device_sources(manifest)
 
 
 def _store():

@@ -92,11 +92,13 @@ def _phases(info: str) -> dict[str, float]:
     return phases
 
 
-_loaded: dict[str, NvJitLink] = {}
+_loaded: dict[str, NvJitLink] = {}  # by the NVRTC library it was found beside: looked for once
 
 
 def load(nvrtc_library: str) -> NvJitLink:
     """The nvJitLink beside `nvrtc_library` (the same wheels' lib folder, or a toolkit's lib64)."""
+    if nvrtc_library in _loaded:
+        return _loaded[nvrtc_library]
     folder = Path(nvrtc_library).parent
     # CUDA 13's wheels share nvidia/cu13/lib; CUDA 12's put each library in its own nvidia/<name>/lib.
     found = sorted(folder.glob("libnvJitLink.so.*")) or sorted(folder.parent.parent.glob("nvjitlink/lib/libnvJitLink.so.*"))
@@ -105,13 +107,11 @@ def load(nvrtc_library: str) -> NvJitLink:
             f"[cuda] link_sources need nvJitLink, and there is no libnvJitLink.so beside NVRTC in {folder}: "
             "pip install nvidia-nvjitlink (the CUDA version of torch's wheels), or move the link_sources into "
             "device_sources")
-    path = str(found[-1].resolve())
-    if path not in _loaded:
-        from registry.device.nvrtc import _distribution_version
+    from registry.device.nvrtc import _distribution_version
 
-        try:
-            distribution = _distribution_version(found[-1], "nvidia-nvjitlink")
-        except IndexError:  # not inside a wheel's site-packages layout (a toolkit's lib64)
-            distribution = ""
-        _loaded[path] = NvJitLink(path, distribution)
-    return _loaded[path]
+    try:
+        distribution = _distribution_version(found[-1], "nvidia-nvjitlink")
+    except IndexError:  # not inside a wheel's site-packages layout (a toolkit's lib64)
+        distribution = ""
+    _loaded[nvrtc_library] = NvJitLink(str(found[-1].resolve()), distribution)
+    return _loaded[nvrtc_library]
