@@ -4,6 +4,7 @@ same device code, measured in the same run.
 
     python bench/gemm_edit_loop.py --device cpu  [--edits 3] [--out bench/results]
     python bench/gemm_edit_loop.py --device cuda [--edits 5] [--out bench/results]
+    ... --speed           (cuda) then the op's speed beside torch.matmul
     ... --link-epilogue   the epilogue as a [cuda] link_sources file, linked by
                           nvJitLink -lto (device/lto_link.py): results go to
                           gemm_edit_loop_linked-<device>.*
@@ -18,6 +19,9 @@ On a copy of kernels/gemm_nvrtc (a fresh cache under a temporary folder):
   restart_epilogue_edit
                   a new process (the notebook restarted: no compile server,
                   nothing kept in memory) edits the epilogue once
+  speed           (cuda, --speed) the op beside torch.matmul at bench/gemm.py's
+                  shapes, timed as there; linked, once more relinked on one
+                  thread (REGISTRY_LINK_THREADS=1): does the split link cost speed
   nvcc_cubin      `nvcc -cubin` of the edited device unit (prelude + body +
                   epilogue, the registry's options): what an edit costs without
                   the prelude's PCH
@@ -193,7 +197,21 @@ def floor_of(step: dict) -> float | None:
     return sum(parts) if parts else None
 
 
-def run(device: str, edits: int, link_epilogue: bool = False) -> dict:
+def speeds(loop: Loop) -> dict:
+    """{link threads: bench/gemm.py's rows} for the op as the loop left it
+    (linked: REGISTRY_LINK_THREADS as set, then 1; one unit: "-")."""
+    import registry
+    from gemm import speed
+
+    result = {}
+    for threads in ([os.environ.get("REGISTRY_LINK_THREADS", "default"), "1"] if loop.linked else ["-"]):
+        if threads == "1":
+            os.environ["REGISTRY_LINK_THREADS"] = "1"  # part of the cubin's key: this get relinks
+        result[threads] = speed(registry.get(KERNEL, device="cuda"), compile_too=False)
+    return result
+
+
+def run(device: str, edits: int, link_epilogue: bool = False, speed: bool = False) -> dict:
     root = Path(tempfile.mkdtemp(prefix="gemm-edit-loop-"))
     loop = Loop(root, device, link_epilogue)
     # The edits' targets exist before the first (minutes long) build.
@@ -207,7 +225,10 @@ def run(device: str, edits: int, link_epilogue: bool = False) -> dict:
         print(name, json.dumps(result), flush=True)
 
     try:
-        return dict(steps=steps, **loop_steps(loop, edits, record))
+        done = dict(steps=steps, **loop_steps(loop, edits, record))
+        if speed and device == "cuda":
+            done["speed"] = speeds(loop)
+        return done
     finally:  # a run cut short leaves no server and no 3 GB precompiled header behind
         from registry.device import nvrtc_pch
 
@@ -290,6 +311,12 @@ def report(result: dict, device: str, command: str) -> str:
     phases = ", ".join(f"{k} {v:.2f}" for k, v in nvcc["phases_s"].items())
     lines += ["", f"nvcc -cubin of the same device unit, same run: {nvcc['seconds']:.2f} s "
                   f"({'ok' if nvcc['ok'] else 'failed'}; phases: {phases or '-'})."]
+    if result.get("speed"):
+        lines += ["", "| link threads | shape | op TFLOP/s | cuBLAS TFLOP/s | op / cuBLAS | rel err |",
+                  "|---|---|---|---|---|---|"]
+        for threads, rows in result["speed"].items():
+            lines += [f"| {threads} | {r['shape']} | {r['registry_tflops']:.0f} | {r['cublas_tflops']:.0f} | "
+                      f"{r['ratio']:.3f} | {r['rel_err']:.1e} |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -300,11 +327,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
     parser.add_argument("--link-epilogue", action="store_true",
                         help="the epilogue as a [cuda] link_sources file, linked by nvJitLink -lto")
+    parser.add_argument("--speed", action="store_true", help="cuda: the op beside torch.matmul after the loop")
     parser.add_argument("--restarted", type=Path, help=argparse.SUPPRESS)  # restart_epilogue_edit's process
     args = parser.parse_args()
     if args.restarted:
         return restarted(args.restarted, args.device, args.link_epilogue)
-    result = dict(run(args.device, args.edits, args.link_epilogue), linked=args.link_epilogue)
+    result = dict(run(args.device, args.edits, args.link_epilogue, args.speed), linked=args.link_epilogue)
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"gemm_edit_loop{'_linked' if args.link_epilogue else ''}-{args.device}"

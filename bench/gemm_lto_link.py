@@ -7,6 +7,10 @@ measures that link beside what an edit pays today, NVVM + ptxas of the whole
 unit (NVRTC's own --time phases), in the same run.
 
     python bench/gemm_lto_link.py [--links 2] [--out bench/results]
+        [--split 8 0]      each link again with -split-compile-extended=N (NVVM
+                           and ptxas over N threads; 0: every core), and the
+                           whole unit again with NVRTC's -split-compile (the
+                           first N)
 
 No GPU is needed (NVRTC and nvJitLink come with torch's CUDA wheels). Writes
 gemm_lto_link-<host>.md and .json.
@@ -101,12 +105,12 @@ def link_logs(fn, handle) -> list[str]:
     return logs
 
 
-def link(irs: list[bytes]) -> dict:
+def link(irs: list[bytes], extra: list[str] = ()) -> dict:
     """nvJitLink -lto of LTO-IR units to a cubin: seconds, and its own split
     (-time: NVVM to PTX, then ptxas and the rest)."""
     fn = _jitlink()
     handle = ctypes.c_void_p()
-    opts = [f"-arch={ARCH}", "-lto", "-time"]
+    opts = [f"-arch={ARCH}", "-lto", "-time", *extra]
     assert fn("nvJitLinkCreate")(ctypes.byref(handle), len(opts),
                                  (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])) == 0
     for i, ir in enumerate(irs):
@@ -140,17 +144,26 @@ def units(work: Path) -> dict[str, str]:
             "kernels, bf16 only": '#include "gemm_nvrtc/nvrtc_std.cuh"\n' + f'#include "{work / "kernels_bf16.cu"}"\n'}
 
 
-def run(links: int) -> dict:
+def run(links: int, splits: list[int]) -> dict:
     opts = options()
     work = Path(tempfile.mkdtemp(prefix="gemm-lto-"))
+    sources = units(work)
+    whole = "whole unit (today's edit)"
+    for n in splits[:1]:  # a whole compile is minutes: the first N only
+        sources[f"{whole}, -split-compile={n}"] = sources[whole]
     # One at a time: NVRTC's phases are wall clock, and compiles side by side would share the cores.
-    compiled = {label: nvrtc_compile(source, f"{label}.cu", opts, lto=not label.startswith("whole"))
-                for label, source in units(work).items()}
+    compiled = {label: nvrtc_compile(source, f"unit{i}.cu",
+                                     opts + (["-split-compile=" + label.rpartition("=")[2]] if "split" in label else []),
+                                     lto=not label.startswith("whole"))
+                for i, (label, source) in enumerate(sources.items())}
     epilogue = nvrtc_compile(EPILOGUE_UNIT, "epilogue.cu", opts[:4], lto=True)
     result = {"compiles": {k: {n: v for n, v in c.items() if n != "data"} for k, c in compiled.items()},
               "epilogue_compile_s": epilogue["seconds"], "links": {}}
     for label in ("kernels, both dtypes", "kernels, bf16 only"):
-        result["links"][label] = [link([compiled[label]["data"], epilogue["data"]]) for _ in range(links)]
+        for n in [None, *splits]:
+            extra = [] if n is None else [f"-split-compile-extended={n}"]
+            name = label + ("" if n is None else f", -split-compile-extended={n}")
+            result["links"][name] = [link([compiled[label]["data"], epilogue["data"]], extra) for _ in range(links)]
     return result
 
 
@@ -170,6 +183,12 @@ def report(result: dict, command: str) -> str:
         lines.append(f"| {label} | {len(runs)} | {median:.2f} | "
                      f"{statistics.median(r['to_ptx_s'] for r in runs):.2f} | "
                      f"{statistics.median(r['finish_s'] for r in runs):.2f} | {median / (nvvm + ptx):.2f} |")
+    for label, compile_ in result["compiles"].items():
+        if "split" in label:
+            phases = compile_["phases_s"]
+            lines.append(f"\n{label}: NVVM {sum(v for k, v in phases.items() if k.startswith('NVVM')):.2f} s + PTX "
+                         f"{sum(v for k, v in phases.items() if k.startswith('PTX')):.2f} s "
+                         f"(compile {compile_['seconds']:.2f} s).")
     return "\n".join(lines) + "\n"
 
 
@@ -177,8 +196,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--links", type=int, default=2)
     parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
+    parser.add_argument("--split", type=int, nargs="*", default=[])
     args = parser.parse_args()
-    result = run(args.links)
+    result = run(args.links, args.split)
     text = report(result, "python bench/gemm_lto_link.py " + " ".join(sys.argv[1:]))
     args.out.mkdir(parents=True, exist_ok=True)
     host = "cuda" if os.environ.get("CUDA_VISIBLE_DEVICES") or Path("/dev/nvidia0").exists() else "cpu"

@@ -11,7 +11,8 @@ this finds where the kernel declares it, so the error points at a line:
 GNU ld ("undefined reference to `helper(float, float)'"), lld ("undefined
 symbol: helper(float, float)"), dlopen ("undefined symbol: _Z6helperff") and
 ptxas for a __device__ function ("Unresolved extern function '_Z6helperff'",
-from nvcc and NVRTC alike) are understood; mangled names are demangled with
+from nvcc and NVRTC alike; nvJitLink's split link: "Undefined reference to
+'_Z6helperff'") are understood; mangled names are demangled with
 c++filt.
 
 A declaration and a definition whose parameter types differ are two
@@ -36,7 +37,8 @@ from registry.errors import Diagnostic
 
 _REFERENCE = re.compile(r"undefined reference to [`'\u2018](?P<symbol>[^'\u2019\n]+)['\u2019]")
 _SYMBOL = re.compile(r"undefined symbol: (?P<symbol>[^\n]+)")  # to the end of the line
-_DEVICE = re.compile(r"Unresolved extern function '(?P<symbol>[^'\n]+)'")  # ptxas
+# ptxas; nvJitLink when its link is split over threads (-split-compile-extended)
+_DEVICE = re.compile(r"(?:Unresolved extern function|Undefined reference to) '(?P<symbol>[^'\n]+)'")
 
 
 def device_symbols(log: str) -> list[str]:

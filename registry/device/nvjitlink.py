@@ -55,8 +55,7 @@ class NvJitLink:
             result = self._fn("nvJitLinkComplete")(handle)
             errors, info = (self._log(handle, what) for what in ("Error", "Info"))
             phases = _phases(info)
-            info = "".join(line for line in info.splitlines(keepends=True) if "nvJitLinkComplete time" not in line)
-            log = errors + info
+            log = _without_timing(errors) + _without_timing(info)
             if result != _SUCCESS:
                 return None, log or f"nvJitLink failed ({result}) and said nothing", phases
             size = ctypes.c_size_t()
@@ -90,6 +89,13 @@ def _phases(info: str) -> dict[str, float]:
     if "finish" in ms:
         phases["PTX Translation"] = float(ms["finish"]) / 1e3
     return phases
+
+
+def _without_timing(log: str) -> str:
+    """-time's lines ("nvJitLinkComplete time to finish: ...", and a split
+    link's "nvJitLink time until Complete: ...") are phases, not messages."""
+    return "".join(line for line in log.splitlines(keepends=True)
+                   if not line.startswith(("nvJitLinkComplete time", "nvJitLink time until")))
 
 
 _loaded: dict[str, NvJitLink] = {}  # by the NVRTC library it was found beside: looked for once
