@@ -20,8 +20,7 @@ On a copy of kernels/gemm_nvrtc (a fresh cache under a temporary folder):
                   a new process (the notebook restarted: no compile server,
                   nothing kept in memory) edits the epilogue once
   speed           (cuda, --speed) the op beside torch.matmul at bench/gemm.py's
-                  shapes, timed as there; linked, once more relinked on one
-                  thread (REGISTRY_LINK_THREADS=1): does the split link cost speed
+                  shapes, timed as there: does linking cost speed
   nvcc_cubin      `nvcc -cubin` of the edited device unit (prelude + body +
                   epilogue, the registry's options): what an edit costs without
                   the prelude's PCH
@@ -197,18 +196,12 @@ def floor_of(step: dict) -> float | None:
     return sum(parts) if parts else None
 
 
-def speeds(loop: Loop) -> dict:
-    """{link threads: bench/gemm.py's rows} for the op as the loop left it
-    (linked: REGISTRY_LINK_THREADS as set, then 1; one unit: "-")."""
+def speeds(loop: Loop) -> list[dict]:
+    """bench/gemm.py's rows for the op as the loop left it (the original files, cached)."""
     import registry
     from gemm import speed
 
-    result = {}
-    for threads in ([os.environ.get("REGISTRY_LINK_THREADS", "default"), "1"] if loop.linked else ["-"]):
-        if threads == "1":
-            os.environ["REGISTRY_LINK_THREADS"] = "1"  # part of the cubin's key: this get relinks
-        result[threads] = speed(registry.get(KERNEL, device="cuda"), compile_too=False)
-    return result
+    return speed(registry.get(KERNEL, device="cuda"), compile_too=False)
 
 
 def run(device: str, edits: int, link_epilogue: bool = False, speed: bool = False) -> dict:
@@ -312,11 +305,9 @@ def report(result: dict, device: str, command: str) -> str:
     lines += ["", f"nvcc -cubin of the same device unit, same run: {nvcc['seconds']:.2f} s "
                   f"({'ok' if nvcc['ok'] else 'failed'}; phases: {phases or '-'})."]
     if result.get("speed"):
-        lines += ["", "| link threads | shape | op TFLOP/s | cuBLAS TFLOP/s | op / cuBLAS | rel err |",
-                  "|---|---|---|---|---|---|"]
-        for threads, rows in result["speed"].items():
-            lines += [f"| {threads} | {r['shape']} | {r['registry_tflops']:.0f} | {r['cublas_tflops']:.0f} | "
-                      f"{r['ratio']:.3f} | {r['rel_err']:.1e} |" for r in rows]
+        lines += ["", "| shape | op TFLOP/s | cuBLAS TFLOP/s | op / cuBLAS | rel err |", "|---|---|---|---|---|"]
+        lines += [f"| {r['shape']} | {r['registry_tflops']:.0f} | {r['cublas_tflops']:.0f} | {r['ratio']:.3f} | "
+                  f"{r['rel_err']:.1e} |" for r in result["speed"]]
     return "\n".join(lines) + "\n"
 
 

@@ -38,6 +38,7 @@ ARCH = "sm_90a"
 EPILOGUE_UNIT = ("namespace gemm_nvrtc { __device__ float epilogue(float value); }\n"
                  "__device__ float gemm_nvrtc::epilogue(float value) { return value * 2.0f; }\n")
 _LTOIR = 3  # NVJITLINK_INPUT_LTOIR
+KERNELS = ["gemm_nvrtc_bf16", "gemm_nvrtc_f16"]  # gemm_device.cu's entry points
 
 
 def options() -> list[str]:
@@ -126,7 +127,31 @@ def link(irs: list[bytes], extra: list[str] = ()) -> dict:
     fn("nvJitLinkDestroy")(ctypes.byref(handle))
     ms = dict(re.findall(r"nvJitLinkComplete time to (create PTX|finish): ([\d.]+)", logs[1]))
     return dict(seconds=seconds, cubin_bytes=size.value, to_ptx_s=float(ms.get("create PTX", "nan")) / 1e3,
-                finish_s=float(ms.get("finish", "nan")) / 1e3)
+                finish_s=float(ms.get("finish", "nan")) / 1e3, info_log=logs[1][-800:])
+
+
+def side_by_side(irs: list[bytes], kernels: list[str]) -> dict:
+    """One link per kernel (-kernels-used=K: NVVM and ptxas over that kernel
+    alone), on threads at once (ctypes lets go of the GIL): how long a linked
+    edit would take if the launcher could load a module per kernel. The
+    per-kernel PTX cannot instead be merged and assembled once through
+    nvJitLink: a PTX input is assembled as relocatable code, and ptxas drops
+    the kernels' setmaxnreg (C7504)."""
+    import threading
+
+    runs: dict[str, dict] = {}
+    threads = [threading.Thread(target=lambda k=k: runs.__setitem__(k, link(irs, [f"-kernels-used={k}"])))
+               for k in kernels]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    if len(runs) != len(kernels):
+        raise SystemExit("a per-kernel link failed")
+    return dict(seconds=seconds, cubin_bytes=sum(r["cubin_bytes"] for r in runs.values()),
+                to_ptx_s=max(r["to_ptx_s"] for r in runs.values()), finish_s=max(r["finish_s"] for r in runs.values()))
 
 
 def units(work: Path) -> dict[str, str]:
@@ -159,6 +184,9 @@ def run(links: int, splits: list[int]) -> dict:
     epilogue = nvrtc_compile(EPILOGUE_UNIT, "epilogue.cu", opts[:4], lto=True)
     result = {"compiles": {k: {n: v for n, v in c.items() if n != "data"} for k, c in compiled.items()},
               "epilogue_compile_s": epilogue["seconds"], "links": {}}
+    both = [compiled["kernels, both dtypes"]["data"], epilogue["data"]]
+    result["links"]["kernels, both dtypes, a link per kernel side by side (-kernels-used)"] = [
+        side_by_side(both, KERNELS) for _ in range(links)]
     for label in ("kernels, both dtypes", "kernels, bf16 only"):
         for n in [None, *splits]:
             extra = [] if n is None else [f"-split-compile-extended={n}"]

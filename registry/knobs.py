@@ -17,9 +17,6 @@ REGISTRY_CCACHE        "0" turns ccache off (default: on when ccache is found)
 REGISTRY_LOCK_TIMEOUT  seconds a build waits for another process building the
                        same key before giving up (default: 600)
 REGISTRY_VERBOSE       "1" prints the build commands
-REGISTRY_LINK_THREADS  threads nvJitLink may use to link a kernel's [cuda]
-                       link_sources (its -split-compile-extended, part of the
-                       cubin's key; 1 links on one thread; default: 8)
 REGISTRY_NVRTC         a libnvrtc.so to compile device code with (compiler = "nvrtc");
                        default: the one in torch's nvidia wheels (registry/device/nvrtc.py)
 REGISTRY_CACHE_MAX_BYTES  cache size cap, e.g. 20G or 500M; least recently used
@@ -155,16 +152,6 @@ def requested_device(named: str | None) -> str | None:
 def nvrtc_library() -> str | None:
     """REGISTRY_NVRTC: a libnvrtc.so to compile device code with, or None (the nvidia wheel's)."""
     return os.environ.get("REGISTRY_NVRTC", "").strip() or None
-
-
-def link_threads() -> int:
-    """REGISTRY_LINK_THREADS: nvJitLink -split-compile-extended's count
-    (device/lto_link.py). A fixed number, not "all cores": how the link splits
-    its work follows it, so two machines must agree on it to share a cubin."""
-    raw = os.environ.get("REGISTRY_LINK_THREADS", "").strip() or "8"
-    if not raw.isdigit() or int(raw) < 1:
-        raise _setting_error(f"REGISTRY_LINK_THREADS must be a whole number of threads, 1 or more, not {raw!r}")
-    return int(raw)
 
 
 def ccache_enabled() -> bool:

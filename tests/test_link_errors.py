@@ -43,6 +43,10 @@ def test_symbols_from_linkers_and_dlopen_are_demangled():
         "a.o: in function `f':\na.cpp:(.text+0x1): undefined reference to `ns::g<int>(int)'\n"
         "ld.lld: error: undefined symbol: h(double)\n>>> referenced by b.cpp") == ["ns::g<int>(int)", "h(double)"]
     assert link_errors.base_name("ns::g<std::vector<int> >(int) const") == "g"
+    # ptxas (nvcc, NVRTC, nvJitLink's one-thread link), and nvJitLink when its link is split over threads
+    assert link_errors.device_symbols("ptxas fatal   : Unresolved extern function '_Z6helperff'") == ["helper(float, float)"]
+    assert link_errors.device_symbols("error   : Undefined reference to '_Z6helperff' in 'ltoPtx'") == [
+        "helper(float, float)"]
 
 
 def test_declaration_search_skips_calls(tmp_path):

@@ -76,28 +76,13 @@ def test_the_same_files_linked_or_compiled_together_are_different_builds(kernel,
     assert together.key != linked.key and b"with_epilogue" in cubin(together)
 
 
-def test_the_links_thread_count_is_part_of_the_key(kernel, store, monkeypatch):
-    """How nvJitLink splits a link follows REGISTRY_LINK_THREADS, so the cubin
-    is another build; the main unit's LTO-IR does not depend on it (kept)."""
-    monkeypatch.setenv("REGISTRY_LINK_THREADS", "1")
-    one = build(kernel, store)
-    monkeypatch.setenv("REGISTRY_LINK_THREADS", "4")
-    split, events = events_during(lambda: build(kernel, store, one))
-    assert events == ["kept"] and split.key != one.key and b"with_epilogue" in cubin(split)
-    monkeypatch.setenv("REGISTRY_LINK_THREADS", "many")
-    with pytest.raises(RegistryError, match="REGISTRY_LINK_THREADS must be a whole number"):
-        build(kernel, store, split)
-
-
 def test_a_link_source_the_main_unit_includes_is_refused(kernel, store):
     kernel.edit("axpy_device.cu", "__device__ float axpy_epilogue(float v);\n", '#include "epilogue.cu"\n')
     with pytest.raises(RegistryError, match=r"epilogue.cu is in \[cuda\] link_sources, and a device source"):
         build(kernel, store)
 
 
-@pytest.mark.parametrize("threads", ["1", "8"])  # ptxas names it on one thread, nvJitLink itself when split
-def test_an_undefined_device_function_fails_the_link_by_name(kernel, store, monkeypatch, threads):
-    monkeypatch.setenv("REGISTRY_LINK_THREADS", threads)
+def test_an_undefined_device_function_fails_the_link_by_name(kernel, store):
     kernel.edit("epilogue.cu", "axpy_epilogue(float v)", "axpy_epilogue_renamed(float v)")
     with pytest.raises(BuildError) as failed:
         build(kernel, store)

@@ -43,7 +43,7 @@ import os
 import time
 from pathlib import Path
 
-from registry import _core, knobs
+from registry import _core
 from registry.builder import keys
 from registry.device import nvjitlink
 from registry.device.mirror import device_sources, mirrored_files
@@ -80,10 +80,8 @@ class LinkedDevice:
         self.link_sources, self.mirror_path = link_sources, mirror_path
         self.linker = nvjitlink.load(plain.nvrtc.library)
         self.name = f"{inner.name}, linked by nvJitLink -lto"
-        self.link_options = link_options()
-        # Which files are compiled apart, and how they are linked, is part of what the compiler is handed.
-        self.recipe = "\n".join([inner.recipe, RECIPE, " ".join(self.link_options),
-                                  *(os.path.relpath(s, manifest.dir) for s in link_sources)])
+        # Which files are compiled apart is part of what the compiler is handed.
+        self.recipe = "\n".join([inner.recipe, RECIPE, *(os.path.relpath(s, manifest.dir) for s in link_sources)])
         self.extra_scan_dirs, self.system_include_dir = inner.extra_scan_dirs, inner.system_include_dir
         self.phases: dict[str, float] = {}  # the last build's, as NVRTC's --time names them (cubin_build.phase_text)
         self.prelude_event = ""             # the main unit's: the prelude's event, or "kept"
@@ -140,7 +138,7 @@ class LinkedDevice:
                 return None, "".join(logs), []
             irs.append((os.path.basename(name), ir))
         phases["CUDA C++ Frontend"] = phases.get("CUDA C++ Frontend", 0.0) + time.perf_counter() - started
-        link_options = [_arch_option(options), "-lto", *(o for o in options if o == "-lineinfo"), *self.link_options]
+        link_options = [_arch_option(options), "-lto", *(o for o in options if o == "-lineinfo")]
         cubin, log, link_phases = self.linker.link(irs, link_options)
         logs.append(log)
         # Each phase's time, the main unit's (when compiled now: with -dlto its NVVM only emits the
@@ -167,6 +165,8 @@ class LinkedDevice:
 
 
 def _store():
+    from registry import knobs
+
     return _core.CacheStore(str(knobs.cache_dir()))
 
 
@@ -194,14 +194,6 @@ def _publish(key: str, ir: bytes, kernel: str) -> None:
         store.publish(str(staging), entry)
     except (OSError, RuntimeError):
         pass
-
-
-def link_options() -> list[str]:
-    """The link's own options: its NVVM and ptxas split over REGISTRY_LINK_THREADS
-    threads. The link is all of a linked edit's NVVM, over every kernel linked
-    (one thread: 9.4 s for kernels/gemm_nvrtc's two on the H200)."""
-    threads = knobs.link_threads()
-    return [f"-split-compile-extended={threads}"] if threads > 1 else []
 
 
 def _arch_option(options: list[str]) -> str:
