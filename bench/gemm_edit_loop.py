@@ -107,6 +107,7 @@ class Loop:
         from registry.device import lto_link, nvrtc_pch
 
         start, linked_start = len(nvrtc_pch.pch_events), len(lto_link.main_unit_events)
+        links_start = len(lto_link.link_events)
         t0 = time.perf_counter()
         if self.device == "cpu":
             built = self._device_half()
@@ -118,8 +119,9 @@ class Loop:
         last = dict(server.last_reply) if server is not None and events else {}
         linked = lto_link.main_unit_events[linked_start:]
         if linked:  # the main unit compiled ("compiled") or kept, then the link: its phases are the build's
-            return dict(seconds=seconds, pch=events + [f"main unit {e}" for e in linked], compiled=built,
-                        phases_s=dict(lto_link.last_phases), compile_s=None, compile_cpu_s=None)
+            pch = events + [f"main unit {e}" for e in linked] + lto_link.link_events[links_start:]
+            return dict(seconds=seconds, pch=pch, compiled=built, phases_s=dict(lto_link.last_phases),
+                        compile_s=None, compile_cpu_s=None)
         return dict(seconds=seconds, pch=events, compiled=built, phases_s=last.get("phases", {}),
                     compile_s=last.get("seconds"), compile_cpu_s=last.get("cpu_seconds"))
 

@@ -20,7 +20,7 @@ Launch = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 7, c
                           ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))
 ErrorString = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
 CtxGetDevice = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int))
-ModuleLoadData = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p)
+ModuleLoadData = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
 FuncSetAttribute = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int)
 LaunchEx = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                             ctypes.POINTER(ctypes.c_void_p))
@@ -43,8 +43,10 @@ class FakeDriver:
         self.launches, self.missing, self.names = [], set(missing), []
         self.device, self.loads = 0, []  # the current context's device; (device, image) per cuModuleLoadData
 
+        self.kernels_of = {}  # module -> the kernels it holds (a module absent here holds every one)
+
         def get_function(fn, module, name):
-            if name.decode() in self.missing:
+            if name.decode() in self.missing or name.decode() not in self.kernels_of.get(module, {name.decode()}):
                 return 500  # CUDA_ERROR_NOT_FOUND
             self.names.append((module, name.decode()))
             fn[0] = len(self.names)
@@ -67,8 +69,11 @@ class FakeDriver:
             device[0] = self.device
             return 0
 
+        self.load_addresses = []
+
         def module_load_data(module, image):
-            self.loads.append((self.device, image))
+            self.loads.append((self.device, ctypes.string_at(image)))
+            self.load_addresses.append(image)
             module[0] = 1000 + len(self.loads)  # a module of this device's context
             return 0
 
@@ -98,9 +103,10 @@ class FakeDriver:
     def bind(self, library, module: int, device: int = 0, image: bytes = b"cubin") -> None:
         """What device_module.bind does: the cubin, loaded as `module` on `device`."""
         self._image = image  # alive while bound, as device_module keeps it
-        library.kreg_bind_device_module.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + \
+        library.kreg_bind_device_module.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int] + \
             [ctypes.c_void_p] * 7
-        library.kreg_bind_device_module(image, module, device, *[ctypes.cast(c, ctypes.c_void_p) for c in self._callbacks])
+        library.kreg_bind_device_module(image, len(image), module, device,
+                                        *[ctypes.cast(c, ctypes.c_void_p) for c in self._callbacks])
 
 
 def _tensor(address: int, n: int) -> KregTensor:
@@ -190,6 +196,46 @@ def test_each_device_launches_from_its_own_module_loaded_on_first_use(launchers)
     _call(launchers, "f16", 8)
     assert [l["module"] for l in driver.launches][-2:] == [1002, 2]
     assert driver.loads[-1] == (1, b"cubin-v2")
+
+
+def tiny_elf(payload: bytes) -> bytes:
+    """A 64-bit ELF file: its header, `payload` as one section, the section headers."""
+    shoff = 64 + -(-len(payload) // 8) * 8
+    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 2, 190, 1, 0, 0, shoff, 0, 64, 0, 0,
+                                                                 64, 2, 0)
+    section = struct.pack("<IIQQQQIIQQ", 0, 1, 0, 0, 64, len(payload), 0, 0, 1, 0)  # PROGBITS at 64
+    return header + payload.ljust(shoff - 64, b"\0") + bytes(64) + section
+
+
+def test_an_image_of_several_modules_finds_each_kernel_in_its_own(launchers):
+    """A linked kernel's kernels, a module each (registry/device/module_images.py):
+    a kernel the first module lacks is looked up in the next, which is loaded
+    from its own offset in the image on that first lookup, once."""
+    from registry.device import module_images
+
+    first, second = tiny_elf(b"vectorized kernel"), tiny_elf(b"scalar kernel, a little longer")
+    image = module_images.join([first, second])
+    assert module_images.split(image) == [first, second]
+    driver = FakeDriver()
+    driver.kernels_of = {1: {"axpy_vectorized_f32"}, 1001: {"axpy_scalar_f32"}}
+    driver.bind(launchers, 1, image=image)
+    n = 4 * 256 * 4 * 3 + 5  # the vector kernel, then the scalar tail
+    assert _call(launchers, "f32", n) is None
+    assert _call(launchers, "f32", n) is None
+    assert [(l["kernel"], l["module"]) for l in driver.launches] == [
+        ("axpy_vectorized_f32", 1), ("axpy_scalar_f32", 1001)] * 2
+    base = ctypes.cast(ctypes.c_char_p(image), ctypes.c_void_p).value
+    assert driver.load_addresses == [base + image.index(second)]
+
+
+def test_module_images_of_one_cubin_or_none_are_the_image_itself():
+    from registry.device import module_images
+
+    one = tiny_elf(b"k")
+    assert module_images.join([one]) == one and module_images.split(one) == [one]
+    assert module_images.split(b"// PTX text") == [b"// PTX text"]
+    with pytest.raises(ValueError):
+        module_images.join([b"not ELF"])
 
 
 def test_no_current_context_is_an_error_not_a_launch(launchers):

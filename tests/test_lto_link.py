@@ -5,10 +5,13 @@ an edit of a header the main unit reaches compiles that again; the key
 follows every file, and going back is a cache hit."""
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from device_build_helpers import build, copy_example, cubin, fresh_compile_servers, inputs, store  # noqa: F401 (fixtures)
-from registry.device import lto_link, nvrtc_pch
+from registry.builder import elf
+from registry.device import lto_link, module_images, nvrtc_pch
 from registry.errors import BuildError, RegistryError
 
 EPILOGUE = "__device__ float axpy_epilogue(float v) { return v * 2.0f; }\n"
@@ -48,6 +51,43 @@ def test_an_edit_of_a_link_source_compiles_it_alone_and_links(kernel, store):
     assert events == [] and back.built is None and back.key == first.key
 
 
+def kernels_of(image: bytes) -> list[list[str]]:
+    return [elf.cubin_symbols(c)[0] for c in module_images.split(image)]
+
+
+def test_once_the_kernels_are_known_each_is_linked_on_its_own(kernel, store):
+    """The first link holds every kernel in one module and names them; an
+    edit of a link source then links each kernel alone, side by side, into
+    an image of a module each; the kernels and what they do are the same."""
+    start = len(lto_link.link_events)
+    first = build(kernel, store)
+    together = kernels_of(cubin(first))
+    assert len(together) == 1 and "with_epilogue" in together[0] and len(together[0]) > 2
+    kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
+    edited = build(kernel, store, first)
+    each = kernels_of(cubin(edited))
+    assert lto_link.link_events[start:] == ["one module", f"a module per kernel ({len(together[0])})"]
+    assert all(len(k) == 1 for k in each) and sorted(k[0] for k in each) == sorted(together[0])
+    # The epilogue edit reached the kernel that calls it: 4.0f where the first link had 2.0f.
+    module = next(c for c in module_images.split(cubin(edited)) if elf.cubin_symbols(c)[0] == ["with_epilogue"])
+    assert struct.pack("<f", 4.0) in module and struct.pack("<f", 4.0) not in cubin(first)
+
+
+def test_kernels_that_use_a_device_global_stay_in_one_module(kernel, store):
+    """A __device__ variable two kernels use must be one variable (linked
+    alone, the kernel that only reads it would see its initial value folded
+    in): a program with a device global is always linked together."""
+    with open(kernel.path("axpy_device.cu"), "a") as f:
+        f.write('__device__ int kreg_calls;\nextern "C" __global__ void count_a() { atomicAdd(&kreg_calls, 1); }\n'
+                'extern "C" __global__ void count_b(int* out) { *out = kreg_calls; }\n')
+    start = len(lto_link.link_events)
+    first = build(kernel, store)
+    kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
+    edited = build(kernel, store, first)
+    assert lto_link.link_events[start:] == ["one module: the kernels use a device global", "one module"]
+    assert len(kernels_of(cubin(edited))) == 1 and b"kreg_calls" in cubin(edited)
+
+
 def test_a_new_process_reads_the_main_units_ltoir_from_the_cache(kernel, store):
     """Published as an "ltoir" entry: after a restart (nothing kept in
     memory) an edit of a link source still only links."""
@@ -58,6 +98,7 @@ def test_a_new_process_reads_the_main_units_ltoir_from_the_cache(kernel, store):
     edited, events = events_during(lambda: build(kernel, store, first))
     assert events == ["cached"], events
     assert edited.key != first.key and b"with_epilogue" in cubin(edited)
+    assert len(kernels_of(cubin(edited))) > 2  # the kernels' names came with it: a module each
 
 
 def test_an_edit_the_main_unit_reaches_compiles_it_again(kernel, store):

@@ -99,3 +99,36 @@ def exported_symbols(path: str) -> set[str] | None:
 
 def _string(data: bytes, at: int) -> str:
     return data[at:data.index(b"\0", at)].decode()
+
+
+# A cubin's symbols (.symtab): CUDA marks a kernel's entry with STO_CUDA_ENTRY in st_other.
+_SHT_SYMTAB = 2
+_STT_OBJECT, _STT_FUNC = 1, 2
+_STO_CUDA_ENTRY = 0x10
+
+
+def cubin_symbols(data: bytes) -> tuple[list[str], list[str]] | None:
+    """(the kernels, the variables in .nv.global sections: mutable device
+    globals) a cubin defines, or None when it is not a 64-bit ELF this reads."""
+    if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
+        return None
+    try:
+        shoff, = struct.unpack_from("<Q", data, 40)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+        section_names = [_string(data, sections[shstrndx][4] + s[0]) for s in sections]
+        kernels, globals_ = [], []
+        for _, sh_type, _, _, offset, size, link, _, _, entsize in sections:
+            if sh_type != _SHT_SYMTAB or entsize == 0:
+                continue
+            strings = sections[link][4]
+            for at in range(offset + entsize, offset + size, entsize):
+                st_name, st_info, st_other, st_shndx = struct.unpack_from("<IBBH", data, at)
+                kind = st_info & 0xF
+                if kind == _STT_FUNC and st_other & _STO_CUDA_ENTRY:
+                    kernels.append(_string(data, strings + st_name))
+                elif kind == _STT_OBJECT and 0 < st_shndx < shnum and section_names[st_shndx].startswith(".nv.global"):
+                    globals_.append(_string(data, strings + st_name))
+        return kernels, globals_
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError):
+        return None

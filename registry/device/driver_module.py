@@ -1,4 +1,6 @@
 """A cubin loaded with the CUDA driver API and bound into a launcher library.
+(An image of several cubins, module_images.py, binds the same way: this
+loads its first module, the library the others on their first lookup.)
 
 cuModuleLoadData takes the cubin bytes (0.1-0.3 ms); the launcher library's
 kreg_bind_device_module (registry/include/kreg/launch_runtime.cc) then gets
@@ -100,8 +102,11 @@ def load_module(key: str, cubin_path: str) -> tuple[int, int, bytes]:
             image = _images[key] = cubin.read()  # kept: the library loads it for other devices
     module = _modules.get((key, device))
     if module is None:
-        handle = ctypes.c_void_p()
-        _check(_cuda().cuModuleLoadData(ctypes.byref(handle), image), f"cuModuleLoadData({cubin_path})")
+        from registry.device import module_images
+
+        handle = ctypes.c_void_p()  # the first module (of several: module_images.py); the library loads the rest
+        _check(_cuda().cuModuleLoadData(ctypes.byref(handle), module_images.split(image)[0]),
+               f"cuModuleLoadData({cubin_path})")
         module = _modules[(key, device)] = handle.value
     return module, device, image
 
@@ -117,6 +122,6 @@ def bind(library, key: str, cubin_path: str) -> None:
     # cuLaunchKernelEx (clusters) came with CUDA 11.8: null before, and kreg_launch_cluster says so.
     entry.append(ctypes.cast(getattr(driver, "cuLaunchKernelEx", None), ctypes.c_void_p))
     bind_fn = library.kreg_bind_device_module
-    bind_fn.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 7
+    bind_fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 7
     bind_fn.restype = None
-    bind_fn(image, ctypes.c_void_p(module), device, *entry)
+    bind_fn(image, len(image), ctypes.c_void_p(module), device, *entry)

@@ -40,33 +40,60 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from registry import _core
-from registry.builder import keys
-from registry.device import nvjitlink
+from registry.builder import elf, keys
+from registry.device import module_images, nvjitlink
 from registry.device.mirror import device_sources, mirrored_files
 from registry.device.nvrtc_pch import cccl_options
 from registry.errors import RegistryError
 
-RECIPE = "compiled apart with -dlto -rdc=true, linked by nvJitLink -lto:"
+RECIPE = ("compiled apart with -dlto -rdc=true, linked by nvJitLink -lto -optimize-unused-variables, "
+          "a module per kernel side by side once the kernels are known and share no device global:")
 LTO_OPTIONS = ["-dlto", "-rdc=true"]
+# -optimize-unused-variables: the device globals no kernel reads (CUTLASS's
+# and libcu++'s constexpr variables, 9,466 of them in kernels/gemm_nvrtc, 1.8
+# of its 1.9 MB cubin) are dropped; nothing else can reach them (the launch
+# API looks up kernels only). It also makes "which globals does a kernel
+# use" readable from its cubin, what splitting the link needs.
+LINK_OPTIONS = ["-lto", "-optimize-unused-variables"]
 
 # Main units' LTO-IR kept in this process, by content (_main_key), the last
 # few: an edit and its revert both stay warm. kernels/gemm_nvrtc's is 22.5 MB.
 KEPT_MAIN_UNITS = 4
-_kept: dict[str, bytes] = {}
 
-# The cache entry of a main unit's LTO-IR: its kind and artifact (entry.toml's, core/cache_store.h).
-# _main_key's version: a change of what the LTO-IR depends on bumps it.
-ENTRY_KIND, ENTRY_ARTIFACT, MAIN_KEY_VERSION = "ltoir", "main.ltoir", "lto_link main unit 1"
+
+@dataclass(frozen=True)
+class MainUnit:
+    ir: bytes
+    # The kernels its links hold, once a link has shown them (two or more:
+    # linked a module each); () when they must be linked together (they
+    # share a device global); None while not known.
+    kernels: tuple[str, ...] | None = None
+
+
+_kept: dict[str, MainUnit] = {}
+
+# The cache entry of a main unit: its kind and artifact (entry.toml's, core/cache_store.h).
+# _main_key's version: a change of what the entry holds or depends on bumps it.
+ENTRY_KIND, ENTRY_ARTIFACT, MAIN_KEY_VERSION = "ltoir", "main.ltoir", "lto_link main unit 2"
+# The artifact's format, version 2: this line, then "kernels" and the kernels'
+# names (space-separated; none while not known) and a newline, then the
+# LTO-IR as NVRTC emitted it.
+ARTIFACT_MAGIC = b"kreg main unit ltoir 2\n"
 
 # What each linked build did with the main unit ("compiled"; "kept" in this
 # process; "cached", read from the cache's entry), and
 # the last one's phases (LinkedDevice.phases): tests and benchmarks read them.
 main_unit_events: list[str] = []
 last_phases: dict[str, float] = {}
+# How each link went: "one module", "a module per kernel (N)", or "one module:
+# the kernels use a device global" (so they are always linked together).
+link_events: list[str] = []
 
 
 class LinkedDevice:
@@ -104,30 +131,28 @@ class LinkedDevice:
         lto = options + LTO_OPTIONS
         irs, logs, phases = [], [], {}
         key = _main_key(main, lto, self.inner.key_inputs(), staging, apart)
-        main_ir = _kept.get(key)  # held here: a build in another thread may drop it from _kept
+        main_unit = _kept.get(key)  # held here: a build in another thread may drop it from _kept
         source = "kept"
-        if main_ir is None and (main_ir := _cached(key)) is not None:
+        if main_unit is None and (main_unit := _cached(key)) is not None:
             source = "cached"
-        if main_ir is not None:
+        if main_unit is not None:
             _kept.pop(key, None)
-            _kept[key] = main_ir  # the most recently used last
+            _kept[key] = main_unit  # the most recently used last
             main_unit_events.append(source)
             self.prelude_event = "kept"
         else:
             # Checked when the main unit is compiled: a kept one was checked with the same files.
             self._check_main_includes_no_link_source()
-            main_ir, log, deps = self.inner.compile(main.encode(), unit_name, lto, ltoir=True)
-            if main_ir is None:
+            ir, log, deps = self.inner.compile(main.encode(), unit_name, lto, ltoir=True)
+            if ir is None:
                 return None, log, deps
             logs.append(log)
             main_unit_events.append("compiled")
+            source = "compiled"
             self.prelude_event = getattr(self.inner, "prelude_event", "")
             phases.update(getattr(self.inner, "phases", None) or {})
-            _kept[key] = main_ir
-            while len(_kept) > KEPT_MAIN_UNITS:
-                _kept.pop(next(iter(_kept)), None)
-            _publish(key, main_ir, self.manifest.name)
-        irs.append((os.path.basename(unit_name), main_ir))
+            main_unit = MainUnit(ir)
+        irs.append((os.path.basename(unit_name), main_unit.ir))
         started = time.perf_counter()
         cccl = cccl_options(getattr(self.inner, "cccl", None))  # libcu++ as the main unit has it (a prelude's)
         for i, line in enumerate(linked):
@@ -138,9 +163,15 @@ class LinkedDevice:
                 return None, "".join(logs), []
             irs.append((os.path.basename(name), ir))
         phases["CUDA C++ Frontend"] = phases.get("CUDA C++ Frontend", 0.0) + time.perf_counter() - started
-        link_options = [_arch_option(options), "-lto", *(o for o in options if o == "-lineinfo")]
-        cubin, log, link_phases = self.linker.link(irs, link_options)
+        link_options = [_arch_option(options), *LINK_OPTIONS, *(o for o in options if o == "-lineinfo")]
+        image, log, link_phases, kernels = self._link(irs, link_options, main_unit.kernels)
         logs.append(log)
+        # Kept and published once compiled (a failed link leaves the LTO-IR good: the link source is what
+        # to fix), and again when the link learned which kernels there are.
+        record = MainUnit(main_unit.ir, kernels) if image is not None else main_unit
+        if source == "compiled" or record != main_unit:
+            _keep(key, record)
+            _publish(key, record, self.manifest.name)
         # Each phase's time, the main unit's (when compiled now: with -dlto its NVVM only emits the
         # LTO-IR) and the link's (NVVM over everything linked, then ptxas) added.
         for name, seconds in link_phases.items():
@@ -148,7 +179,31 @@ class LinkedDevice:
         self.phases = phases
         last_phases.clear()
         last_phases.update(self.phases)
-        return cubin, "".join(logs), []
+        return image, "".join(logs), []
+
+    def _link(self, irs, options: list[str], kernels):
+        """(the image, the log, its phases, the kernels to record): a module
+        per kernel side by side when `kernels` names them, else one link of
+        everything, whose cubin says which kernels there are and whether they
+        may be linked apart: not when the program has a device global. Linked
+        alone, a kernel would have its own copy, and NVVM folds a global the
+        kernel only reads to its initial value (what another kernel writes
+        would never be seen)."""
+        if kernels:
+            each = _link_each(self.linker, irs, options, kernels)
+            if each is not None:
+                return each
+            kernels = ()
+        cubin, log, phases = self.linker.link(irs, options)
+        if cubin is None or kernels == ():
+            link_events.append("one module")
+            return cubin, log, phases, kernels
+        found, variables = elf.cubin_symbols(cubin) or ([], ["?"])
+        if variables:
+            link_events.append("one module: the kernels use a device global")
+        else:
+            link_events.append("one module")
+        return cubin, log, phases, tuple(found) if len(found) > 1 and not variables else ()
 
     def _check_main_includes_no_link_source(self) -> None:
         dirs = keys.include_dirs(self.manifest) + list(self.extra_scan_dirs)
@@ -164,31 +219,80 @@ class LinkedDevice:
                 "link_sources into device_sources")
 
 
+def _keep(key: str, record: MainUnit) -> None:
+    _kept.pop(key, None)
+    _kept[key] = record  # the most recently used last
+    while len(_kept) > KEPT_MAIN_UNITS:
+        _kept.pop(next(iter(_kept)), None)
+
+
+def _link_each(linker, irs, options: list[str], kernels: tuple[str, ...]):
+    """A link per kernel (-kernels-used), on threads at once (ctypes lets go
+    of the GIL in nvJitLink), joined into one image of a module each
+    (module_images.py); its phases are the slowest link's. None when a link
+    holds other
+    kernels than asked (the caller links them together)."""
+    results: list = [None] * len(kernels)
+
+    def one(i: int) -> None:
+        try:
+            results[i] = linker.link(irs, [*options, f"-kernels-used={kernels[i]}"])
+        except Exception as error:  # noqa: BLE001  raised again on the caller's thread
+            results[i] = error
+
+    threads = [threading.Thread(target=one, args=(i,), name=f"kreg-link-{k}") for i, k in enumerate(kernels)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+    failed = next((r for r in results if r[0] is None), None)
+    if failed is not None:  # a link error (an undefined function, say) is every link's: report one
+        return None, failed[1], failed[2], kernels
+    if any((elf.cubin_symbols(cubin) or ([], []))[0] != [kernel] for kernel, (cubin, _, _) in zip(kernels, results)):
+        return None
+    link_events.append(f"a module per kernel ({len(kernels)})")
+    phases: dict[str, float] = {}
+    for _, _, link_phases in results:
+        for name, seconds in link_phases.items():
+            phases[name] = max(phases.get(name, 0.0), seconds)
+    log = "".join(dict.fromkeys(r[1] for r in results))  # ptxas's notes, once each
+    return module_images.join([r[0] for r in results]), log, phases, kernels
+
+
 def _store():
     from registry import knobs
 
     return _core.CacheStore(str(knobs.cache_dir()))
 
 
-def _cached(key: str) -> bytes | None:
-    """The main unit's LTO-IR from the cache (verified by size and digest), or None."""
+def _cached(key: str) -> MainUnit | None:
+    """The main unit from the cache (verified by size and digest), or None."""
     store = _store()
     hit = store.lookup(key)
     if hit.entry is None or hit.entry.kind != ENTRY_KIND:
         return None
     store.touch(key)
     try:
-        return (Path(hit.entry.dir) / hit.entry.artifact).read_bytes()
+        data = (Path(hit.entry.dir) / hit.entry.artifact).read_bytes()
     except OSError:  # evicted since the lookup
         return None
+    if not data.startswith(ARTIFACT_MAGIC):
+        return None
+    line, _, ir = data[len(ARTIFACT_MAGIC):].partition(b"\n")
+    names = tuple(line.decode().split()[1:])
+    return MainUnit(ir, names if len(names) > 1 else None)
 
 
-def _publish(key: str, ir: bytes, kernel: str) -> None:
+def _publish(key: str, record: MainUnit, kernel: str) -> None:
     """Best effort: a cache that cannot take it (a full disk) costs only the next process a compile."""
     store = _store()
+    names = " ".join(record.kernels or ())
     try:
         staging = Path(store.make_staging_dir())
-        (staging / ENTRY_ARTIFACT).write_bytes(ir)
+        (staging / ENTRY_ARTIFACT).write_bytes(ARTIFACT_MAGIC + f"kernels {names}".rstrip().encode() + b"\n" + record.ir)
         entry = _core.Entry()
         entry.key, entry.kernel, entry.backend, entry.kind, entry.artifact = key, kernel, "cuda", ENTRY_KIND, ENTRY_ARTIFACT
         store.publish(str(staging), entry)

@@ -114,8 +114,11 @@ class Cuda:
         (kreg/launch_runtime.cc) with the image, this context's module and device."""
         self.images.append(open(cubin, "rb").read())  # kept alive: the library loads it on other devices
         image = self.images[-1]
-        module = ctypes.c_void_p()
-        self._check(self.lib.cuModuleLoadData(ctypes.byref(module), image), f"cuModuleLoadData({cubin})")
+        from registry.device import module_images
+
+        module = ctypes.c_void_p()  # the first of the image's modules; the library loads the others
+        self._check(self.lib.cuModuleLoadData(ctypes.byref(module), module_images.split(image)[0]),
+                    f"cuModuleLoadData({cubin})")
         # The plain names, as the parent binds them (a _v2 of some has other parameters).
         entries = [ctypes.cast(getattr(self.lib, n), ctypes.c_void_p)
                    for n in ("cuModuleGetFunction", "cuLaunchKernel", "cuGetErrorString", "cuCtxGetDevice",
@@ -123,9 +126,9 @@ class Cuda:
         # cuLaunchKernelEx (clusters) came with CUDA 11.8: null before, and kreg_launch_cluster says so.
         entries.append(ctypes.cast(getattr(self.lib, "cuLaunchKernelEx", None), ctypes.c_void_p))
         bind = library.kreg_bind_device_module
-        bind.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 7
+        bind.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 7
         bind.restype = None
-        bind(image, module, self.device, *entries)
+        bind(image, len(image), module, self.device, *entries)
 
 
 class Worker:

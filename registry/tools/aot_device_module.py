@@ -54,6 +54,6 @@ def bind(library_path, folder):
     # cuLaunchKernelEx (clusters) came with CUDA 11.8: null before, and kreg_launch_cluster says so.
     entries.append(ctypes.cast(getattr(driver, "cuLaunchKernelEx", None), ctypes.c_void_p))
     bind_module = ctypes.CDLL(library_path).kreg_bind_device_module
-    bind_module.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 7
+    bind_module.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p] * 7
     bind_module.restype = None
-    bind_module(image, None, -1, *entries)  # no module, no device: each device loads it on first launch
+    bind_module(image, len(image), None, -1, *entries)  # no module, no device: each device loads it on first launch

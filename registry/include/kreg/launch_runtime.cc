@@ -4,7 +4,14 @@
 // each) and the driver's entry points, handed over by the registry
 // (registry/device/driver_module.py) through kreg_bind_device_module, so the library
 // needs neither CUDA headers nor libcuda at link time.
+//
+// The bound image is one cubin, or several back to back, each at an 8-byte
+// aligned offset (registry/device/module_images.py writes them: a linked
+// kernel's kernels, linked one per module side by side). A kernel is looked
+// up in each module in turn; a module is loaded on the first lookup that
+// reaches it.
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,12 +58,13 @@ constexpr unsigned kPortableClusterSize = 8;
 
 constexpr int kCachedFunctions = 32;
 constexpr int kMaxDevices = 64;
+constexpr int kMaxModules = 16;
 
 // A module belongs to the context it was loaded in: one per device (its
 // primary context, torch's), loaded on the first launch there, with the
 // functions looked up in it.
 struct DeviceModule {
-  void* module = nullptr;
+  void* modules[kMaxModules] = {};
   const char* names[kCachedFunctions] = {};
   void* functions[kCachedFunctions] = {};
   // What was set on each function: its dynamic shared memory limit (bytes),
@@ -68,6 +76,8 @@ struct DeviceModule {
 
 struct Bound {
   const void* image = nullptr;  // the cubin's bytes, kept alive by the registry
+  const void* images[kMaxModules] = {};  // where each cubin of the image starts
+  int image_count = 0;
   GetFunction get_function = nullptr;
   LaunchKernel launch = nullptr;
   ErrorString error_string = nullptr;
@@ -128,14 +138,6 @@ Found find_function(const char* kernel) {
     return found;
   }
   DeviceModule& here = bound.devices[device];
-  if (here.module == nullptr) {
-    result = bound.module_load_data(&here.module, bound.image);
-    if (result != 0) {
-      here.module = nullptr;
-      found.error = driver_error(result, "kreg_launch: cuModuleLoadData failed for the current device");
-      return found;
-    }
-  }
   for (int i = 0; i < here.cached; ++i) {
     if (strcmp(here.names[i], kernel) == 0) {
       found.function = here.functions[i];
@@ -144,8 +146,18 @@ Found find_function(const char* kernel) {
       return found;
     }
   }
-  result = bound.get_function(&found.function, here.module, kernel);
-  if (result != 0) {
+  for (int m = 0; m < bound.image_count && found.function == nullptr; ++m) {
+    if (here.modules[m] == nullptr) {
+      result = bound.module_load_data(&here.modules[m], bound.images[m]);
+      if (result != 0) {
+        here.modules[m] = nullptr;
+        found.error = driver_error(result, "kreg_launch: cuModuleLoadData failed for the current device");
+        return found;
+      }
+    }
+    if (bound.get_function(&found.function, here.modules[m], kernel) != 0) found.function = nullptr;
+  }
+  if (found.function == nullptr) {
     found.error = failed(kernel, "no such kernel in the device module (declare it extern \"C\" __global__)");
     return found;
   }
@@ -177,17 +189,59 @@ const char* allow_shared(const char* kernel, const Found& found, unsigned bytes)
   return nullptr;
 }
 
+// Where each cubin of `image` (`size` bytes) starts: the first at 0, each
+// next at the first 8-byte boundary past the end of the one before (the end
+// of its ELF section table, program headers or last section with contents).
+// Anything else there ends the list.
+int split_images(const unsigned char* image, size_t size, const void** starts) {
+  int count = 0;
+  size_t at = 0;
+  while (count < kMaxModules && at + 64 <= size && memcmp(image + at, "\x7f" "ELF\x02\x01", 6) == 0) {
+    starts[count++] = image + at;
+    const unsigned char* elf = image + at;
+    uint64_t phoff, shoff;
+    uint16_t phentsize, phnum, shentsize, shnum;
+    memcpy(&phoff, elf + 0x20, 8);
+    memcpy(&shoff, elf + 0x28, 8);
+    memcpy(&phentsize, elf + 0x36, 2);
+    memcpy(&phnum, elf + 0x38, 2);
+    memcpy(&shentsize, elf + 0x3A, 2);
+    memcpy(&shnum, elf + 0x3C, 2);
+    uint64_t end = 64;  // the ELF header itself
+    if (phoff + uint64_t(phentsize) * phnum > end) end = phoff + uint64_t(phentsize) * phnum;
+    if (shoff + uint64_t(shentsize) * shnum > end) end = shoff + uint64_t(shentsize) * shnum;
+    for (uint16_t i = 0; i < shnum && shoff + uint64_t(i + 1) * shentsize <= size - at; ++i) {
+      const unsigned char* section = elf + shoff + uint64_t(i) * shentsize;
+      uint32_t type;
+      uint64_t offset, bytes;
+      memcpy(&type, section + 4, 4);
+      memcpy(&offset, section + 0x18, 8);
+      memcpy(&bytes, section + 0x20, 8);
+      if (type != 8 /* SHT_NOBITS */ && offset + bytes > end) end = offset + bytes;
+    }
+    at += (end + 7) & ~uint64_t(7);
+  }
+  return count;
+}
+
 }  // namespace
 
-// Binds a new cubin (`image`, kept alive by the caller) with the module the
-// registry loaded for `device`; other devices load theirs on first use.
-// Modules of the previous cubin stay loaded (never unloaded: an old graph may
-// launch from them) but are no longer used.
+// Binds a new image (`image`, `size` bytes, kept alive by the caller: one
+// cubin or several, split_images) with the module the registry loaded from
+// it for `device` (its first cubin's; null: none loaded yet); other modules
+// and devices load theirs on first use. Modules of the previous image stay
+// loaded (never unloaded: an old graph may launch from them) but are no
+// longer used.
 extern "C" __attribute__((visibility("default"))) void kreg_bind_device_module(
-    const void* image, void* module, int device, void* get_function, void* launch, void* error_string,
-    void* ctx_get_device, void* module_load_data, void* func_set_attribute, void* launch_ex) {
+    const void* image, size_t size, void* module, int device, void* get_function, void* launch,
+    void* error_string, void* ctx_get_device, void* module_load_data, void* func_set_attribute, void* launch_ex) {
   pthread_mutex_lock(&lock);
   bound.image = image;
+  bound.image_count = split_images(static_cast<const unsigned char*>(image), size, bound.images);
+  if (bound.image_count == 0) {  // not ELF (a PTX or fatbin image): the driver reads it whole
+    bound.images[0] = image;
+    bound.image_count = 1;
+  }
   bound.get_function = reinterpret_cast<GetFunction>(get_function);
   bound.launch = reinterpret_cast<LaunchKernel>(launch);
   bound.error_string = reinterpret_cast<ErrorString>(error_string);
@@ -196,7 +250,7 @@ extern "C" __attribute__((visibility("default"))) void kreg_bind_device_module(
   bound.func_set_attribute = reinterpret_cast<FuncSetAttribute>(func_set_attribute);
   bound.launch_ex = reinterpret_cast<LaunchKernelEx>(launch_ex);
   for (DeviceModule& d : bound.devices) d = DeviceModule{};
-  if (device >= 0 && device < kMaxDevices) bound.devices[device].module = module;
+  if (device >= 0 && device < kMaxDevices) bound.devices[device].modules[0] = module;
   pthread_mutex_unlock(&lock);
 }
 
