@@ -68,6 +68,7 @@ def test_once_the_kernels_are_known_each_is_linked_on_its_own(kernel, store):
     each = kernels_of(cubin(edited))
     assert lto_link.link_events[start:] == ["one module", f"a module per kernel ({len(together[0])})"]
     assert all(len(k) == 1 for k in each) and sorted(k[0] for k in each) == sorted(together[0])
+    assert f"{len(each)} kernels linked side by side" in edited.built.phases, edited.built.phases
     # The epilogue edit reached the kernel that calls it: 4.0f where the first link had 2.0f.
     module = next(c for c in module_images.split(cubin(edited)) if elf.cubin_symbols(c)[0] == ["with_epilogue"])
     assert struct.pack("<f", 4.0) in module and struct.pack("<f", 4.0) not in cubin(first)

@@ -232,6 +232,8 @@ def phase_text(compiler) -> str:
         text += f"; the prelude's precompiled header {event}"
     elif text and event == "kept":  # lto_link.py: only the link sources compiled, then linked
         text += "; the other device sources' LTO-IR kept"
+    if text and getattr(compiler, "link_note", ""):
+        text += f"; {compiler.link_note}"
     return text
 
 

@@ -25,16 +25,31 @@ compile server and its precompiled header when there is a prelude) with
 -dlto -rdc=true; each link source alone by NVRTC in this process, the same
 options and include paths; nvJitLink links them (-lto, the unit's -arch).
 
+A link per kernel. The first link of a main unit holds every kernel in one
+module, and its cubin names them. From then on (this process, or the next
+one: the names are kept with the LTO-IR) each kernel is linked alone
+(-kernels-used=K), all at once on threads, and the cubins are joined into
+one image of a module each (module_images.py; the launch runtime finds a
+kernel in any of them): NVVM, the link's cost, then takes as long as the
+slowest kernel instead of the sum. Not when the program has a device global
+(__device__ int n;): kernels linked apart would each have their own, and
+NVVM folds one a kernel only reads to its initial value. nvJitLink's own
+split (-split-compile-extended) is no substitute: it doubled the GEMM's NVVM
+(bench/results/gpu-2026-12-05-linked-h100/).
+
 Exactness. The cubin's key is the driver's (every file compiled, the link
 sources among them; the recipe names them; nvJitLink's identity is a key
 input). The main unit's LTO-IR is an accelerator only, kept in this process
 and published in the cache (an entry of kind "ltoir", its artifact the
-LTO-IR as NVRTC emits it, verified like any entry and evicted with them), so
+LTO-IR as NVRTC emits it behind a line naming the kernels, ARTIFACT_MAGIC;
+verified like any entry and evicted with them), so
 a new process's first edit of a link source only links. Both are reused
 only for the same main unit, options, compiler identity and the bytes of
 every mirrored file but the link sources (_main_key), which the main unit
 must not include (the scanner checks it, both sides of every #if: a link
-source included there would be defined twice).
+source included there would be defined twice). Whether a cubin holds one
+module or one per kernel depends on whether the kernels were known when it
+was built, not on its key's inputs; both run the same kernels.
 """
 from __future__ import annotations
 
@@ -112,6 +127,7 @@ class LinkedDevice:
         self.extra_scan_dirs, self.system_include_dir = inner.extra_scan_dirs, inner.system_include_dir
         self.phases: dict[str, float] = {}  # the last build's, as NVRTC's --time names them (cubin_build.phase_text)
         self.prelude_event = ""             # the main unit's: the prelude's event, or "kept"
+        self.link_note = ""                 # how the last link went, when the kernels were linked apart
 
     def identity(self) -> str:
         return f"{self.inner.identity()}; {self.linker.identity()}"
@@ -165,6 +181,8 @@ class LinkedDevice:
         phases["CUDA C++ Frontend"] = phases.get("CUDA C++ Frontend", 0.0) + time.perf_counter() - started
         link_options = [_arch_option(options), *LINK_OPTIONS, *(o for o in options if o == "-lineinfo")]
         image, log, link_phases, kernels = self._link(irs, link_options, main_unit.kernels)
+        modules = len(module_images.split(image)) if image is not None else 0
+        self.link_note = f"{modules} kernels linked side by side, a module each" if modules > 1 else ""
         logs.append(log)
         # Kept and published once compiled (a failed link leaves the LTO-IR good: the link source is what
         # to fix), and again when the link learned which kernels there are.
