@@ -5,6 +5,7 @@ same device code, measured in the same run.
     python bench/gemm_edit_loop.py --device cpu  [--edits 3] [--out bench/results]
     python bench/gemm_edit_loop.py --device cuda [--edits 5] [--out bench/results]
     ... --speed           (cuda) then the op's speed beside torch.matmul
+    ... --steps epilogue  only these of body,epilogue,restart,nvcc (a short GPU run)
     ... --link-epilogue   the epilogue as a [cuda] link_sources file, linked by
                           nvJitLink -lto (device/lto_link.py): results go to
                           gemm_edit_loop_linked-<device>.*
@@ -49,6 +50,7 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(CHECKOUT))
 
 KERNEL = "gemm_nvrtc"
+ALL_STEPS = ("body", "epilogue", "restart", "nvcc")  # --steps: what runs beside cold and revert
 EPILOGUE = "__device__ float gemm_nvrtc::epilogue(float value) { return value; }"
 ENTRY = "  op(params, smem);"
 
@@ -206,7 +208,7 @@ def speeds(loop: Loop) -> list[dict]:
     return speed(registry.get(KERNEL, device="cuda"), compile_too=False)
 
 
-def run(device: str, edits: int, link_epilogue: bool = False, speed: bool = False) -> dict:
+def run(device: str, edits: int, link_epilogue: bool = False, speed: bool = False, only=ALL_STEPS) -> dict:
     root = Path(tempfile.mkdtemp(prefix="gemm-edit-loop-"))
     loop = Loop(root, device, link_epilogue)
     # The edits' targets exist before the first (minutes long) build.
@@ -220,7 +222,7 @@ def run(device: str, edits: int, link_epilogue: bool = False, speed: bool = Fals
         print(name, json.dumps(result), flush=True)
 
     try:
-        done = dict(steps=steps, **loop_steps(loop, edits, record))
+        done = dict(steps=steps, **loop_steps(loop, edits, record, only))
         if speed and device == "cuda":
             done["speed"] = speeds(loop)
         return done
@@ -232,15 +234,15 @@ def run(device: str, edits: int, link_epilogue: bool = False, speed: bool = Fals
         shutil.rmtree(root, ignore_errors=True)
 
 
-def loop_steps(loop: Loop, edits: int, record) -> dict:
+def loop_steps(loop: Loop, edits: int, record, only=ALL_STEPS) -> dict:
     record("cold", loop.step())
     originals = {n: (loop.dir / n).read_text() for n in ("gemm_device.cu", loop.epilogue)}
-    for i in range(edits):
+    for i in range(edits if "body" in only else 0):
         old, new = body_edit(i)
         loop.write("gemm_device.cu", old, new)
         record("body_edit", loop.step())
         (loop.dir / "gemm_device.cu").write_text(originals["gemm_device.cu"])
-    for i in range(edits):
+    for i in range(edits if "epilogue" in only else 0):
         old, new, scale = epilogue_edit(i)
         loop.write(loop.epilogue, old, new)
         record("epilogue_edit", loop.step(scale))
@@ -248,9 +250,12 @@ def loop_steps(loop: Loop, edits: int, record) -> dict:
     for name, text in originals.items():
         (loop.dir / name).write_text(text)
     record("revert", loop.step())
-    record("restart_epilogue_edit", restart_epilogue_edit(loop))
+    if "restart" in only:
+        record("restart_epilogue_edit", restart_epilogue_edit(loop))
     for name, text in originals.items():
         (loop.dir / name).write_text(text)
+    if "nvcc" not in only:
+        return dict(nvcc_cubin=None)
     nvcc = nvcc_cubin(loop)
     print("nvcc_cubin", json.dumps(nvcc), flush=True)
     return dict(nvcc_cubin=nvcc)
@@ -303,9 +308,10 @@ def report(result: dict, device: str, command: str) -> str:
                      f"{phase('PTX')} | {med([s['floor_s'] for s in steps])} | "
                      f"{', '.join(sorted({e for s in steps for e in s['pch']})) or 'cache'} |")
     nvcc = result["nvcc_cubin"]
-    phases = ", ".join(f"{k} {v:.2f}" for k, v in nvcc["phases_s"].items())
-    lines += ["", f"nvcc -cubin of the same device unit, same run: {nvcc['seconds']:.2f} s "
-                  f"({'ok' if nvcc['ok'] else 'failed'}; phases: {phases or '-'})."]
+    if nvcc is not None:
+        phases = ", ".join(f"{k} {v:.2f}" for k, v in nvcc["phases_s"].items())
+        lines += ["", f"nvcc -cubin of the same device unit, same run: {nvcc['seconds']:.2f} s "
+                      f"({'ok' if nvcc['ok'] else 'failed'}; phases: {phases or '-'})."]
     if result.get("speed"):
         lines += ["", "| shape | op TFLOP/s | cuBLAS TFLOP/s | op / cuBLAS | rel err |", "|---|---|---|---|---|"]
         lines += [f"| {r['shape']} | {r['registry_tflops']:.0f} | {r['cublas_tflops']:.0f} | {r['ratio']:.3f} | "
@@ -321,11 +327,13 @@ def main() -> None:
     parser.add_argument("--link-epilogue", action="store_true",
                         help="the epilogue as a [cuda] link_sources file, linked by nvJitLink -lto")
     parser.add_argument("--speed", action="store_true", help="cuda: the op beside torch.matmul after the loop")
+    parser.add_argument("--steps", default=",".join(ALL_STEPS),
+                        help=f"which of {','.join(ALL_STEPS)} to run beside cold and revert (default: all)")
     parser.add_argument("--restarted", type=Path, help=argparse.SUPPRESS)  # restart_epilogue_edit's process
     args = parser.parse_args()
     if args.restarted:
         return restarted(args.restarted, args.device, args.link_epilogue)
-    result = dict(run(args.device, args.edits, args.link_epilogue, args.speed), linked=args.link_epilogue)
+    result = dict(run(args.device, args.edits, args.link_epilogue, args.speed, tuple(args.steps.split(","))), linked=args.link_epilogue)
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"gemm_edit_loop{'_linked' if args.link_epilogue else ''}-{args.device}"

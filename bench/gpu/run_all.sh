@@ -74,7 +74,7 @@ for step in $STEPS; do
                timeout "${GEMMNVRTC_S:-600}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-5}" \
                  --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop.log" | tail -14 ;;
     linked) timeout "${LINKED_S:-500}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-3}" \
-              --link-epilogue --speed --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop_linked.log" | tail -14 ;;
+              --link-epilogue --speed --steps "${LINKED_STEPS:-body,epilogue,restart,nvcc}" --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop_linked.log" | tail -14 ;;
     aotcubin) timeout "${AOTCUBIN_S:-420}" python3 -m pytest -m gpu -p no:cacheprovider --timeout 240 --tb=short -rfEs \
                 -k "cubin_package or aot or cuda_variant" tests/test_aot.py tests/test_gpu_gemm_nvrtc.py \
                 tests/test_hf_export.py 2>&1 | tee "$OUT/gpu_aot_cubin_tests.txt" | tail -12 ;;
