@@ -333,7 +333,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.restarted:
         return restarted(args.restarted, args.device, args.link_epilogue)
-    result = dict(run(args.device, args.edits, args.link_epilogue, args.speed, tuple(args.steps.split(","))), linked=args.link_epilogue)
+    result = dict(run(args.device, args.edits, args.link_epilogue, args.speed, tuple(args.steps.split(","))),
+                  linked=args.link_epilogue)
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"gemm_edit_loop{'_linked' if args.link_epilogue else ''}-{args.device}"

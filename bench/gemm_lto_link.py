@@ -181,9 +181,10 @@ def run(links: int, splits: list[int]) -> dict:
     for n in splits[:1]:  # a whole compile is minutes: the first N only
         sources[f"{whole}, -split-compile={n}"] = sources[whole]
     # One at a time: NVRTC's phases are wall clock, and compiles side by side would share the cores.
-    compiled = {label: nvrtc_compile(source, f"unit{i}.cu",
-                                     opts + (["-split-compile=" + label.rpartition("=")[2]] if "split" in label else []),
-                                     lto=not label.startswith("whole"))
+    def split_option(label: str) -> list[str]:
+        return ["-split-compile=" + label.rpartition("=")[2]] if "split" in label else []
+
+    compiled = {label: nvrtc_compile(source, f"unit{i}.cu", opts + split_option(label), lto=not label.startswith("whole"))
                 for i, (label, source) in enumerate(sources.items())}
     epilogue = nvrtc_compile(EPILOGUE_UNIT, "epilogue.cu", opts[:4], lto=True)
     result = {"compiles": {k: {n: v for n, v in c.items() if n != "data"} for k, c in compiled.items()},

@@ -89,6 +89,28 @@ def test_kernels_that_use_a_device_global_stay_in_one_module(kernel, store):
     assert len(kernels_of(cubin(edited))) == 1 and b"kreg_calls" in cubin(edited)
 
 
+def test_a_link_source_that_defines_a_kernel_or_a_variable_links_everything_together(kernel, store):
+    """What the main unit's first link learned covers the main unit only: an
+    edit that adds a kernel or a __device__ variable to a link source is
+    linked in one module (the new kernel in it, the variable one for all),
+    and the edit that takes it out again links a module per kernel."""
+    first = build(kernel, store)
+    start = len(lto_link.link_events)
+    kernel.edit("epilogue.cu", EPILOGUE, EPILOGUE + 'extern "C" __global__ void from_a_link_source(float* y) '
+                "{ y[0] = axpy_epilogue(y[0]); }\n")
+    with_kernel = build(kernel, store, first)
+    assert kernels_of(cubin(with_kernel))[0].count("from_a_link_source") == 1
+    kernel.path("epilogue.cu").write_text("__device__ float kreg_scale = 2.0f;\n"
+                                          "__device__ float axpy_epilogue(float v) { return v * kreg_scale; }\n")
+    with_variable = build(kernel, store, with_kernel)
+    assert len(kernels_of(cubin(with_variable))) == 1
+    kernel.path("epilogue.cu").write_text(EPILOGUE.replace("2.0f", "3.0f"))
+    plain = build(kernel, store, with_variable)
+    assert len(kernels_of(cubin(plain))) > 2
+    count = len(kernels_of(cubin(plain)))
+    assert lto_link.link_events[start:] == ["one module", "one module", f"a module per kernel ({count})"]
+
+
 def test_a_new_process_reads_the_main_units_ltoir_from_the_cache(kernel, store):
     """Published as an "ltoir" entry: after a restart (nothing kept in
     memory) an edit of a link source still only links."""

@@ -33,7 +33,10 @@ one image of a module each (module_images.py; the launch runtime finds a
 kernel in any of them): NVVM, the link's cost, then takes as long as the
 slowest kernel instead of the sum. Not when the program has a device global
 (__device__ int n;): kernels linked apart would each have their own, and
-NVVM folds one a kernel only reads to its initial value. nvJitLink's own
+NVVM folds one a kernel only reads to its initial value. Not either when a
+link source defines a kernel or a device variable (its PTX says; what the
+first link learned is the main unit's, kept while the main unit is the
+same): that edit links everything together. nvJitLink's own
 split (-split-compile-extended) is no substitute: it doubled the GEMM's NVVM
 (bench/results/gpu-2026-12-05-linked-h100/).
 
@@ -55,6 +58,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -178,9 +182,15 @@ class LinkedDevice:
             if ir is None:
                 return None, "".join(logs), []
             irs.append((os.path.basename(name), ir))
+        apart = bool(main_unit.kernels) and self._link_sources_define_nothing_shared(linked, unit_name,
+                                                                                        options + cccl)
         phases["CUDA C++ Frontend"] = phases.get("CUDA C++ Frontend", 0.0) + time.perf_counter() - started
         link_options = [_arch_option(options), *LINK_OPTIONS, *(o for o in options if o == "-lineinfo")]
-        image, log, link_phases, kernels = self._link(irs, link_options, main_unit.kernels)
+        if main_unit.kernels and not apart:  # together this time; what the first link learned still holds
+            image, log, link_phases, _ = self._link(irs, link_options, ())
+            kernels = main_unit.kernels
+        else:
+            image, log, link_phases, kernels = self._link(irs, link_options, main_unit.kernels)
         modules = len(module_images.split(image)) if image is not None else 0
         self.link_note = f"{modules} kernels linked side by side, a module each" if modules > 1 else ""
         logs.append(log)
@@ -223,6 +233,21 @@ class LinkedDevice:
             link_events.append("one module")
         return cubin, log, phases, tuple(found) if len(found) > 1 and not variables else ()
 
+    def _link_sources_define_nothing_shared(self, linked: list[str], unit_name: str, options: list[str]) -> bool:
+        """Whether the link sources define no kernel and no device variable,
+        read from their PTX (one more compile each, milliseconds for a file
+        without CUTLASS's headers): what the main unit's first link learned
+        about the program (its kernels, no device global) then still holds.
+        A link source with a __global__ or a __device__ variable (constexpr
+        ones of a header included) is linked with the rest in one module."""
+        virtual = [o.replace("-arch=sm_", "-arch=compute_") for o in options if o != "-dlto"]
+        for i, line in enumerate(linked):
+            ptx, _ = self.plain.nvrtc.compile(line.encode(), str(Path(unit_name).with_suffix(f".ptx{i}.cu")),
+                                              virtual, ptx=True)
+            if ptx is None or _DEFINES_SHARED.search(ptx.decode(errors="replace")):
+                return False
+        return True
+
     def _check_main_includes_no_link_source(self) -> None:
         dirs = keys.include_dirs(self.manifest) + list(self.extra_scan_dirs)
         main = [s for s in device_sources(self.manifest) if s not in self.link_sources]
@@ -235,6 +260,10 @@ class LinkedDevice:
                 "includes it: it would be compiled twice and defined twice at the link. Remove the #include and "
                 "declare what the file defines instead (e.g. __device__ float epilogue(float);), or move it from "
                 "link_sources into device_sources")
+
+
+# A kernel (.entry) or a device variable defined (.global, but not .extern) in PTX.
+_DEFINES_SHARED = re.compile(r"^\s*(?:\.(?:visible|weak|common)\s+)*\.(?:entry|global)\s", re.M)
 
 
 def _keep(key: str, record: MainUnit) -> None:
@@ -310,7 +339,8 @@ def _publish(key: str, record: MainUnit, kernel: str) -> None:
     names = " ".join(record.kernels or ())
     try:
         staging = Path(store.make_staging_dir())
-        (staging / ENTRY_ARTIFACT).write_bytes(ARTIFACT_MAGIC + f"kernels {names}".rstrip().encode() + b"\n" + record.ir)
+        header = ARTIFACT_MAGIC + f"kernels {names}".rstrip().encode() + b"\n"
+        (staging / ENTRY_ARTIFACT).write_bytes(header + record.ir)
         entry = _core.Entry()
         entry.key, entry.kernel, entry.backend, entry.kind, entry.artifact = key, kernel, "cuda", ENTRY_KIND, ENTRY_ARTIFACT
         store.publish(str(staging), entry)

@@ -80,9 +80,11 @@ class Nvrtc:
         if result != _NVRTC_SUCCESS:
             raise RegistryError(f"{what} failed: {self._open().nvrtcGetErrorString(result).decode()}")
 
-    def compile(self, source: bytes, name: str, options: list[str], ltoir: bool = False) -> tuple[bytes | None, str]:
+    def compile(self, source: bytes, name: str, options: list[str], ltoir: bool = False,
+                ptx: bool = False) -> tuple[bytes | None, str]:
         """(cubin or None on a compile error, NVRTC's log). ltoir: the
-        program's LTO-IR instead (options with -dlto), for nvJitLink."""
+        program's LTO-IR instead (options with -dlto), for nvJitLink; ptx:
+        its PTX (options with a virtual -arch=compute_XX)."""
         lib = self._open()
         prog = ctypes.c_void_p()
         self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), source, name.encode(), 0, None, None),
@@ -97,7 +99,7 @@ class Nvrtc:
             text = log.value.decode(errors="replace")
             if result != _NVRTC_SUCCESS:
                 return None, text
-            kind = "LTOIR" if ltoir else "CUBIN"
+            kind = "LTOIR" if ltoir else "PTX" if ptx else "CUBIN"
             self._check(getattr(lib, f"nvrtcGet{kind}Size")(prog, ctypes.byref(size)), f"nvrtcGet{kind}Size")
             output = ctypes.create_string_buffer(size.value)
             self._check(getattr(lib, f"nvrtcGet{kind}")(prog, output), f"nvrtcGet{kind}")
