@@ -228,6 +228,26 @@ def test_an_image_of_several_modules_finds_each_kernel_in_its_own(launchers):
     assert driver.load_addresses == [base + image.index(second)]
 
 
+def test_an_image_of_real_cubins_is_split_where_module_images_joined_it(launchers):
+    """Cubins as NVRTC writes them (section headers, program headers, padding):
+    the runtime's split_images finds the second where the writer put it."""
+    from registry.device import module_images
+    from registry.device import nvrtc as nvrtc_lib
+
+    nvrtc = nvrtc_lib.load()
+    cubins = [nvrtc.compile(f'extern "C" __global__ void k{i}(float* y) {{ y[{i}] = {i}.0f; }}'.encode(),
+                            f"k{i}.cu", ["-arch=sm_90"])[0] for i in range(3)]
+    image = module_images.join(cubins)
+    assert module_images.split(image) == cubins
+    driver = FakeDriver()
+    driver.kernels_of = {1: set(), 1001: set(), 1002: {"axpy_scalar_f32"}}  # the third module holds it
+    driver.bind(launchers, 1, image=image)
+    assert _call(launchers, "f32", 1, base=0x10002) is None  # misaligned: the scalar kernel alone
+    base = ctypes.cast(ctypes.c_char_p(image), ctypes.c_void_p).value
+    assert driver.load_addresses == [base + image.index(cubins[1]), base + image.index(cubins[2])]
+    assert [l["module"] for l in driver.launches] == [1002]
+
+
 def test_module_images_of_one_cubin_or_none_are_the_image_itself():
     from registry.device import module_images
 
