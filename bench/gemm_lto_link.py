@@ -112,7 +112,9 @@ def link(irs: list[bytes], extra: list[str] = ()) -> dict:
     (-time: NVVM to PTX, then ptxas and the rest)."""
     fn = _jitlink()
     handle = ctypes.c_void_p()
-    opts = [f"-arch={ARCH}", "-lto", "-time", *extra]
+    from registry.device.lto_link import LINK_OPTIONS
+
+    opts = [f"-arch={ARCH}", *LINK_OPTIONS, "-time", *extra]  # the registry's (runs before 0ef13cb: -lto alone)
     assert fn("nvJitLinkCreate")(ctypes.byref(handle), len(opts),
                                  (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])) == 0
     for i, ir in enumerate(irs):
@@ -136,8 +138,8 @@ def link(irs: list[bytes], extra: list[str] = ()) -> dict:
 
 def side_by_side(irs: list[bytes], kernels: list[str]) -> dict:
     """One link per kernel (-kernels-used=K: NVVM and ptxas over that kernel
-    alone), on threads at once (ctypes lets go of the GIL): how long a linked
-    edit would take if the launcher could load a module per kernel. The
+    alone), on threads at once (ctypes lets go of the GIL), as a linked edit
+    links once the kernels are known (registry/device/lto_link.py). The
     per-kernel PTX cannot instead be merged and assembled once through
     nvJitLink: a PTX input is assembled as relocatable code, and ptxas drops
     the kernels' setmaxnreg (C7504)."""
@@ -184,7 +186,8 @@ def run(links: int, splits: list[int]) -> dict:
     def split_option(label: str) -> list[str]:
         return ["-split-compile=" + label.rpartition("=")[2]] if "split" in label else []
 
-    compiled = {label: nvrtc_compile(source, f"unit{i}.cu", opts + split_option(label), lto=not label.startswith("whole"))
+    compiled = {label: nvrtc_compile(source, f"unit{i}.cu", opts + split_option(label),
+                                     lto=not label.startswith("whole"))
                 for i, (label, source) in enumerate(sources.items())}
     epilogue = nvrtc_compile(EPILOGUE_UNIT, "epilogue.cu", opts[:4], lto=True)
     result = {"compiles": {k: {n: v for n, v in c.items() if n != "data"} for k, c in compiled.items()},

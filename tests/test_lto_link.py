@@ -100,8 +100,8 @@ def test_a_link_source_that_defines_a_kernel_or_a_variable_links_everything_toge
                 "{ y[0] = axpy_epilogue(y[0]); }\n")
     with_kernel = build(kernel, store, first)
     assert kernels_of(cubin(with_kernel))[0].count("from_a_link_source") == 1
-    kernel.path("epilogue.cu").write_text("__device__ float kreg_scale = 2.0f;\n"
-                                          "__device__ float axpy_epilogue(float v) { return v * kreg_scale; }\n")
+    kernel.path("epilogue.cu").write_text("static __device__ int kreg_calls;\n__device__ float axpy_epilogue(float v) "
+                                          "{ return v + atomicAdd(&kreg_calls, 1); }\n")
     with_variable = build(kernel, store, with_kernel)
     assert len(kernels_of(cubin(with_variable))) == 1
     kernel.path("epilogue.cu").write_text(EPILOGUE.replace("2.0f", "3.0f"))

@@ -293,7 +293,7 @@ def _build_error(manifest, log: str, compiler=None, files: list[str] | None = No
     readable = log.replace("): catastrophic error:", "): error:")
     name = compiler.name if compiler is not None else "NVRTC"
     diagnostics = parse_diagnostics(readable)
-    # ptxas (or nvJitLink's split link) names a mangled __device__ function, nowhere
+    # ptxas (or nvJitLink itself: "Undefined reference to '...'") names a mangled __device__ function, nowhere
     if "Unresolved extern function" in log or "Undefined reference to '" in log:
         from registry.builder import link_errors
 

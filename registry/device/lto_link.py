@@ -240,7 +240,9 @@ class LinkedDevice:
         about the program (its kernels, no device global) then still holds.
         A link source with a __global__ or a __device__ variable (constexpr
         ones of a header included) is linked with the rest in one module."""
+        # -rdc=true: every definition stays in the PTX, used in the file or not (the epilogue is not).
         virtual = [o.replace("-arch=sm_", "-arch=compute_") for o in options if o != "-dlto"]
+        virtual += [] if "-rdc=true" in virtual else ["-rdc=true"]
         for i, line in enumerate(linked):
             ptx, _ = self.plain.nvrtc.compile(line.encode(), str(Path(unit_name).with_suffix(f".ptx{i}.cu")),
                                               virtual, ptx=True)
