@@ -248,6 +248,12 @@ def test_an_image_of_real_cubins_is_split_where_module_images_joined_it(launcher
     assert [l["module"] for l in driver.launches] == [1002]
 
 
+def test_the_runtime_splits_as_many_modules_as_the_writer_joins():
+    from registry.device import module_images
+
+    assert f"kMaxModules = {module_images.MAX_MODULES};" in keys.LAUNCH_RUNTIME.read_text()
+
+
 def test_module_images_of_one_cubin_or_none_are_the_image_itself():
     from registry.device import module_images
 
@@ -256,6 +262,8 @@ def test_module_images_of_one_cubin_or_none_are_the_image_itself():
     assert module_images.split(b"// PTX text") == [b"// PTX text"]
     with pytest.raises(ValueError):
         module_images.join([b"not ELF"])
+    with pytest.raises(ValueError, match="at most 16"):  # what the launch runtime splits
+        module_images.join([one] * (module_images.MAX_MODULES + 1))
 
 
 def test_no_current_context_is_an_error_not_a_launch(launchers):

@@ -89,6 +89,15 @@ def test_kernels_that_use_a_device_global_stay_in_one_module(kernel, store):
     assert len(kernels_of(cubin(edited))) == 1 and b"kreg_calls" in cubin(edited)
 
 
+def test_more_kernels_than_an_image_holds_are_linked_together(kernel, store, monkeypatch):
+    monkeypatch.setattr(module_images, "MAX_MODULES", 3)  # the axpy copy has 7 kernels
+    start = len(lto_link.link_events)
+    first = build(kernel, store)
+    kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
+    edited = build(kernel, store, first)
+    assert lto_link.link_events[start:] == ["one module", "one module"] and len(kernels_of(cubin(edited))) == 1
+
+
 def test_a_link_source_that_defines_a_kernel_or_a_variable_links_everything_together(kernel, store):
     """What the main unit's first link learned covers the main unit only: an
     edit that adds a kernel or a __device__ variable to a link source is

@@ -90,8 +90,9 @@ KEPT_MAIN_UNITS = 4
 class MainUnit:
     ir: bytes
     # The kernels its links hold, once a link has shown them (two or more:
-    # linked a module each); () when they must be linked together (they
-    # share a device global); None while not known.
+    # linked a module each); () when they must be linked together (the
+    # program has a device global, or more kernels than an image holds);
+    # None while not known.
     kernels: tuple[str, ...] | None = None
 
 
@@ -156,8 +157,7 @@ class LinkedDevice:
         if main_unit is None and (main_unit := _cached(key)) is not None:
             source = "cached"
         if main_unit is not None:
-            _kept.pop(key, None)
-            _kept[key] = main_unit  # the most recently used last
+            _keep(key, main_unit)
             main_unit_events.append(source)
             self.prelude_event = "kept"
         else:
@@ -182,11 +182,11 @@ class LinkedDevice:
             if ir is None:
                 return None, "".join(logs), []
             irs.append((os.path.basename(name), ir))
-        apart = bool(main_unit.kernels) and self._link_sources_define_nothing_shared(linked, unit_name,
-                                                                                        options + cccl)
+        each_alone = bool(main_unit.kernels) and self._link_sources_define_nothing_shared(linked, unit_name,
+                                                                                             options + cccl)
         phases["CUDA C++ Frontend"] = phases.get("CUDA C++ Frontend", 0.0) + time.perf_counter() - started
         link_options = [_arch_option(options), *LINK_OPTIONS, *(o for o in options if o == "-lineinfo")]
-        if main_unit.kernels and not apart:  # together this time; what the first link learned still holds
+        if main_unit.kernels and not each_alone:  # together this time; what the first link learned still holds
             image, log, link_phases, _ = self._link(irs, link_options, ())
             kernels = main_unit.kernels
         else:
@@ -231,7 +231,8 @@ class LinkedDevice:
             link_events.append("one module: the kernels use a device global")
         else:
             link_events.append("one module")
-        return cubin, log, phases, tuple(found) if len(found) > 1 and not variables else ()
+        apart = 1 < len(found) <= module_images.MAX_MODULES and not variables
+        return cubin, log, phases, tuple(found) if apart else ()
 
     def _link_sources_define_nothing_shared(self, linked: list[str], unit_name: str, options: list[str]) -> bool:
         """Whether the link sources define no kernel and no device variable,
@@ -269,27 +270,36 @@ _DEFINES_SHARED = re.compile(r"^\s*(?:\.(?:visible|weak|common)\s+)*\.(?:entry|g
 
 
 def _keep(key: str, record: MainUnit) -> None:
+    """Kept in this process, the most recently used last; the oldest beyond KEPT_MAIN_UNITS dropped."""
     _kept.pop(key, None)
-    _kept[key] = record  # the most recently used last
+    _kept[key] = record
     while len(_kept) > KEPT_MAIN_UNITS:
         _kept.pop(next(iter(_kept)), None)
 
 
 def _link_each(linker, irs, options: list[str], kernels: tuple[str, ...]):
-    """A link per kernel (-kernels-used), on threads at once (ctypes lets go
-    of the GIL in nvJitLink), joined into one image of a module each
-    (module_images.py); its phases are the slowest link's. None when a link
-    holds other
-    kernels than asked (the caller links them together)."""
+    """A link per kernel (-kernels-used), on as many threads as cores
+    (ctypes lets go of the GIL in nvJitLink), joined into one image of a
+    module each (module_images.py); its phases are the slowest link's. None
+    when a link holds other kernels than asked (the caller links them
+    together)."""
     results: list = [None] * len(kernels)
+    pending = list(range(len(kernels)))
+    lock = threading.Lock()
 
-    def one(i: int) -> None:
-        try:
-            results[i] = linker.link(irs, [*options, f"-kernels-used={kernels[i]}"])
-        except Exception as error:  # noqa: BLE001  raised again on the caller's thread
-            results[i] = error
+    def work() -> None:  # each link holds the whole program's IR and NVVM's own: no more at once than cores
+        while True:
+            with lock:
+                if not pending:
+                    return
+                i = pending.pop(0)
+            try:
+                results[i] = linker.link(irs, [*options, f"-kernels-used={kernels[i]}"])
+            except Exception as error:  # noqa: BLE001  raised again on the caller's thread
+                results[i] = error
 
-    threads = [threading.Thread(target=one, args=(i,), name=f"kreg-link-{k}") for i, k in enumerate(kernels)]
+    workers = min(len(kernels), os.cpu_count() or 1)
+    threads = [threading.Thread(target=work, name=f"kreg-link-{n}") for n in range(workers)]
     for thread in threads:
         thread.start()
     for thread in threads:

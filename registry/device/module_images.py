@@ -20,12 +20,15 @@ from __future__ import annotations
 import struct
 
 ALIGN = 8
+MAX_MODULES = 16  # the launch runtime's kMaxModules: an image holds no more
 _ELF64_LE = b"\x7fELF\x02\x01"
 _SHT_NOBITS = 8
 
 
 def join(cubins: list[bytes]) -> bytes:
     """The image of `cubins`, in order (one: itself)."""
+    if len(cubins) > MAX_MODULES:
+        raise ValueError(f"a module image holds at most {MAX_MODULES} cubins, not {len(cubins)}")
     out = bytearray()
     for cubin in cubins:
         if not cubin.startswith(_ELF64_LE):

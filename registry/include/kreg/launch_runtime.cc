@@ -58,7 +58,7 @@ constexpr unsigned kPortableClusterSize = 8;
 
 constexpr int kCachedFunctions = 32;
 constexpr int kMaxDevices = 64;
-constexpr int kMaxModules = 16;
+constexpr int kMaxModules = 16;  // module_images.py's MAX_MODULES
 
 // A module belongs to the context it was loaded in: one per device (its
 // primary context, torch's), loaded on the first launch there, with the
