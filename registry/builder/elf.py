@@ -108,8 +108,9 @@ _STO_CUDA_ENTRY = 0x10
 
 
 def cubin_symbols(data: bytes) -> tuple[list[str], list[str]] | None:
-    """(the kernels, the variables in .nv.global sections: mutable device
-    globals) a cubin defines, or None when it is not a 64-bit ELF this reads."""
+    """(the kernels, the variables in .nv.global sections: __device__
+    variables, and constexpr ones the code needs an address of) a cubin
+    defines, or None when it is not a 64-bit ELF this reads."""
     if data[:4] != b"\x7fELF" or data[4:6] != b"\x02\x01":
         return None
     try:

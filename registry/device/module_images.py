@@ -4,16 +4,14 @@ Format (version 1; read by registry/include/kreg/launch_runtime.cc's
 split_images, which must agree): one ELF cubin, or several back to back,
 the first at offset 0 and each next at the first 8-byte boundary past the
 end of the one before; zero bytes pad the gaps. An ELF's end is the furthest
-of its program headers, its section headers and its sections' contents. One
-cubin is the format's plain case, so every image built before it reads the
-same; a reader that knows only one cubin loads the first module alone (the
-driver reads an ELF to its end) and says "no such kernel" of the others,
-never launches a wrong one.
+of its program headers, its section headers and its sections' contents; at
+most MAX_MODULES cubins. One cubin is the format's plain case, so every
+image built before it reads the same.
 
 Why. A linked kernel (lto_link.py) can link each kernel on its own, side by
-side, when its kernels share no mutable device global: the link then takes
-as long as the slowest kernel, not the sum. Its kernels land in one module
-each, and the launcher looks a kernel up in each in turn.
+side, when the program has no device global: the link then takes as long as
+the slowest kernel, not the sum. Its kernels land in one module each, and
+the launcher looks a kernel up in each in turn.
 """
 from __future__ import annotations
 
