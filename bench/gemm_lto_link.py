@@ -38,8 +38,7 @@ ARCH = "sm_90a"
 EPILOGUE_UNIT = ("namespace gemm_nvrtc { __device__ float epilogue(float value); }\n"
                  "__device__ float gemm_nvrtc::epilogue(float value) { return value * 2.0f; }\n")
 _LTOIR = 3  # NVJITLINK_INPUT_LTOIR
-KERNELS = ["gemm_nvrtc_bf16", "gemm_nvrtc_f16"]
-LAST_CUBIN: list[bytes] = []  # the last link's  # gemm_device.cu's entry points
+KERNELS = ["gemm_nvrtc_bf16", "gemm_nvrtc_f16"]  # gemm_device.cu's entry points
 
 
 def options() -> list[str]:
@@ -127,9 +126,6 @@ def link(irs: list[bytes], extra: list[str] = ()) -> dict:
     if result != 0:
         raise SystemExit(f"nvJitLink failed ({result}):\n{logs[0][-3000:]}")
     fn("nvJitLinkGetLinkedCubinSize")(handle, ctypes.byref(size))
-    cubin = ctypes.create_string_buffer(size.value)
-    fn("nvJitLinkGetLinkedCubin")(handle, cubin)
-    LAST_CUBIN[:] = [cubin.raw]
     fn("nvJitLinkDestroy")(ctypes.byref(handle))
     ms = dict(re.findall(r"nvJitLinkComplete time to (create PTX|finish): ([\d.]+)", logs[1]))
     return dict(seconds=seconds, cubin_bytes=size.value, to_ptx_s=float(ms.get("create PTX", "nan")) / 1e3,
@@ -182,10 +178,10 @@ def run(links: int, splits: list[int]) -> dict:
     whole = "whole unit (today's edit)"
     for n in splits[:1]:  # a whole compile is minutes: the first N only
         sources[f"{whole}, -split-compile={n}"] = sources[whole]
-    # One at a time: NVRTC's phases are wall clock, and compiles side by side would share the cores.
     def split_option(label: str) -> list[str]:
         return ["-split-compile=" + label.rpartition("=")[2]] if "split" in label else []
 
+    # One at a time: NVRTC's phases are wall clock, and compiles side by side would share the cores.
     compiled = {label: nvrtc_compile(source, f"unit{i}.cu", opts + split_option(label),
                                      lto=not label.startswith("whole"))
                 for i, (label, source) in enumerate(sources.items())}
