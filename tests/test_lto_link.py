@@ -164,6 +164,18 @@ def test_an_undefined_device_function_fails_the_link_by_name(kernel, store):
     assert "in one of the [cuda] link_sources" in message, message
 
 
+def test_an_undefined_device_function_is_named_when_each_kernel_links_alone(kernel, store):
+    """The same mistake in an edit after the kernels are known: the per-kernel
+    links fail, and the message is one link's, at the caller's declaration."""
+    first = build(kernel, store)
+    kernel.edit("epilogue.cu", "axpy_epilogue(float v)", "axpy_epilogue_renamed(float v)")
+    with pytest.raises(BuildError) as failed:
+        build(kernel, store, first)
+    message = str(failed.value)
+    assert "axpy_device.cu:" in message and "undefined __device__ function `axpy_epilogue(float)`" in message
+    assert message.count("undefined __device__ function") == 1, message
+
+
 def test_with_a_prelude_the_main_unit_is_compiled_by_the_compile_server(kernel, store):
     """The main unit goes through the prelude's precompiled header; an edit of
     a link source asks nothing of the server."""
