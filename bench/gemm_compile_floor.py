@@ -53,7 +53,7 @@ def bf16_unit(work: Path) -> str:
     cut = device.index('extern "C" __global__ void __launch_bounds__(KernelF16')
     (work / "bf16_kernel.cu").write_text(device[:cut])
     return '#include "gemm_nvrtc/nvrtc_std.cuh"\n#include "gemm_nvrtc/types.cuh"\n' \
-           f'#include "{work / "bf16_kernel.cu"}"\n'
+           f'#include "{work / "bf16_kernel.cu"}"\n#include "{lto.KERNEL_DIR / "gemm_epilogue.cu"}"\n'
 
 
 def ptxas_report(log: str) -> dict:

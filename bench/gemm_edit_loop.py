@@ -6,15 +6,17 @@ same device code, measured in the same run.
     python bench/gemm_edit_loop.py --device cuda [--edits 5] [--out bench/results]
     ... --speed           (cuda) then the op's speed beside torch.matmul
     ... --steps epilogue  only these of body,epilogue,restart,nvcc (a short GPU run)
-    ... --link-epilogue   the epilogue as a [cuda] link_sources file, linked by
-                          nvJitLink -lto (device/lto_link.py): results go to
-                          gemm_edit_loop_linked-<device>.*
+    ... --one-unit        the epilogue compiled into the kernels' unit (included
+                          by gemm_device.cu) instead of linked by nvJitLink -lto
+                          as kernels/gemm_nvrtc ships it ([cuda] link_sources,
+                          device/lto_link.py): results go to
+                          gemm_edit_loop-<device>.*, else gemm_edit_loop_linked-<device>.*
 
 On a copy of kernels/gemm_nvrtc (a fresh cache under a temporary folder):
   cold            the first build: the compile server starts and makes the PCH
   body_edit       N edits of gemm_device.cu (the kernels' entry: a different
                   but equivalent spelling each time)
-  epilogue_edit   N edits of gemm_epilogue.cuh (alpha-free scale of the result:
+  epilogue_edit   N edits of gemm_epilogue.cu (alpha-free scale of the result:
                   value * s with s a power of two, so the check is exact)
   revert          the original files again: answered from the cache
   restart_epilogue_edit
@@ -69,15 +71,15 @@ class Loop:
     """The copied kernel and how one step is timed: the device half of get
     (cpu) or get and a checked call (cuda)."""
 
-    def __init__(self, root: Path, device: str, link_epilogue: bool = False, attach: bool = False):
+    def __init__(self, root: Path, device: str, one_unit: bool = False, attach: bool = False):
         """attach: use the copy an earlier process made under root."""
-        self.root, self.device, self.linked = root, device, link_epilogue
+        self.root, self.device, self.linked = root, device, not one_unit
         self.dir = root / "kernels" / KERNEL
-        self.epilogue = "gemm_epilogue.cu" if link_epilogue else "gemm_epilogue.cuh"
+        self.epilogue = "gemm_epilogue.cuh" if one_unit else "gemm_epilogue.cu"
         if not attach:
             shutil.copytree(CHECKOUT / "kernels" / KERNEL, self.dir)
-            if link_epilogue:
-                self._link_epilogue()
+            if one_unit:
+                self._one_unit()
         os.environ["REGISTRY_CACHE_DIR"] = str(root / "cache")
         os.environ["REGISTRY_KERNELS_PATH"] = str(root / "kernels")
         from registry import _core
@@ -86,18 +88,15 @@ class Loop:
         self.previous = None
         self.checks = 0
 
-    def _link_epilogue(self) -> None:
-        """The copy with its epilogue in its own unit (gemm_epilogue.cu, a link
-        source): the kernels' unit declares it (gemm_nvrtc/types.cuh) and no
-        longer includes it; the unit declares the namespace itself, so its
-        compile reads no CUTLASS header."""
-        self.write("gemm_device.cu", '#include "gemm_epilogue.cuh"\n', "")
-        (self.dir / "gemm_epilogue.cuh").unlink()
-        (self.dir / self.epilogue).write_text(
-            "// The epilogue's last step, linked into the kernels by nvJitLink -lto.\n"
-            "namespace gemm_nvrtc {\n__device__ float epilogue(float value);\n}\n" + EPILOGUE + "\n")
-        self.write("kernel.toml", 'device_sources = ["gemm_device.cu"]',
-                   'device_sources = ["gemm_device.cu"]\nlink_sources = ["gemm_epilogue.cu"]')
+    def _one_unit(self) -> None:
+        """The copy with its epilogue a header the kernels' unit includes
+        (gemm_epilogue.cuh), not a link source: every edit compiles the
+        kernels' whole unit after the prelude's precompiled header."""
+        (self.dir / "gemm_epilogue.cu").unlink()
+        (self.dir / self.epilogue).write_text('#pragma once\n#include "gemm_nvrtc/types.cuh"\n' + EPILOGUE + "\n")
+        self.write("gemm_device.cu", '#include "gemm_nvrtc/types.cuh"\n',
+                   '#include "gemm_epilogue.cuh"\n#include "gemm_nvrtc/types.cuh"\n')
+        self.write("kernel.toml", 'link_sources = ["gemm_epilogue.cu"]\n', "")
 
     def write(self, name: str, old: str, new: str) -> None:
         path = self.dir / name
@@ -208,9 +207,9 @@ def speeds(loop: Loop) -> list[dict]:
     return speed(registry.get(KERNEL, device="cuda"), compile_too=False)
 
 
-def run(device: str, edits: int, link_epilogue: bool = False, speed: bool = False, only=ALL_STEPS) -> dict:
+def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, only=ALL_STEPS) -> dict:
     root = Path(tempfile.mkdtemp(prefix="gemm-edit-loop-"))
-    loop = Loop(root, device, link_epilogue)
+    loop = Loop(root, device, one_unit)
     # The edits' targets exist before the first (minutes long) build.
     assert ENTRY in (loop.dir / "gemm_device.cu").read_text() and EPILOGUE in (loop.dir / loop.epilogue).read_text()
     steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [], "revert": [],
@@ -264,7 +263,7 @@ def loop_steps(loop: Loop, edits: int, record, only=ALL_STEPS) -> dict:
 def restart_epilogue_edit(loop: Loop) -> dict:
     """One epilogue edit timed in a new process on the same copy and cache."""
     command = [sys.executable, __file__, "--device", loop.device, "--restarted", str(loop.root)]
-    done = subprocess.run(command + (["--link-epilogue"] if loop.linked else []), capture_output=True, text=True,
+    done = subprocess.run(command + ([] if loop.linked else ["--one-unit"]), capture_output=True, text=True,
                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
@@ -272,9 +271,9 @@ def restart_epilogue_edit(loop: Loop) -> dict:
     return json.loads(lines[-1])
 
 
-def restarted(root: Path, device: str, linked: bool) -> None:
+def restarted(root: Path, device: str, one_unit: bool) -> None:
     """The new process's side: edit the epilogue (the copy's last revert undone), time it, print it."""
-    loop = Loop(root, device, linked, attach=True)
+    loop = Loop(root, device, one_unit, attach=True)
     old, new, scale = epilogue_edit(2)
     loop.write(loop.epilogue, old, new)
     try:
@@ -291,7 +290,8 @@ def report(result: dict, device: str, command: str) -> str:
         xs = [x for x in xs if x is not None]
         return f"{statistics.median(xs):.2f}" if xs else "-"
 
-    title = "kernels/gemm_nvrtc's edit loop" + (", its epilogue linked (link_sources)" if result["linked"] else "")
+    title = "kernels/gemm_nvrtc's edit loop" + (", its epilogue linked (link_sources)" if result["linked"]
+                                                else ", its epilogue compiled into the kernels' unit")
     lines = [f"# {title} ({device})", "",
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
              f"{os.cpu_count()} cores, `{command}`", "",
@@ -324,20 +324,20 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
     parser.add_argument("--edits", type=int, default=3)
     parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
-    parser.add_argument("--link-epilogue", action="store_true",
-                        help="the epilogue as a [cuda] link_sources file, linked by nvJitLink -lto")
+    parser.add_argument("--one-unit", action="store_true",
+                        help="the epilogue compiled into the kernels' unit, not linked by nvJitLink -lto")
     parser.add_argument("--speed", action="store_true", help="cuda: the op beside torch.matmul after the loop")
     parser.add_argument("--steps", default=",".join(ALL_STEPS),
                         help=f"which of {','.join(ALL_STEPS)} to run beside cold and revert (default: all)")
     parser.add_argument("--restarted", type=Path, help=argparse.SUPPRESS)  # restart_epilogue_edit's process
     args = parser.parse_args()
     if args.restarted:
-        return restarted(args.restarted, args.device, args.link_epilogue)
-    result = dict(run(args.device, args.edits, args.link_epilogue, args.speed, tuple(args.steps.split(","))),
-                  linked=args.link_epilogue)
+        return restarted(args.restarted, args.device, args.one_unit)
+    result = dict(run(args.device, args.edits, args.one_unit, args.speed, tuple(args.steps.split(","))),
+                  linked=not args.one_unit)
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"gemm_edit_loop{'_linked' if args.link_epilogue else ''}-{args.device}"
+    stem = f"gemm_edit_loop{'' if args.one_unit else '_linked'}-{args.device}"
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1))
     text = report(result, args.device, command)
     (args.out / f"{stem}.md").write_text(text)

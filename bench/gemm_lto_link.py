@@ -1,10 +1,11 @@
-"""Would link-time optimization make kernels/gemm_nvrtc's epilogue edit
-cheap? The candidate: its kernels compiled once to LTO-IR (NVRTC -dlto
--rdc=true), the epilogue (gemm_nvrtc::epilogue, a __device__ function the
-kernels call) compiled alone on each edit, and the two linked by nvJitLink
-(-lto). An edit then skips the front end; what it pays is the link. This
-measures that link beside what an edit pays today, NVVM + ptxas of the whole
-unit (NVRTC's own --time phases), in the same run.
+"""What does linking kernels/gemm_nvrtc's epilogue cost? Its kernels compiled
+once to LTO-IR (NVRTC -dlto -rdc=true), the epilogue (gemm_nvrtc::epilogue,
+a __device__ function the kernels call, gemm_epilogue.cu) compiled alone on
+each edit, and the two linked by nvJitLink (-lto): an edit skips the front
+end and pays the link. This measures that link, whole and a kernel at a
+time, beside what an edit of one unit (the epilogue compiled with the
+kernels) pays: NVVM + ptxas of the whole unit (NVRTC's own --time phases),
+in the same run.
 
     python bench/gemm_lto_link.py [--links 2] [--out bench/results]
         [--split 8 0]      each link again with -split-compile-extended=N (NVVM
@@ -39,6 +40,7 @@ EPILOGUE_UNIT = ("namespace gemm_nvrtc { __device__ float epilogue(float value);
                  "__device__ float gemm_nvrtc::epilogue(float value) { return value * 2.0f; }\n")
 _LTOIR = 3  # NVJITLINK_INPUT_LTOIR
 KERNELS = ["gemm_nvrtc_bf16", "gemm_nvrtc_f16"]  # gemm_device.cu's entry points
+WHOLE = "whole unit (an edit of one unit)"  # the kernels and the epilogue compiled together
 
 
 def options() -> list[str]:
@@ -157,17 +159,17 @@ def side_by_side(irs: list[bytes], kernels: list[str]) -> dict:
 
 
 def units(work: Path) -> dict[str, str]:
-    """The whole unit as an edit compiles it today, and the kernels without
-    the epilogue (both dtypes; bf16 alone), by mirror paths under work."""
+    """The whole unit as an edit compiled it before the epilogue was linked
+    (the kernels with the epilogue in one unit), and the kernels without it
+    (both dtypes; bf16 alone), by mirror paths under work."""
     device = (KERNEL_DIR / "gemm_device.cu").read_text()
-    without = device.replace('#include "gemm_epilogue.cuh"\n', "")
-    assert without != device, "gemm_device.cu no longer includes gemm_epilogue.cuh: update this benchmark"
-    bf16_only = without[:without.index('extern "C" __global__ void __launch_bounds__(KernelF16')]
-    (work / "kernels_both.cu").write_text(without)
+    assert '#include "gemm_epilogue' not in device, "gemm_device.cu includes the epilogue again: update this benchmark"
+    bf16_only = device[:device.index('extern "C" __global__ void __launch_bounds__(KernelF16')]
     (work / "kernels_bf16.cu").write_text(bf16_only)
     prelude = f'#include "{KERNEL_DIR / "gemm_prelude.cuh"}"\n'
-    return {"whole unit (today's edit)": prelude + f'#include "{KERNEL_DIR / "gemm_device.cu"}"\n',
-            "kernels, both dtypes": prelude + f'#include "{work / "kernels_both.cu"}"\n',
+    kernels = prelude + f'#include "{KERNEL_DIR / "gemm_device.cu"}"\n'
+    return {WHOLE: kernels + f'#include "{KERNEL_DIR / "gemm_epilogue.cu"}"\n',
+            "kernels, both dtypes": kernels,
             "kernels, bf16 only": '#include "gemm_nvrtc/nvrtc_std.cuh"\n' + f'#include "{work / "kernels_bf16.cu"}"\n'}
 
 
@@ -175,7 +177,7 @@ def run(links: int, splits: list[int]) -> dict:
     opts = options()
     work = Path(tempfile.mkdtemp(prefix="gemm-lto-"))
     sources = units(work)
-    whole = "whole unit (today's edit)"
+    whole = WHOLE
     for n in splits[:1]:  # a whole compile is minutes: the first N only
         sources[f"{whole}, -split-compile={n}"] = sources[whole]
     def split_option(label: str) -> list[str]:
@@ -200,16 +202,16 @@ def run(links: int, splits: list[int]) -> dict:
 
 
 def report(result: dict, command: str) -> str:
-    whole = result["compiles"]["whole unit (today's edit)"]["phases_s"]
+    whole = result["compiles"][WHOLE]["phases_s"]
     nvvm = sum(v for k, v in whole.items() if k.startswith("NVVM"))
     ptx = sum(v for k, v in whole.items() if k.startswith("PTX"))
     lines = ["# kernels/gemm_nvrtc: the epilogue as its own unit, linked with nvJitLink -lto", "",
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
              f"{os.cpu_count()} cores, `{command}`", "",
-             f"Today's edit compiles the whole unit; its floor (NVRTC --time, both kernels): NVVM {nvvm:.2f} s "
+             f"An edit of one unit compiles it whole; its floor (NVRTC --time, both kernels): NVVM {nvvm:.2f} s "
              f"+ PTX {ptx:.2f} s = {nvvm + ptx:.2f} s. The epilogue unit alone: {result['epilogue_compile_s']:.3f} s.",
              "", "| linked with the epilogue | links | link s (median) | NVVM to PTX s | ptxas and the rest s | "
-                 "link / today's floor |", "|---|---|---|---|---|---|"]
+                 "link / one unit's floor |", "|---|---|---|---|---|---|"]
     for label, runs in result["links"].items():
         median = statistics.median(r["seconds"] for r in runs)
         lines.append(f"| {label} | {len(runs)} | {median:.2f} | "

@@ -47,9 +47,9 @@ def unit(work: Path, which: str, edit: int) -> str:
         f"template void gemm_nvrtc::Kernel{k}::operator()(gemm_nvrtc::Kernel{k}::Params const&, char*);\n"
         for k in KERNELS[which]))
     (work / f"prelude_{which}.cuh").write_text(prelude)
-    body = (head.replace('#include "gemm_epilogue.cuh"', f'#include "{KERNEL_DIR}/gemm_epilogue.cuh"')
-            + "using gemm_nvrtc::KernelBf16;\nusing gemm_nvrtc::KernelF16;\n"
-            + "".join(entries[k] for k in KERNELS[which]) + f"\n// edit {edit}\n")
+    body = (head + "using gemm_nvrtc::KernelBf16;\nusing gemm_nvrtc::KernelF16;\n"
+            + "".join(entries[k] for k in KERNELS[which]) + f'#include "{KERNEL_DIR}/gemm_epilogue.cu"\n'
+            + f"\n// edit {edit}\n")
     return f'#include "{work}/prelude_{which}.cuh"\nnamespace kreg_prelude_end {{}}\n' + body
 
 

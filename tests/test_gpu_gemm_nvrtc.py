@@ -1,8 +1,9 @@
 """kernels/gemm_nvrtc on a Hopper GPU (marked gpu): kernels/gemm's CUTLASS
 GEMM with its device code through NVRTC and a precompiled prelude. Checked
-against the float64 reference; an epilogue edit and a body edit give checked
-new results without making the prelude again, and going back is answered
-from the cache."""
+against the float64 reference; an epilogue edit (a linked unit: each kernel
+relinked alone, a module each) and a body edit give checked new results
+without making the prelude again, and going back is answered from the
+cache."""
 from __future__ import annotations
 
 import pytest
@@ -50,17 +51,19 @@ def test_gpu_against_float64(dtype):
 
 def test_gpu_edits_of_the_epilogue_and_body_are_checked_and_reuse_the_prelude(kernels_root):
     from conftest import KernelCopy
-    from registry.device import nvrtc_pch
+    from registry.device import lto_link, nvrtc_pch
 
     copy = KernelCopy(kernels_root, "gemm_nvrtc", "gemm_nvrtc_edit")
     a, b, c, bias = operands(torch.bfloat16)
     k = a.shape[1]
     assert close(registry.get(copy.name, device="cuda")(a, b, bias=bias), reference(a, b, bias=bias),
                  torch.bfloat16, k)
-    start = len(nvrtc_pch.pch_events)
-    copy.edit("gemm_epilogue.cuh", EPILOGUE, EPILOGUE.replace("return value;", "return fmaxf(value, 0.0f);"))
+    start, links = len(nvrtc_pch.pch_events), len(lto_link.link_events)
+    copy.edit("gemm_epilogue.cu", EPILOGUE, EPILOGUE.replace("return value;", "return fmaxf(value, 0.0f);"))
     relu = registry.get(copy.name, device="cuda")(a, b, bias=bias)
     assert close(relu, reference(a, b, bias=bias).clamp_min(0), torch.bfloat16, k)
+    # The epilogue alone compiled: the kernels' unit kept, each kernel linked into a module of its own.
+    assert nvrtc_pch.pch_events[start:] == [] and lto_link.link_events[links:] == ["a module per kernel (2)"]
     copy.edit("gemm_device.cu", "  op(params, smem);", "  op(params, smem);\n  (void)0;")
     # New operands, and the output's block poisoned: a body edit computes what
     # the last call did, and the caching allocator may hand its freed output
@@ -70,11 +73,11 @@ def test_gpu_edits_of_the_epilogue_and_body_are_checked_and_reuse_the_prelude(ke
     torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=torch.bfloat16)
     again = registry.get(copy.name, device="cuda")(a2, b2, bias=bias2)
     assert close(again, reference(a2, b2, bias=bias2).clamp_min(0), torch.bfloat16, k)
-    assert nvrtc_pch.pch_events[start:] == ["used", "used"]
-    copy.edit("gemm_epilogue.cuh", "return fmaxf(value, 0.0f);", "return value;")
+    assert nvrtc_pch.pch_events[start:] == ["used"]  # the body's unit compiled after the prelude's PCH
+    copy.edit("gemm_epilogue.cu", "return fmaxf(value, 0.0f);", "return value;")
     copy.edit("gemm_device.cu", "  op(params, smem);\n  (void)0;", "  op(params, smem);")
     back = registry.get(copy.name, device="cuda")(a, b, bias=bias)
-    assert nvrtc_pch.pch_events[start:] == ["used", "used"]  # from the cache: no compile
+    assert nvrtc_pch.pch_events[start:] == ["used"]  # from the cache: no compile
     assert close(back, reference(a, b, bias=bias), torch.bfloat16, k)
 
 

@@ -19,11 +19,12 @@
 #   STEPS="leftover" ...                      (is a process slower after registry.tune: bench/tune_leftover.py)
 #   STEPS="compile edits" ...                 (gemm beside torch.compile max-autotune; gemm's edit loop)
 #   STEPS="gemmnvrtc" ...                     (kernels/gemm_nvrtc: its GPU tests, then its edit loop beside
-#                                              nvcc -cubin: bench/gemm_edit_loop.py, ~5 min)
+#                                              nvcc -cubin: bench/gemm_edit_loop.py, ~5 min; ONE_UNIT=1: its
+#                                              epilogue compiled into the kernels' unit, not linked)
 #   STEPS="linked" ...                        (a module per kernel on the GPU: tests/test_gpu_linked_modules.py;
-#                                              then gemm_nvrtc's edit loop with its epilogue a [cuda] link_sources
-#                                              file, checked on the GPU, then its speed: bench/gemm_edit_loop.py
-#                                              --link-epilogue --speed; LINKED_STEPS=epilogue,restart: ~4 min)
+#                                              then gemm_nvrtc's edit loop (its epilogue a [cuda] link_sources
+#                                              file), checked on the GPU, then its speed: bench/gemm_edit_loop.py
+#                                              --speed; LINKED_STEPS=epilogue,restart: ~4 min)
 #   STEPS="lto" ...                           (gemm_nvrtc's epilogue as its own unit linked by nvJitLink -lto,
 #                                              beside today's NVVM + ptxas; SPLIT="8 0" split too: bench/gemm_lto_link.py, ~3-6 min)
 #   STEPS="channel" ...                       (isolated CUDA calls on the shared-memory call channel: its GPU
@@ -74,11 +75,11 @@ for step in $STEPS; do
     gemmnvrtc) timeout "${GEMMNVRTC_TESTS_S:-300}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
                  tests/test_gpu_gemm_nvrtc.py 2>&1 | tee "$OUT/gpu_gemm_nvrtc_tests.txt" | tail -12
                timeout "${GEMMNVRTC_S:-600}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-5}" \
-                 --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop.log" | tail -14 ;;
+                 ${ONE_UNIT:+--one-unit} --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop.log" | tail -14 ;;
     linked) timeout 180 python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gpu_linked_modules.py 2>&1 \
               | tee "$OUT/gpu_linked_modules_tests.txt" | tail -6
             timeout "${LINKED_S:-500}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-3}" \
-              --link-epilogue --speed --steps "${LINKED_STEPS:-body,epilogue,restart,nvcc}" --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop_linked.log" | tail -14 ;;
+              --speed --steps "${LINKED_STEPS:-body,epilogue,restart,nvcc}" --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop_linked.log" | tail -14 ;;
     aotcubin) timeout "${AOTCUBIN_S:-420}" python3 -m pytest -m gpu -p no:cacheprovider --timeout 240 --tb=short -rfEs \
                 -k "cubin_package or aot or cuda_variant" tests/test_aot.py tests/test_gpu_gemm_nvrtc.py \
                 tests/test_hf_export.py 2>&1 | tee "$OUT/gpu_aot_cubin_tests.txt" | tail -12 ;;

@@ -1,8 +1,7 @@
 // The kernels' body and entry points, by name for the host launcher
 // (gemm_launch.cu): CUTLASS's device_kernel, declared extern "C". The prelude
 // holds the kernels' instantiations; this file and the epilogue are what an
-// edit compiles.
-#include "gemm_epilogue.cuh"
+// edit compiles; the epilogue (gemm_epilogue.cu) is linked in.
 #include "gemm_nvrtc/types.cuh"
 
 template <class K>

@@ -1,7 +1,7 @@
 // Compiled once per content into NVRTC's precompiled header: the CUTLASS
 // headers and, what makes an edit fast, the kernels' instantiations (the
-// collectives' mainloop and epilogue code). gemm_device.cu and
-// gemm_epilogue.cuh are compiled after it on each edit.
+// collectives' mainloop and epilogue code). gemm_device.cu is
+// compiled after it when edited; gemm_epilogue.cu is its own unit (linked).
 #pragma once
 
 #include "gemm_nvrtc/nvrtc_std.cuh"  // first: CUTLASS's headers use what it declares

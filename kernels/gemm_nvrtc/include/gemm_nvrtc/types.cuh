@@ -1,6 +1,6 @@
 // The Hopper GEMM's types, shared by the device code (NVRTC) and the host
 // launcher (nvcc): the same collectives as kernels/gemm's hopper.cuh, with the
-// epilogue's last step a hook, gemm_nvrtc::epilogue (gemm_epilogue.cuh), so an
+// epilogue's last step a hook, gemm_nvrtc::epilogue (gemm_epilogue.cu), so an
 // epilogue edit changes no type and leaves the prelude's instantiations valid.
 #pragma once
 
@@ -39,7 +39,7 @@ static_assert(alignof(cute::TmaDescriptor) == (__CUDACC_VER_MAJOR__ >= 13 ? 128 
               "cute::TmaDescriptor's layout differs from CUDA's CUtensorMap: see gemm_nvrtc/nvrtc_std.cuh");
 
 // d = epilogue(alpha * acc + beta * c + bias), per element, in f32. Declared
-// here, defined in gemm_epilogue.cuh (device code only).
+// here, defined in gemm_epilogue.cu (a unit linked into the kernels).
 __device__ float epilogue(float value);
 
 // The activation slot of CUTLASS's fused epilogue, applied to each fragment.
