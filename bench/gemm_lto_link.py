@@ -8,6 +8,8 @@ kernels) pays: NVVM + ptxas of the whole unit (NVRTC's own --time phases),
 in the same run.
 
     python bench/gemm_lto_link.py [--links 2] [--out bench/results]
+        [--quick]          compile the kernels' unit alone and link it a kernel at
+                           a time only: on threads, in processes, each alone
         [--split 8 0]      each link again with -split-compile-extended=N (NVVM
                            and ptxas over N threads; 0: every core), and the
                            whole unit again with NVRTC's -split-compile (the
@@ -134,23 +136,32 @@ def link(irs: list[bytes], extra: list[str] = ()) -> dict:
                 finish_s=float(ms.get("finish", "nan")) / 1e3, info_log=logs[1][-800:])
 
 
-def side_by_side(irs: list[bytes], kernels: list[str]) -> dict:
+def _link_kernel(irs: list[bytes], kernel: str) -> dict:
+    return link(irs, [f"-kernels-used={kernel}"])
+
+
+def side_by_side(irs: list[bytes], kernels: list[str], how: str = "threads") -> dict:
     """One link per kernel (-kernels-used=K: NVVM and ptxas over that kernel
-    alone), on threads at once (ctypes lets go of the GIL), as a linked edit
-    links once the kernels are known (registry/device/lto_link.py). The
-    per-kernel PTX cannot instead be merged and assembled once through
-    nvJitLink: a PTX input is assembled as relocatable code, and ptxas drops
-    the kernels' setmaxnreg (C7504)."""
+    alone), all at once: on threads (ctypes lets go of the GIL), as a linked
+    edit links once the kernels are known (registry/device/lto_link.py), or in
+    forked processes (how="processes"), to see whether threads of one process
+    slow each other. The per-kernel PTX cannot instead be merged and assembled
+    once through nvJitLink: a PTX input is assembled as relocatable code, and
+    ptxas drops the kernels' setmaxnreg (C7504)."""
+    import multiprocessing
     import threading
 
     runs: dict[str, dict] = {}
-    threads = [threading.Thread(target=lambda k=k: runs.__setitem__(k, link(irs, [f"-kernels-used={k}"])))
-               for k in kernels]
     t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    if how == "processes":
+        with multiprocessing.get_context("fork").Pool(len(kernels)) as pool:
+            runs = dict(zip(kernels, pool.starmap(_link_kernel, [(irs, k) for k in kernels])))
+    else:
+        threads = [threading.Thread(target=lambda k=k: runs.__setitem__(k, _link_kernel(irs, k))) for k in kernels]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     seconds = time.perf_counter() - t0
     if len(runs) != len(kernels):
         raise SystemExit("a per-kernel link failed")
@@ -173,10 +184,12 @@ def units(work: Path) -> dict[str, str]:
             "kernels, bf16 only": '#include "gemm_nvrtc/nvrtc_std.cuh"\n' + f'#include "{work / "kernels_bf16.cu"}"\n'}
 
 
-def run(links: int, splits: list[int]) -> dict:
+def run(links: int, splits: list[int], quick: bool = False) -> dict:
     opts = options()
     work = Path(tempfile.mkdtemp(prefix="gemm-lto-"))
     sources = units(work)
+    if quick:
+        sources = {label: sources[label] for label in ("kernels, both dtypes",)}
     whole = WHOLE
     for n in splits[:1]:  # a whole compile is minutes: the first N only
         sources[f"{whole}, -split-compile={n}"] = sources[whole]
@@ -193,6 +206,13 @@ def run(links: int, splits: list[int]) -> dict:
     both = [compiled["kernels, both dtypes"]["data"], epilogue["data"]]
     result["links"]["kernels, both dtypes, a link per kernel side by side (-kernels-used)"] = [
         side_by_side(both, KERNELS) for _ in range(links)]
+    result["links"]["kernels, both dtypes, a link per kernel side by side in processes"] = [
+        side_by_side(both, KERNELS, "processes") for _ in range(links)]
+    for kernel in KERNELS:  # the floor of an edit: the edited kernel's NVVM and ptxas alone
+        result["links"][f"kernels, both dtypes, {kernel} alone (-kernels-used)"] = [
+            _link_kernel(both, kernel) for _ in range(links)]
+    if quick:
+        return result
     for label in ("kernels, both dtypes", "kernels, bf16 only"):
         for n in [None, *splits]:
             extra = [] if n is None else [f"-split-compile-extended={n}"]
@@ -202,21 +222,27 @@ def run(links: int, splits: list[int]) -> dict:
 
 
 def report(result: dict, command: str) -> str:
-    whole = result["compiles"][WHOLE]["phases_s"]
-    nvvm = sum(v for k, v in whole.items() if k.startswith("NVVM"))
-    ptx = sum(v for k, v in whole.items() if k.startswith("PTX"))
     lines = ["# kernels/gemm_nvrtc: the epilogue as its own unit, linked with nvJitLink -lto", "",
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
-             f"{os.cpu_count()} cores, `{command}`", "",
-             f"An edit of one unit compiles it whole; its floor (NVRTC --time, both kernels): NVVM {nvvm:.2f} s "
-             f"+ PTX {ptx:.2f} s = {nvvm + ptx:.2f} s. The epilogue unit alone: {result['epilogue_compile_s']:.3f} s.",
-             "", "| linked with the epilogue | links | link s (median) | NVVM to PTX s | ptxas and the rest s | "
-                 "link / one unit's floor |", "|---|---|---|---|---|---|"]
+             f"{os.cpu_count()} cores, `{command}`", ""]
+    if WHOLE in result["compiles"]:
+        whole = result["compiles"][WHOLE]["phases_s"]
+        nvvm = sum(v for k, v in whole.items() if k.startswith("NVVM"))
+        ptx = sum(v for k, v in whole.items() if k.startswith("PTX"))
+        floor, floor_name = nvvm + ptx, "one unit's floor"
+        lines.append(f"An edit of one unit compiles it whole; its floor (NVRTC --time, both kernels): NVVM "
+                     f"{nvvm:.2f} s + PTX {ptx:.2f} s = {floor:.2f} s.")
+    else:  # --quick: against the link of one kernel alone, an edit's floor
+        alone = result["links"][f"kernels, both dtypes, {KERNELS[0]} alone (-kernels-used)"]
+        floor, floor_name = statistics.median(r["seconds"] for r in alone), f"{KERNELS[0]} alone"
+    lines += [f"The epilogue unit alone: {result['epilogue_compile_s']:.3f} s.", "",
+              "| linked with the epilogue | links | link s (median) | NVVM to PTX s | ptxas and the rest s | "
+              f"link / {floor_name} |", "|---|---|---|---|---|---|"]
     for label, runs in result["links"].items():
         median = statistics.median(r["seconds"] for r in runs)
         lines.append(f"| {label} | {len(runs)} | {median:.2f} | "
                      f"{statistics.median(r['to_ptx_s'] for r in runs):.2f} | "
-                     f"{statistics.median(r['finish_s'] for r in runs):.2f} | {median / (nvvm + ptx):.2f} |")
+                     f"{statistics.median(r['finish_s'] for r in runs):.2f} | {median / floor:.2f} |")
     for label, compile_ in result["compiles"].items():
         if "split" in label:
             phases = compile_["phases_s"]
@@ -231,8 +257,10 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=2)
     parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
     parser.add_argument("--split", type=int, nargs="*", default=[])
+    parser.add_argument("--quick", action="store_true",
+                        help="the kernels' unit and the per-kernel links only (no whole-unit compile)")
     args = parser.parse_args()
-    result = run(args.links, args.split)
+    result = run(args.links, args.split, args.quick)
     text = report(result, "python bench/gemm_lto_link.py " + " ".join(sys.argv[1:]))
     args.out.mkdir(parents=True, exist_ok=True)
     host = "cuda" if os.environ.get("CUDA_VISIBLE_DEVICES") or Path("/dev/nvidia0").exists() else "cpu"

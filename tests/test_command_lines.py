@@ -105,3 +105,11 @@ def test_a_changed_flag_rebuilds_and_the_build_uses_it(kernels_root, private_cac
     replan()
     assert torch.equal(registry.get(name)(x, 1.0), x)  # the first library, from the cache
     assert len(builds_run) == builds, "changing the flag back rebuilt the library"
+
+
+def test_a_kernels_own_language_standard_replaces_the_default():
+    """nvcc warns "incompatible redefinition for option 'std'" on every build
+    of a launcher given two; g++ takes the last silently. One is passed."""
+    assert command_lines.direct_flags(["-O2"], [])[:2] == ["-std=c++20", "-fPIC"]
+    own = command_lines.direct_flags(["-O2", "-std=c++17"], ["inc"])
+    assert [f for f in own if f.startswith("-std")] == ["-std=c++17"] and own[-1] == "-Iinc"

@@ -114,10 +114,8 @@ class Cuda:
         (kreg/launch_runtime.cc) with the image, this context's module and device."""
         self.images.append(open(cubin, "rb").read())  # kept alive: the library loads it on other devices
         image = self.images[-1]
-        from registry.device import module_images
-
         module = ctypes.c_void_p()  # the first of the image's modules; the library loads the others
-        self._check(self.lib.cuModuleLoadData(ctypes.byref(module), module_images.split(image)[0]),
+        self._check(self.lib.cuModuleLoadData(ctypes.byref(module), module_images().split(image)[0]),
                     f"cuModuleLoadData({cubin})")
         # The plain names, as the parent binds them (a _v2 of some has other parameters).
         entries = [ctypes.cast(getattr(self.lib, n), ctypes.c_void_p)
@@ -405,6 +403,21 @@ class CheckedLauncher(Launcher):
             _libc.free(pointer)
         else:
             self.cuda.entry("cuMemFree")(ctypes.c_uint64(pointer))
+
+
+def module_images():
+    """registry/device/module_images.py (stdlib only), loaded by its path: this
+    worker runs with -S and no PYTHONPATH, so the registry package is not importable."""
+    found = sys.modules.get("module_images")
+    if found is None:
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "device", "module_images.py")
+        spec = importlib.util.spec_from_file_location("module_images", path)
+        found = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(found)
+        sys.modules["module_images"] = found
+    return found
 
 
 _libc = ctypes.CDLL(None)

@@ -45,9 +45,10 @@ struct tuple_element<I, const T> {
 #include "cutlass/arch/synclog.hpp"
 #include "cutlass/numeric_types.h"
 #if __CUDACC_VER_MAJOR__ >= 13
-#pragma push_macro("alignas")
+// (#undef, not push_macro/pop_macro: NVRTC ignores those with a warning, and
+// alignas, a keyword, is no macro before this.)
 #define alignas(bytes) alignas(128)
 #include "cute/arch/copy_sm90_desc.hpp"
-#pragma pop_macro("alignas")
+#undef alignas
 #endif
 #endif
