@@ -6,10 +6,8 @@ module takes effect (the device-code hot swap)."""
 from __future__ import annotations
 
 import ctypes
-import os
 import struct
 import subprocess
-import sys
 
 import pytest
 
@@ -248,25 +246,6 @@ def test_an_image_of_real_cubins_is_split_where_module_images_joined_it(launcher
     base = ctypes.cast(ctypes.c_char_p(image), ctypes.c_void_p).value
     assert driver.load_addresses == [base + image.index(cubins[1]), base + image.index(cubins[2])]
     assert [l["module"] for l in driver.launches] == [1002]
-
-
-def test_an_isolated_worker_splits_an_image_without_the_registry_package(tmp_path):
-    """The worker runs as launch_env starts it (-E -s -S, no PYTHONPATH, not
-    from the checkout), where `import registry` fails: it must still find an
-    image's first module to load (worker.Cuda.bind_cubin)."""
-    from registry.device import module_images
-    from registry.isolation import launch_env
-
-    first, second = tiny_elf(b"vectorized kernel"), tiny_elf(b"scalar kernel, a little longer")
-    (tmp_path / "image").write_bytes(module_images.join([first, second]))
-    python, env = launch_env.command("plain")
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import worker\n"
-            "try:\n    import registry\nexcept ImportError:\n    pass\nelse:\n    raise SystemExit('registry importable')\n"
-            "sys.stdout.buffer.write(worker.module_images().split(open('image', 'rb').read())[0])")
-    done = subprocess.run([*python[:-1], "-c", code, os.path.dirname(launch_env.WORKER_SCRIPT)], env=env,
-                          cwd=tmp_path, capture_output=True, check=False)
-    assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout == first and sys.executable == python[0]
 
 
 def test_the_runtime_splits_as_many_modules_as_the_writer_joins():

@@ -135,7 +135,8 @@ class Worker:
         self.launchers = {}  # id -> (function, kinds)
         self.regions = {}  # id -> base address
         self.cuda_region_ends = {}  # CUDA region id -> the end of its allocation
-        self.libraries = {}
+        self.libraries = {}  # launcher library path -> the library
+        self.bound_cubins = {}  # launcher library path -> the cubin bound to it
         self.cuda = None
         self.checked = False
         self.ring = None  # the core module, once the parent sent a call channel
@@ -255,8 +256,12 @@ class Worker:
             library = self.libraries.get(path)
             if library is None:
                 library = self.libraries[path] = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
-                if cubin:
-                    self.cuda.bind_cubin(library, cubin)
+            # An edit of device code alone keeps the launcher library and brings
+            # another cubin: bound again, as the parent's process binds it (a
+            # launcher library serves the image bound last).
+            if cubin and self.bound_cubins.get(path) != cubin:
+                self.cuda.bind_cubin(library, cubin)
+                self.bound_cubins[path] = cubin
             address = ctypes.cast(getattr(library, symbol), ctypes.c_void_p).value
             if entry and self.ring is not None:
                 self.ring.kreg_ring_worker_add_launcher(
