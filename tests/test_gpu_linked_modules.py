@@ -31,8 +31,11 @@ EPILOGUE = "__device__ float axpy_epilogue(float v) {{ return v * {scale}f; }}\n
 
 @pytest.fixture
 def linked(kernels_root):
-    copy = copy_example(kernels_root, "nvrtc", f"_linked{next(_counter)}")
-    copy.edit("axpy_math.h", ELEMENT, LINKED_ELEMENT)
+    number = next(_counter)
+    copy = copy_example(kernels_root, "nvrtc", f"_linked{number}")
+    # A main unit of its own (the process and the cache keep one by content):
+    # its first link has not yet named the kernels.
+    copy.edit("axpy_math.h", ELEMENT, f"// copy {number}\n{LINKED_ELEMENT}")
     copy.path("epilogue.cu").write_text(EPILOGUE.format(scale=2.0))
     copy.edit("kernel.toml", 'compiler = "nvrtc"', 'compiler = "nvrtc"\nlink_sources = ["epilogue.cu"]')
     return copy

@@ -69,3 +69,28 @@ def test_an_edit_of_device_code_alone_binds_its_cubin_to_the_same_library(worker
     load(4, "/cache/a.cubin")  # its revert
     assert worker.cuda.bound == [(libc, "/cache/a.cubin"), (libc, "/cache/b.cubin"), (libc, "/cache/a.cubin")]
     assert sorted(worker.launchers) == [1, 2, 3, 4]
+
+
+def test_a_revert_loads_its_launcher_again_so_that_its_cubin_is_bound():
+    """The parent's side: a launcher the worker has is reused while its
+    library serves the same cubin; after an edit of device code alone and its
+    revert, the revert's launcher is loaded again (which binds its cubin),
+    under the same id. Seen on an H200: the revert ran the edit's code."""
+    from registry.isolation import supervisor
+
+    sent = []
+    worker = object.__new__(supervisor.Worker)
+    worker.launchers, worker.bound_cubins, worker.channel = {}, {}, None
+
+    def request(message: bytes, timeout: float) -> bytes:
+        launcher_id, _, _, _, cubin, _, _ = wire.unpack_load(message)
+        sent.append((launcher_id, cubin))
+        return b"K"
+
+    worker.request = request
+
+    def launcher(cubin: str) -> int:
+        return worker.launcher_id("/cache/lib.so", "axpy_f32", cubin, "TTf", [4, 4, 4], 1.0)
+
+    assert [launcher("a.cubin"), launcher("a.cubin"), launcher("b.cubin"), launcher("a.cubin")] == [1, 1, 2, 1]
+    assert sent == [(1, "a.cubin"), (2, "b.cubin"), (1, "a.cubin")]

@@ -85,6 +85,9 @@ class Worker:
         child.close()
         self.start_seconds = time.perf_counter() - started
         self.launchers: dict[tuple, int] = {}  # (library, symbol, cubin, kinds) -> id
+        # library -> the cubin the worker bound to it last: a launcher library
+        # serves one image at a time, as in this process (driver_module.py).
+        self.bound_cubins: dict[str, str] = {}
         self.cpu_regions: dict = {}  # storage base -> region (cpu_memory.py: CpuRegion)
         self.cuda_regions: dict[int, tuple[int, int]] = {}  # allocation base -> (buffer id, region id)
         self.cuda_pointers: dict[int, tuple[int, int, int]] = {}  # data pointer -> (buffer id, region id, offset)
@@ -190,15 +193,19 @@ class Worker:
         entry = entry if self.channel is not None else ""
         key = (library, symbol, cubin, kinds, entry)
         found = self.launchers.get(key)
-        if found is not None:
+        if found is not None and (not cubin or self.bound_cubins.get(library) == cubin):
             return found
-        launcher_id = len(self.launchers) + 1
+        # New, or its library now serves another build's cubin (an edit of
+        # device code alone, then its revert): loaded again, which binds it.
+        launcher_id = found or len(self.launchers) + 1
         reply = self.request(wire.pack_load(launcher_id, kinds, library, symbol, cubin, item_sizes, entry), timeout)
         if reply[:1] != b"K":
             from registry.errors import OpCallError
 
             raise OpCallError(reply[1:].decode(errors="replace"))
         self.launchers[key] = launcher_id
+        if cubin:
+            self.bound_cubins[library] = cubin
         return launcher_id
 
     def request(self, message: bytes, timeout: float, ring: bool = False) -> bytes:
