@@ -81,7 +81,7 @@ def binding_ldflags(torch_lib_dir: str, cuda: bool) -> list[str]:
 def direct_flags(cflags: list[str], include_paths: list[str]) -> list[str]:
     # A kernel's own standard (CUTLASS launchers pin -std=c++17) replaces the
     # default: nvcc warns on every build when given two.
-    own_std = any(f.startswith(("-std=", "--std=", "-std ")) for f in cflags)
+    own_std = any(f in ("-std", "--std") or f.startswith(("-std=", "--std=")) for f in cflags)
     return [*([] if own_std else ["-std=c++20"]), "-fPIC", *cflags, *(f"-I{p}" for p in include_paths)]
 
 
