@@ -203,9 +203,9 @@ def run(links: int, splits: list[int], quick: bool = False) -> dict:
     edits = iter(range(1, 1 << 20))
 
     def edited() -> bytes:
-        """A new epilogue for each link, as an edit brings: nvJitLink reuses
-        its NVVM output for inputs it linked before in the process (a second
-        link of the same two units took 1.1-1.6 s, no NVVM, on an H100)."""
+        """A new epilogue for each link, as an edit brings: on an H100 a
+        second link of the same two units in the process took 1.1-1.6 s with
+        no NVVM time (nvJitLink reused earlier work; forked children did not)."""
         unit = EPILOGUE_UNIT.replace("2.0f", f"{2 + next(edits) / 1024}f")
         return nvrtc_compile(unit, "epilogue.cu", opts[:4], lto=True)["data"]
 
