@@ -26,7 +26,9 @@
 #                                              file), checked on the GPU, then its speed: bench/gemm_edit_loop.py
 #                                              --speed; LINKED_STEPS=epilogue,restart: ~4 min)
 #   STEPS="lto" ...                           (gemm_nvrtc's epilogue as its own unit linked by nvJitLink -lto,
-#                                              beside today's NVVM + ptxas; SPLIT="8 0" split too: bench/gemm_lto_link.py, ~3-6 min)
+#                                              beside today's NVVM + ptxas; SPLIT="8 0" split too: bench/gemm_lto_link.py, ~3-6 min;
+#                                              QUICK=1: the kernels' units only, each kernel linked alone and side by
+#                                              side on threads and in processes, ~2-3 min)
 #   STEPS="channel" ...                       (isolated CUDA calls on the shared-memory call channel: its GPU
 #                                              tests, per-call cost with and without it, bench/isolated_percall.py)
 #   STEPS="chain" ...                         (an isolated CUDA call's worker side step by step, one process:
@@ -62,7 +64,8 @@ for step in $STEPS; do
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
     remote) python3 bench/remote_get.py --device cuda --reps "${REMOTE_REPS:-7}" --out "$OUT" 2>&1 | tail -3 ;;
     anchor) OUT="$OUT" python3 bench/anchor/torch_load_anchor.py > "$OUT/anchor.txt" 2>&1; tail -4 "$OUT/anchor.txt" ;;
-    lto) timeout "${LTO_S:-300}" python3 bench/gemm_lto_link.py --out "$OUT" ${SPLIT:+--split $SPLIT} 2>&1 | tail -16 ;;
+    lto) timeout "${LTO_S:-300}" python3 bench/gemm_lto_link.py --out "$OUT" ${SPLIT:+--split $SPLIT} ${QUICK:+--quick} \
+           2>&1 | tail -16 ;;
     gemm) timeout "${GEMM_S:-360}" python3 bench/gemm.py --out "$OUT" --tune 2>&1 | tee "$OUT/gemm.log" | grep -v '^{' | tail -30 ;;
     gemmtests) { echo "# $(date -u '+%F %H:%M UTC'), $(head -2 "$OUT/gpu.txt" | tail -1)"
                  timeout "${GEMMTESTS_S:-200}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gemm.py \
