@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -200,7 +201,7 @@ def run(links: int, splits: list[int], quick: bool = False) -> dict:
     compiled = {label: nvrtc_compile(source, f"unit{i}.cu", opts + split_option(label),
                                      lto=not label.startswith("whole"))
                 for i, (label, source) in enumerate(sources.items())}
-    edits = iter(range(1, 1 << 20))
+    edits = itertools.count(1)
 
     def edited() -> bytes:
         """A new epilogue for each link, as an edit brings: on an H100 a
