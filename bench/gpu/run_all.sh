@@ -45,6 +45,7 @@ OUT=${OUT:-$(mktemp -d)}
 STEPS=${STEPS:-tests bandwidth editloop notebooks}
 export REGISTRY_CACHE_DIR=${REGISTRY_CACHE_DIR:-$(mktemp -d)} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+lscpu > "$OUT/lscpu.txt" 2>&1
 python3 -c "import torch; print('torch', torch.__version__)" >> "$OUT/gpu.txt"
 for step in $STEPS; do
   case $step in
