@@ -6,6 +6,7 @@ same device code, measured in the same run.
     python bench/gemm_edit_loop.py --device cuda [--edits 5] [--out bench/results]
     ... --speed           (cuda) then the op's speed beside torch.matmul
     ... --steps epilogue  only these of body,epilogue,restart,nvcc (a short GPU run)
+    ... --unpinned-too    each epilogue edit again with the links unpinned
     ... --one-unit        the epilogue compiled into the kernels' unit (included
                           by gemm_device.cu) instead of linked by nvJitLink -lto
                           as kernels/gemm_nvrtc ships it ([cuda] link_sources,
@@ -17,7 +18,12 @@ On a copy of kernels/gemm_nvrtc (a fresh cache under a temporary folder):
   body_edit       N edits of gemm_device.cu (the kernels' entry: a different
                   but equivalent spelling each time)
   epilogue_edit   N edits of gemm_epilogue.cu (alpha-free scale of the result:
-                  value * s with s a power of two, so the check is exact)
+                  value * s with s a power of two, so the check is exact;
+                  each edit a scale of its own, so none is a cache hit)
+  epilogue_edit_unpinned
+                  (--unpinned-too) after each epilogue edit, another with the
+                  kernels' links on unpinned threads (lto_link.PIN_LINK_THREADS
+                  off): pinned against unpinned in the same run
   revert          the original files again: answered from the cache
   restart_epilogue_edit
                   a new process (the notebook restarted: no compile server,
@@ -63,7 +69,8 @@ def body_edit(i: int) -> tuple[str, str]:
 
 
 def epilogue_edit(i: int) -> tuple[str, str, float]:
-    scale = 2.0 ** (i % 3 + 1)
+    """The i-th edit multiplies by 2^(i + 1): -1 (the restarted process's) by 1."""
+    scale = 2.0 ** (i + 1)
     return EPILOGUE, EPILOGUE.replace("return value;", f"return value * {scale}f;"), scale
 
 
@@ -207,13 +214,14 @@ def speeds(loop: Loop) -> list[dict]:
     return speed(registry.get(KERNEL, device="cuda"), compile_too=False)
 
 
-def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, only=ALL_STEPS) -> dict:
+def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, only=ALL_STEPS,
+        unpinned_too: bool = False) -> dict:
     root = Path(tempfile.mkdtemp(prefix="gemm-edit-loop-"))
     loop = Loop(root, device, one_unit)
     # The edits' targets exist before the first (minutes long) build.
     assert ENTRY in (loop.dir / "gemm_device.cu").read_text() and EPILOGUE in (loop.dir / loop.epilogue).read_text()
-    steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [], "revert": [],
-                                    "restart_epilogue_edit": []}
+    steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [],
+                                    "epilogue_edit_unpinned": [], "revert": [], "restart_epilogue_edit": []}
 
     def record(name: str, result: dict) -> None:
         result["floor_s"] = floor_of(result)
@@ -221,7 +229,7 @@ def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, on
         print(name, json.dumps(result), flush=True)
 
     try:
-        done = dict(steps=steps, **loop_steps(loop, edits, record, only))
+        done = dict(steps=steps, **loop_steps(loop, edits, record, only, unpinned_too))
         if speed and device == "cuda":
             done["speed"] = speeds(loop)
         return done
@@ -233,7 +241,9 @@ def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, on
         shutil.rmtree(root, ignore_errors=True)
 
 
-def loop_steps(loop: Loop, edits: int, record, only=ALL_STEPS) -> dict:
+def loop_steps(loop: Loop, edits: int, record, only=ALL_STEPS, unpinned_too: bool = False) -> dict:
+    from registry.device import lto_link
+
     record("cold", loop.step())
     originals = {n: (loop.dir / n).read_text() for n in ("gemm_device.cu", loop.epilogue)}
     for i in range(edits if "body" in only else 0):
@@ -246,6 +256,15 @@ def loop_steps(loop: Loop, edits: int, record, only=ALL_STEPS) -> dict:
         loop.write(loop.epilogue, old, new)
         record("epilogue_edit", loop.step(scale))
         (loop.dir / loop.epilogue).write_text(originals[loop.epilogue])
+        if unpinned_too:
+            old, new, scale = epilogue_edit(edits + i)
+            loop.write(loop.epilogue, old, new)
+            lto_link.PIN_LINK_THREADS = False
+            try:
+                record("epilogue_edit_unpinned", loop.step(scale))
+            finally:
+                lto_link.PIN_LINK_THREADS = True
+            (loop.dir / loop.epilogue).write_text(originals[loop.epilogue])
     for name, text in originals.items():
         (loop.dir / name).write_text(text)
     record("revert", loop.step())
@@ -274,7 +293,7 @@ def restart_epilogue_edit(loop: Loop) -> dict:
 def restarted(root: Path, device: str, one_unit: bool) -> None:
     """The new process's side: edit the epilogue (the copy's last revert undone), time it, print it."""
     loop = Loop(root, device, one_unit, attach=True)
-    old, new, scale = epilogue_edit(2)
+    old, new, scale = epilogue_edit(-1)
     loop.write(loop.epilogue, old, new)
     try:
         print(json.dumps(loop.step(scale)), flush=True)
@@ -329,11 +348,14 @@ def main() -> None:
     parser.add_argument("--speed", action="store_true", help="cuda: the op beside torch.matmul after the loop")
     parser.add_argument("--steps", default=",".join(ALL_STEPS),
                         help=f"which of {','.join(ALL_STEPS)} to run beside cold and revert (default: all)")
+    parser.add_argument("--unpinned-too", action="store_true",
+                        help="each epilogue edit again with the kernels' links on unpinned threads")
     parser.add_argument("--restarted", type=Path, help=argparse.SUPPRESS)  # restart_epilogue_edit's process
     args = parser.parse_args()
     if args.restarted:
         return restarted(args.restarted, args.device, args.one_unit)
-    result = dict(run(args.device, args.edits, args.one_unit, args.speed, tuple(args.steps.split(","))),
+    result = dict(run(args.device, args.edits, args.one_unit, args.speed, tuple(args.steps.split(",")),
+                      args.unpinned_too),
                   linked=not args.one_unit)
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)

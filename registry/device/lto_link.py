@@ -81,6 +81,11 @@ LTO_OPTIONS = ["-dlto", "-rdc=true"]
 # use" readable from its cubin, what splitting the link needs.
 LINK_OPTIONS = ["-lto", "-optimize-unused-variables"]
 
+# Each kernel's link on a thread pinned to a core of its own (_link_each);
+# off only to measure it against unpinned threads (bench/gemm_edit_loop.py
+# --unpinned-too).
+PIN_LINK_THREADS = True
+
 # Main units' LTO-IR kept in this process, by content (_main_key), the last
 # few: an edit and its revert both stay warm. kernels/gemm_nvrtc's is 22.5 MB.
 KEPT_MAIN_UNITS = 4
@@ -298,7 +303,8 @@ def _link_each(linker, irs, options: list[str], kernels: tuple[str, ...]):
 
     def work(n: int) -> None:  # each link holds the whole program's IR and NVVM's own: no more at once than cores
         try:
-            os.sched_setaffinity(0, {cores[(first + n) % len(cores)]})  # this thread only
+            if PIN_LINK_THREADS:
+                os.sched_setaffinity(0, {cores[(first + n) % len(cores)]})  # this thread only
         except OSError:  # a CPU taken away since: unpinned
             pass
         while True:
