@@ -6,7 +6,6 @@ same device code, measured in the same run.
     python bench/gemm_edit_loop.py --device cuda [--edits 5] [--out bench/results]
     ... --speed           (cuda) then the op's speed beside torch.matmul
     ... --steps epilogue  only these of body,epilogue,restart,nvcc (a short GPU run)
-    ... --unpinned-too    each epilogue edit again with the links unpinned
     ... --one-unit        the epilogue compiled into the kernels' unit (included
                           by gemm_device.cu) instead of linked by nvJitLink -lto
                           as kernels/gemm_nvrtc ships it ([cuda] link_sources,
@@ -20,10 +19,6 @@ On a copy of kernels/gemm_nvrtc (a fresh cache under a temporary folder):
   epilogue_edit   N edits of gemm_epilogue.cu (alpha-free scale of the result:
                   value * s with s a power of two, so the check is exact;
                   each edit a scale of its own, so none is a cache hit)
-  epilogue_edit_unpinned
-                  (--unpinned-too) after each epilogue edit, another with the
-                  kernels' links on unpinned threads (lto_link.PIN_LINK_THREADS
-                  off): pinned against unpinned in the same run
   revert          the original files again: answered from the cache
   restart_epilogue_edit
                   a new process (the notebook restarted: no compile server,
@@ -214,14 +209,13 @@ def speeds(loop: Loop) -> list[dict]:
     return speed(registry.get(KERNEL, device="cuda"), compile_too=False)
 
 
-def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, only=ALL_STEPS,
-        unpinned_too: bool = False) -> dict:
+def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, only=ALL_STEPS) -> dict:
     root = Path(tempfile.mkdtemp(prefix="gemm-edit-loop-"))
     loop = Loop(root, device, one_unit)
     # The edits' targets exist before the first (minutes long) build.
     assert ENTRY in (loop.dir / "gemm_device.cu").read_text() and EPILOGUE in (loop.dir / loop.epilogue).read_text()
-    steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [],
-                                    "epilogue_edit_unpinned": [], "revert": [], "restart_epilogue_edit": []}
+    steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [], "revert": [],
+                                    "restart_epilogue_edit": []}
 
     def record(name: str, result: dict) -> None:
         result["floor_s"] = floor_of(result)
@@ -229,7 +223,7 @@ def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, on
         print(name, json.dumps(result), flush=True)
 
     try:
-        done = dict(steps=steps, **loop_steps(loop, edits, record, only, unpinned_too))
+        done = dict(steps=steps, **loop_steps(loop, edits, record, only))
         if speed and device == "cuda":
             done["speed"] = speeds(loop)
         return done
@@ -241,9 +235,7 @@ def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, on
         shutil.rmtree(root, ignore_errors=True)
 
 
-def loop_steps(loop: Loop, edits: int, record, only=ALL_STEPS, unpinned_too: bool = False) -> dict:
-    from registry.device import lto_link
-
+def loop_steps(loop: Loop, edits: int, record, only=ALL_STEPS) -> dict:
     record("cold", loop.step())
     originals = {n: (loop.dir / n).read_text() for n in ("gemm_device.cu", loop.epilogue)}
     for i in range(edits if "body" in only else 0):
@@ -256,15 +248,6 @@ def loop_steps(loop: Loop, edits: int, record, only=ALL_STEPS, unpinned_too: boo
         loop.write(loop.epilogue, old, new)
         record("epilogue_edit", loop.step(scale))
         (loop.dir / loop.epilogue).write_text(originals[loop.epilogue])
-        if unpinned_too:
-            old, new, scale = epilogue_edit(edits + i)
-            loop.write(loop.epilogue, old, new)
-            lto_link.PIN_LINK_THREADS = False
-            try:
-                record("epilogue_edit_unpinned", loop.step(scale))
-            finally:
-                lto_link.PIN_LINK_THREADS = True
-            (loop.dir / loop.epilogue).write_text(originals[loop.epilogue])
     for name, text in originals.items():
         (loop.dir / name).write_text(text)
     record("revert", loop.step())
@@ -348,14 +331,11 @@ def main() -> None:
     parser.add_argument("--speed", action="store_true", help="cuda: the op beside torch.matmul after the loop")
     parser.add_argument("--steps", default=",".join(ALL_STEPS),
                         help=f"which of {','.join(ALL_STEPS)} to run beside cold and revert (default: all)")
-    parser.add_argument("--unpinned-too", action="store_true",
-                        help="each epilogue edit again with the kernels' links on unpinned threads")
     parser.add_argument("--restarted", type=Path, help=argparse.SUPPRESS)  # restart_epilogue_edit's process
     args = parser.parse_args()
     if args.restarted:
         return restarted(args.restarted, args.device, args.one_unit)
-    result = dict(run(args.device, args.edits, args.one_unit, args.speed, tuple(args.steps.split(",")),
-                      args.unpinned_too),
+    result = dict(run(args.device, args.edits, args.one_unit, args.speed, tuple(args.steps.split(","))),
                   linked=not args.one_unit)
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)

@@ -141,22 +141,12 @@ def _link_kernel(irs: list[bytes], kernel: str) -> dict:
     return link(irs, [f"-kernels-used={kernel}"])
 
 
-def _link_kernel_on(irs: list[bytes], kernel: str, cpu: int) -> dict:
-    os.sched_setaffinity(0, {cpu})  # this thread only (Linux)
-    try:
-        return _link_kernel(irs, kernel)
-    finally:
-        os.sched_setaffinity(0, os.sched_getaffinity(os.getpid()))
-
-
 def side_by_side(irs: list[bytes], kernels: list[str], how: str = "threads") -> dict:
     """One link per kernel (-kernels-used=K: NVVM and ptxas over that kernel
     alone), all at once: on threads (ctypes lets go of the GIL), as a linked
-    edit links once the kernels are known (registry/device/lto_link.py), on
-    threads each pinned to a physical core of its own (how="pinned": do two
-    links slow each other on one core's hardware threads), or in forked
-    processes (how="processes"), to see whether threads of one process slow
-    each other. The per-kernel PTX cannot instead be merged and assembled
+    edit links once the kernels are known (registry/device/lto_link.py), or in
+    forked processes (how="processes"), to see whether threads of one process
+    slow each other. The per-kernel PTX cannot instead be merged and assembled
     once through nvJitLink: a PTX input is assembled as relocatable code, and
     ptxas drops the kernels' setmaxnreg (C7504)."""
     import multiprocessing
@@ -167,16 +157,6 @@ def side_by_side(irs: list[bytes], kernels: list[str], how: str = "threads") -> 
     if how == "processes":
         with multiprocessing.get_context("fork").Pool(len(kernels)) as pool:
             runs = dict(zip(kernels, pool.starmap(_link_kernel, [(irs, k) for k in kernels])))
-    elif how == "pinned":
-        from registry.builder.parallelism import one_cpu_per_core
-
-        cpus = one_cpu_per_core()
-        threads = [threading.Thread(target=lambda k=k, c=c: runs.__setitem__(k, _link_kernel_on(irs, k, c)))
-                   for k, c in zip(kernels, cpus)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
     else:
         threads = [threading.Thread(target=lambda k=k: runs.__setitem__(k, _link_kernel(irs, k))) for k in kernels]
         for t in threads:
@@ -236,8 +216,6 @@ def run(links: int, splits: list[int], quick: bool = False) -> dict:
     kernels = {label: compiled[label]["data"] for label in ("kernels, both dtypes", "kernels, bf16 only")}
     result["links"]["kernels, both dtypes, a link per kernel side by side (-kernels-used)"] = [
         side_by_side([kernels["kernels, both dtypes"], edited()], KERNELS) for _ in range(links)]
-    result["links"]["kernels, both dtypes, a link per kernel side by side, each on a core of its own"] = [
-        side_by_side([kernels["kernels, both dtypes"], edited()], KERNELS, "pinned") for _ in range(links)]
     result["links"]["kernels, both dtypes, a link per kernel side by side in processes"] = [
         side_by_side([kernels["kernels, both dtypes"], edited()], KERNELS, "processes") for _ in range(links)]
     for kernel in KERNELS:  # the floor of an edit: the edited kernel's NVVM and ptxas alone

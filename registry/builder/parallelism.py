@@ -18,7 +18,6 @@ import os
 # rounded up: smaller compiles are bounded by it too, which errs only on the
 # side of fewer at once.
 COMPILE_PEAK_BYTES = 4 << 30
-CPU_TOPOLOGY = "/sys/devices/system/cpu"  # cpuN/topology/{physical_package_id,core_id}
 
 
 def available_memory_bytes() -> int | None:
@@ -43,25 +42,3 @@ def parallel_builds(builds: int, compiles_per_build: int = 1) -> int:
         return max(1, min(builds, os.cpu_count() or 1))
     held = available // (COMPILE_PEAK_BYTES * max(1, compiles_per_build))
     return max(1, min(builds, held))
-
-
-def one_cpu_per_core(cpus: set[int] | None = None) -> list[int]:
-    """Of the CPUs this process may run on, one per physical core (the
-    lowest-numbered of its hardware threads), in order; every allowed CPU
-    where the topology cannot be read. Why: two compilers on the two
-    hardware threads of one core share its execution units, and the kernel
-    may place them so on a machine with idle cores."""
-    allowed = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
-    chosen: list[int] = []
-    seen: set[tuple[str, str]] = set()
-    for cpu in allowed:
-        topology = f"{CPU_TOPOLOGY}/cpu{cpu}/topology/"
-        try:
-            with open(topology + "physical_package_id") as package, open(topology + "core_id") as core:
-                where = (package.read().strip(), core.read().strip())
-        except OSError:
-            return allowed
-        if where not in seen:
-            seen.add(where)
-            chosen.append(cpu)
-    return chosen

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from registry import _core
-from registry.builder import elf, keys, parallelism
+from registry.builder import elf, keys
 from registry.device import module_images, nvjitlink
 from registry.device.mirror import device_sources, mirrored_files
 from registry.device.nvrtc_pch import cccl_options
@@ -80,11 +80,6 @@ LTO_OPTIONS = ["-dlto", "-rdc=true"]
 # API looks up kernels only). It also makes "which globals does a kernel
 # use" readable from its cubin, what splitting the link needs.
 LINK_OPTIONS = ["-lto", "-optimize-unused-variables"]
-
-# Each kernel's link on a thread pinned to a core of its own (_link_each);
-# off only to measure it against unpinned threads (bench/gemm_edit_loop.py
-# --unpinned-too).
-PIN_LINK_THREADS = True
 
 # Main units' LTO-IR kept in this process, by content (_main_key), the last
 # few: an edit and its revert both stay warm. kernels/gemm_nvrtc's is 22.5 MB.
@@ -284,29 +279,15 @@ def _keep(key: str, record: MainUnit) -> None:
 
 def _link_each(linker, irs, options: list[str], kernels: tuple[str, ...]):
     """A link per kernel (-kernels-used), on as many threads as cores
-    (ctypes lets go of the GIL in nvJitLink), each thread pinned to a
-    physical core of its own, joined into one image of a module each
-    (module_images.py); its phases are the slowest link's. None when a link
-    holds other kernels than asked (the caller links them together).
-
-    Pinned because it measured faster (a thread the scheduler moves loses
-    the caches of the core it left, the likely reason): two kernels' links
-    side by side on unpinned threads took 9.5-9.7 s on a 16-core H100 host,
-    pinned 7.7-7.9 s, one alone unpinned 8.7-9.7 s (bench/gemm_lto_link.py
-    --quick). The first core is picked by the process id, so that two
-    processes linking at once rarely share one."""
+    (ctypes lets go of the GIL in nvJitLink), joined into one image of a
+    module each (module_images.py); its phases are the slowest link's. None
+    when a link holds other kernels than asked (the caller links them
+    together)."""
     results: list = [None] * len(kernels)
     pending = list(range(len(kernels)))
     lock = threading.Lock()
-    cores = parallelism.one_cpu_per_core()
-    first = os.getpid() % len(cores)
 
-    def work(n: int) -> None:  # each link holds the whole program's IR and NVVM's own: no more at once than cores
-        try:
-            if PIN_LINK_THREADS:
-                os.sched_setaffinity(0, {cores[(first + n) % len(cores)]})  # this thread only
-        except OSError:  # a CPU taken away since: unpinned
-            pass
+    def work() -> None:  # each link holds the whole program's IR and NVVM's own: no more at once than cores
         while True:
             with lock:
                 if not pending:
@@ -317,8 +298,8 @@ def _link_each(linker, irs, options: list[str], kernels: tuple[str, ...]):
             except Exception as error:  # noqa: BLE001  raised again on the caller's thread
                 results[i] = error
 
-    workers = min(len(kernels), len(cores))
-    threads = [threading.Thread(target=work, args=(n,), name=f"kreg-link-{n}") for n in range(workers)]
+    workers = min(len(kernels), os.cpu_count() or 1)
+    threads = [threading.Thread(target=work, name=f"kreg-link-{n}") for n in range(workers)]
     for thread in threads:
         thread.start()
     for thread in threads:
