@@ -39,6 +39,9 @@
 #   STEPS="trees" ...                         (per call at n = 1 through an older tree's binding and this one's,
 #                                              OLD=checkout: bench/gpu/percall_trees.sh, ~3.5 min)
 #   STEPS="shims" ...                         (what each stable C shim a fast call makes costs: bench/stable_shim_costs.py)
+#   STEPS="probes" ...                        (can a parent's stream wait on an isolated worker's kernel and still be
+#                                              released when the worker dies: bench/gpu/ipc_event_probe.py and
+#                                              bench/gpu/flag_wait_probe.py, ~1 min)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -65,6 +68,8 @@ for step in $STEPS; do
     fresh) python3 bench/fresh_get.py --device cuda --reps "${FRESH_REPS:-9}" --out "$OUT" 2>&1 | tail -2 ;;
     remote) python3 bench/remote_get.py --device cuda --reps "${REMOTE_REPS:-7}" --out "$OUT" 2>&1 | tail -3 ;;
     anchor) OUT="$OUT" python3 bench/anchor/torch_load_anchor.py > "$OUT/anchor.txt" 2>&1; tail -4 "$OUT/anchor.txt" ;;
+    probes) timeout 150 python3 bench/gpu/ipc_event_probe.py 2>&1 | tee "$OUT/ipc_event_probe.txt" | grep '^[#{]'
+            timeout 120 python3 bench/gpu/flag_wait_probe.py 2>&1 | tee "$OUT/flag_wait_probe.txt" | grep '^[#{]' ;;
     lto) timeout "${LTO_S:-300}" python3 bench/gemm_lto_link.py --out "$OUT" ${SPLIT:+--split $SPLIT} ${QUICK:+--quick} \
            2>&1 | tail -16 ;;
     gemm) timeout "${GEMM_S:-360}" python3 bench/gemm.py --out "$OUT" --tune 2>&1 | tee "$OUT/gemm.log" | grep -v '^{' | tail -30 ;;
