@@ -296,7 +296,7 @@ def report(result: dict, device: str, command: str) -> str:
                                                 else ", its epilogue compiled into the kernels' unit")
     lines = [f"# {title} ({device})", "",
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
-             f"{os.cpu_count()} cores, `{command}`", "",
+             f"{os.cpu_count()} cores, `{command}`", "", f"{result['compilers']}.", "",
              "| step | n | seconds (median) | compile s | compile CPU s | front end s | NVVM s | PTX s "
              "| floor (NVVM + PTX) s | PCH |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -335,8 +335,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.restarted:
         return restarted(args.restarted, args.device, args.one_unit)
+    from gemm_lto_link import compilers  # this folder
+
     result = dict(run(args.device, args.edits, args.one_unit, args.speed, tuple(args.steps.split(","))),
-                  linked=not args.one_unit)
+                  linked=not args.one_unit, compilers=compilers())
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"gemm_edit_loop{'' if args.one_unit else '_linked'}-{args.device}"

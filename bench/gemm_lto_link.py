@@ -87,6 +87,18 @@ def nvrtc_compile(source: str, name: str, opts: list[str], lto: bool) -> dict:
     return dict(seconds=seconds, bytes=size.value, phases_s=read_phases(table), data=data.raw)
 
 
+def compilers() -> str:
+    """Which NVRTC and nvJitLink ran (their wheels' versions): NVVM's time
+    may differ between releases, and the GPU image's are not the
+    development machine's."""
+    from registry.device import nvjitlink
+    from registry.device import nvrtc as nvrtc_lib
+
+    nvrtc = nvrtc_lib.load()
+    linker = nvjitlink.load(nvrtc.library)
+    return f"NVRTC {nvrtc.distribution or nvrtc.library}, nvJitLink {linker.distribution or linker.library}"
+
+
 def _jitlink():
     from registry.device import nvrtc as nvrtc_lib
 
@@ -211,7 +223,8 @@ def run(links: int, splits: list[int], quick: bool = False) -> dict:
         return nvrtc_compile(unit, "epilogue.cu", opts[:4], lto=True)["data"]
 
     epilogue = nvrtc_compile(EPILOGUE_UNIT, "epilogue.cu", opts[:4], lto=True)
-    result = {"compiles": {k: {n: v for n, v in c.items() if n != "data"} for k, c in compiled.items()},
+    result = {"compilers": compilers(),
+              "compiles": {k: {n: v for n, v in c.items() if n != "data"} for k, c in compiled.items()},
               "epilogue_compile_s": epilogue["seconds"], "links": {}}
     kernels = {label: compiled[label]["data"] for label in ("kernels, both dtypes", "kernels, bf16 only")}
     result["links"]["kernels, both dtypes, a link per kernel side by side (-kernels-used)"] = [
@@ -232,7 +245,7 @@ def run(links: int, splits: list[int], quick: bool = False) -> dict:
 def report(result: dict, command: str) -> str:
     lines = ["# kernels/gemm_nvrtc: the epilogue as its own unit, linked with nvJitLink -lto", "",
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
-             f"{os.cpu_count()} cores, `{command}`", ""]
+             f"{os.cpu_count()} cores, `{command}`", "", f"{result['compilers']}.", ""]
     if WHOLE in result["compiles"]:
         whole = result["compiles"][WHOLE]["phases_s"]
         nvvm = sum(v for k, v in whole.items() if k.startswith("NVVM"))
