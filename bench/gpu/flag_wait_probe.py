@@ -21,11 +21,10 @@ import json
 import mmap
 import multiprocessing as mp
 import os
-import signal
 import time
 
-SLEEP_CYCLES = 1_000_000_000  # torch.cuda._sleep: ~0.5 s at ~2 GHz
-WAIT_LIMIT_S = 10.0
+from ipc_event_probe import WAIT_LIMIT_S, end_as_the_case_says, enqueue_kernels  # this folder
+
 CU_MEMHOSTREGISTER_PORTABLE, CU_MEMHOSTREGISTER_DEVICEMAP = 1, 2
 CU_STREAM_WAIT_VALUE_GEQ = 0
 _registered: list = []
@@ -64,20 +63,10 @@ def worker(conn, parent_fd: str, case: str) -> None:
     torch.ones(1, device="cuda")
     page, flag, cu = mapped_flag(os.open(parent_fd, os.O_RDWR))  # the parent's memfd, through /proc
     stream = torch.cuda.current_stream().cuda_stream
-    torch.cuda._sleep(SLEEP_CYCLES)
-    if case.startswith("trap"):
-        table = torch.zeros(4, device="cuda")
-        table[torch.tensor([9], device="cuda")] = 1.0  # a device-side assert (a trap)
+    enqueue_kernels(case)
     assert cu["cuStreamWriteValue32"](ctypes.c_void_p(stream), ctypes.c_uint64(flag), ctypes.c_uint32(1), 0) == 0
     conn.send("enqueued")
-    if case == "killed":
-        time.sleep(0.1)
-        os.kill(os.getpid(), signal.SIGKILL)
-    try:
-        torch.cuda.synchronize()
-        conn.send("worker: synchronized")
-    except RuntimeError as error:
-        conn.send("worker: " + str(error).splitlines()[0][:160])
+    end_as_the_case_says(conn, case)
     conn.recv()
     os._exit(0)
 

@@ -30,26 +30,43 @@ SLEEP_CYCLES = 1_000_000_000  # torch.cuda._sleep: ~0.5 s at the H100/H200's ~2 
 WAIT_LIMIT_S = 10.0
 
 
-def worker(conn, case: str) -> None:
+def enqueue_kernels(case: str) -> None:
+    """The worker's device work on its current stream: a ~0.5 s sleep, then
+    for the trap cases an index out of range (a device-side assert)."""
     import torch
 
-    event = torch.cuda.Event(interprocess=True)
     torch.cuda._sleep(SLEEP_CYCLES)
     if case.startswith("trap"):
         table = torch.zeros(4, device="cuda")
-        table[torch.tensor([9], device="cuda")] = 1.0  # index out of range: a device-side assert (a trap)
-    event.record()
-    conn.send(event.ipc_handle())
+        table[torch.tensor([9], device="cuda")] = 1.0
+
+
+def end_as_the_case_says(conn, case: str) -> bool:
+    """After the worker told the parent what to wait on: killed mid-kernel,
+    or it waits for its stream and says how that went; True on an error."""
+    import torch
+
     if case == "killed":
         time.sleep(0.1)
         os.kill(os.getpid(), signal.SIGKILL)
     try:
         torch.cuda.synchronize()
         conn.send("worker: synchronized")
+        return False
     except RuntimeError as error:
         conn.send("worker: " + str(error).splitlines()[0][:160])
-        if case == "trap_exit":
-            os._exit(3)
+        return True
+
+
+def worker(conn, case: str) -> None:
+    import torch
+
+    event = torch.cuda.Event(interprocess=True)
+    enqueue_kernels(case)
+    event.record()
+    conn.send(event.ipc_handle())
+    if end_as_the_case_says(conn, case) and case == "trap_exit":
+        os._exit(3)
     conn.recv()  # alive until the parent is done with this case
     os._exit(0)
 
