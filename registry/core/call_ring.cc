@@ -157,16 +157,24 @@ bool CallRing::spin_for_reply(int64_t max_spin_ns) {
 
 WaitResult CallRing::wait_for_reply(int64_t timeout_ns) {
   const uint32_t expected = header_->request_seq.load(std::memory_order_relaxed);
-  uint32_t seen = header_->reply_seq.load();
-  if (seen == expected) return WaitResult::kReady;
-  header_->parent_asleep.store(1);
-  seen = header_->reply_seq.load();  // after the flag: a reply finished before it is seen here
-  long result = 0;
-  if (seen != expected) result = futex_wait(&header_->reply_seq, seen, timeout_ns);
-  const int error = errno;
-  header_->parent_asleep.store(0);
   if (header_->reply_seq.load() == expected) return WaitResult::kReady;
-  return result != 0 && error == EINTR ? WaitResult::kInterrupted : WaitResult::kTimedOut;
+  const int64_t until = now_ns() + timeout_ns;
+  WaitResult result = WaitResult::kTimedOut;
+  header_->parent_asleep.store(1);
+  for (;;) {
+    const uint32_t seen = header_->reply_seq.load();  // after the flag: a reply finished before it is seen here
+    if (seen == expected) break;
+    const int64_t left = until - now_ns();
+    if (left <= 0) break;
+    // A wake may be one the worker meant for an earlier request (it read the
+    // flag then, and its FUTEX_WAKE came late): look again until the deadline.
+    if (futex_wait(&header_->reply_seq, seen, left) != 0 && errno == EINTR) {
+      result = WaitResult::kInterrupted;
+      break;
+    }
+  }
+  header_->parent_asleep.store(0);
+  return header_->reply_seq.load() == expected ? WaitResult::kReady : result;
 }
 
 void CallRing::next_request(int64_t max_spin_ns, uint32_t* kind, uint32_t* bytes) {

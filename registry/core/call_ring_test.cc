@@ -1,8 +1,11 @@
 #include "call_ring.h"
 
 #include <gtest/gtest.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -104,6 +107,29 @@ TEST(CallRing, ARequestPostedBeforeTheWorkerAttachesIsServed) {
   if (result != WaitResult::kReady) parent.post(kRequestYield, 0);  // frees a worker that missed the first
   serve.join();
   EXPECT_EQ(result, WaitResult::kReady);
+}
+
+// The worker reads parent_asleep when it finishes a request and may issue its
+// FUTEX_WAKE late, into the parent's wait for the next one: that wake must not
+// end the wait (it once did, as a timeout, on a loaded 2-core machine).
+TEST(CallRing, AWakeWithoutTheReplyDoesNotEndTheWait) {
+  CallRing parent = CallRing::create();
+  CallRing worker = CallRing::attach(dup(parent.fd()));
+  parent.post(kRequestCall, 0);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&parent.header()->reply_seq), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    uint32_t kind = 0, bytes = 0;
+    worker.next_request(1000, &kind, &bytes);
+    worker.finish(0);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const WaitResult result = parent.wait_for_reply(5'000'000'000);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  late.join();
+  EXPECT_EQ(result, WaitResult::kReady);
+  EXPECT_GE(waited, std::chrono::milliseconds(45));
 }
 
 }  // namespace
