@@ -42,11 +42,19 @@ def operands(dtype, m=512, k=256, n=384, seed=0):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_gpu_against_float64(dtype):
+@pytest.mark.parametrize("m, k, n", [(512, 256, 384), (200, 64, 264), (129, 320, 8)])
+def test_gpu_against_float64(dtype, m, k, n):
+    """Whole and partial tiles (the epilogue stores pairs of columns and
+    leaves what lies past m and n alone), each epilogue term alone and all
+    together."""
     gemm = registry.get("gemm_nvrtc", device="cuda")
-    a, b, c, bias = operands(dtype)
-    assert close(gemm(a, b), reference(a, b), dtype, a.shape[1])
-    assert close(gemm(a, b, c, bias, 0.5, 2.0), reference(a, b, c, bias, 0.5, 2.0), dtype, a.shape[1])
+    a, b, c, bias = operands(dtype, m, k, n)
+    assert close(gemm(a, b), reference(a, b), dtype, k)
+    assert close(gemm(a, b, c, None, 1.0, 0.5), reference(a, b, c, None, 1.0, 0.5), dtype, k)
+    assert close(gemm(a, b, None, bias, 2.0), reference(a, b, None, bias, 2.0), dtype, k)
+    assert close(gemm(a, b, c, bias, 0.5, 2.0), reference(a, b, c, bias, 0.5, 2.0), dtype, k)
+    # beta = 0 does not read c: a c of NaN leaves d finite.
+    assert close(gemm(a, b, torch.full_like(c, float("nan")), None, 1.0, 0.0), reference(a, b), dtype, k)
 
 
 def test_gpu_edits_of_the_epilogue_and_body_are_checked_and_reuse_the_prelude(kernels_root):

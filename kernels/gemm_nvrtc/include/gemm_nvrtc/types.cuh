@@ -1,7 +1,8 @@
 // The Hopper GEMM's types, shared by the device code (NVRTC) and the host
-// launcher (nvcc): the same collectives as kernels/gemm's hopper.cuh, with the
-// epilogue's last step a hook, gemm_nvrtc::epilogue (gemm_epilogue.cu), so an
-// epilogue edit changes no type and leaves the prelude's instantiations valid.
+// launcher (nvcc): kernels/gemm's mainloop (hopper.cuh), with an epilogue from
+// registers (register_epilogue.cuh) whose last step is a hook,
+// gemm_nvrtc::epilogue (gemm_epilogue.cu), so an epilogue edit changes no type
+// and leaves the prelude's instantiations valid.
 #pragma once
 
 #include "cute/tensor.hpp"
@@ -11,6 +12,7 @@
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "gemm_nvrtc/register_epilogue.cuh"
 
 #ifndef GEMM_TILE_M
 #define GEMM_TILE_M 128
@@ -27,6 +29,9 @@
 #ifndef GEMM_PINGPONG  // 0: cooperative (two warp groups share a tile), 1: ping-pong (one tile each)
 #define GEMM_PINGPONG 0
 #endif
+#ifndef GEMM_TMA_EPILOGUE  // 1: CUTLASS's fused TMA epilogue (kernels/gemm's), to compare speed and NVVM time
+#define GEMM_TMA_EPILOGUE 0
+#endif
 
 namespace gemm_nvrtc {
 
@@ -39,9 +44,10 @@ static_assert(alignof(cute::TmaDescriptor) == (__CUDACC_VER_MAJOR__ >= 13 ? 128 
               "cute::TmaDescriptor's layout differs from CUDA's CUtensorMap: see gemm_nvrtc/nvrtc_std.cuh");
 
 // d = epilogue(alpha * acc + beta * c + bias), per element, in f32. Declared
-// here, defined in gemm_epilogue.cu (a unit linked into the kernels).
-__device__ float epilogue(float value);
+// in register_epilogue.cuh, defined in gemm_epilogue.cu (a unit linked into
+// the kernels).
 
+#if GEMM_TMA_EPILOGUE
 // The activation slot of CUTLASS's fused epilogue, applied to each fragment.
 template <class T>
 struct Epilogue {
@@ -56,6 +62,7 @@ struct Epilogue<cutlass::Array<T, N>> {
     return out;
   }
 };
+#endif
 
 template <typename Element>
 struct Hopper {
@@ -65,6 +72,7 @@ struct Hopper {
   using ClusterShape = Shape<Int<GEMM_CLUSTER_M>, Int<GEMM_CLUSTER_N>, _1>;
   using MainloopSchedule = cute::conditional_t<GEMM_PINGPONG, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
                                                cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+#if GEMM_TMA_EPILOGUE
   using EpilogueSchedule = cute::conditional_t<GEMM_PINGPONG, cutlass::epilogue::TmaWarpSpecialized,
                                                cutlass::epilogue::TmaWarpSpecializedCooperative>;
   using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<Epilogue, Element, float, Element, Element, float>;
@@ -72,6 +80,10 @@ struct Hopper {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, Row, kAlign, Element, Row, kAlign,
       EpilogueSchedule, Fusion>::CollectiveOp;
+#else
+  using CollectiveEpilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
+      RegisterEpilogue<Element, cutlass::detail::TagToStrideC_t<Row>>>;
+#endif
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, Row, kAlign, Element, Row, kAlign, float,
       TileShape, ClusterShape,
