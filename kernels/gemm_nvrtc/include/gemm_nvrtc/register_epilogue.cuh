@@ -5,11 +5,12 @@
 //
 // Why not CUTLASS's fused TMA epilogue (TmaWarpSpecializedCooperative with
 // LinCombPerColBiasEltAct, what kernels/gemm uses): an epilogue edit relinks
-// the kernel, and NVVM's time on it is the edit's time; with this epilogue the
-X. Its stores
-// are 4-byte pairs of columns in place of TMA's tile stores; the speed beside
-// cuBLAS is measured by bench/gemm_edit_loop.py --speed. GEMM_TMA_EPILOGUE=1
-// (types.cuh) builds the TMA epilogue instead, for that comparison.
+// the kernel, and NVVM's time on it is the edit's time: with this epilogue
+// the kernel links in half the time (bench/gemm_epilogue_nvvm.py,
+// bench/results/gemm_epilogue_nvvm-cpu.md). Its stores are 4-byte pairs of
+// columns in place of TMA's tile stores; its speed beside cuBLAS is measured
+// by bench/gemm_edit_loop.py --speed, and GEMM_TMA_EPILOGUE=1 (types.cuh)
+// builds the TMA epilogue instead, for that comparison (--tma-epilogue).
 #pragma once
 
 
