@@ -6,10 +6,13 @@ same device code, measured in the same run.
     python bench/gemm_edit_loop.py --device cuda [--edits 5] [--out bench/results]
     ... --speed           (cuda) then the op's speed beside torch.matmul
     ... --steps epilogue  only these of body,epilogue,restart,nvcc (a short GPU run)
-    ... --tma-epilogue    the copy built with CUTLASS's fused TMA epilogue
-                          (GEMM_TMA_EPILOGUE=1, kernels/gemm's) in place of the
-                          register epilogue it ships with: both figures in one
-                          run compare what each costs an edit and in speed
+    ... --define GEMM_TMA_EPILOGUE=1
+                          the copy built with a macro of types.cuh set (device
+                          code and launcher alike; repeatable): e.g. CUTLASS's
+                          fused TMA epilogue (kernels/gemm's) in place of the
+                          register epilogue, or GEMM_PINGPONG=1 GEMM_TILE_N=128;
+                          runs side by side compare what each costs an edit
+                          and in speed
     ... --one-unit        the epilogue compiled into the kernels' unit (included
                           by gemm_device.cu) instead of linked by nvJitLink -lto
                           as kernels/gemm_nvrtc ships it ([cuda] link_sources,
@@ -78,7 +81,7 @@ class Loop:
     (cpu) or get and a checked call (cuda)."""
 
     def __init__(self, root: Path, device: str, one_unit: bool = False, attach: bool = False,
-                 tma_epilogue: bool = False):
+                 defines: tuple[str, ...] = ()):
         """attach: use the copy an earlier process made under root."""
         self.root, self.device, self.linked = root, device, not one_unit
         self.dir = root / "kernels" / KERNEL
@@ -87,9 +90,9 @@ class Loop:
             shutil.copytree(CHECKOUT / "kernels" / KERNEL, self.dir)
             if one_unit:
                 self._one_unit()
-            if tma_epilogue:  # the launcher's types must match the device code's: both get the macro
-                for flags in ('device_cflags = ["-DNDEBUG"', 'cflags = ["-O2", "-DNDEBUG"'):
-                    self.write("kernel.toml", flags, flags + ', "-DGEMM_TMA_EPILOGUE=1"')
+            # The launcher's types must match the device code's: both get the macros.
+            for flags in ('device_cflags = ["-DNDEBUG"', 'cflags = ["-O2", "-DNDEBUG"'):
+                self.write("kernel.toml", flags, flags + "".join(f', "-D{d}"' for d in defines))
         os.environ["REGISTRY_CACHE_DIR"] = str(root / "cache")
         os.environ["REGISTRY_KERNELS_PATH"] = str(root / "kernels")
         from registry import _core
@@ -218,9 +221,9 @@ def speeds(loop: Loop) -> list[dict]:
 
 
 def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, only=ALL_STEPS,
-        tma_epilogue: bool = False) -> dict:
+        defines: tuple[str, ...] = ()) -> dict:
     root = Path(tempfile.mkdtemp(prefix="gemm-edit-loop-"))
-    loop = Loop(root, device, one_unit, tma_epilogue=tma_epilogue)
+    loop = Loop(root, device, one_unit, defines=defines)
     # The edits' targets exist before the first (minutes long) build.
     assert ENTRY in (loop.dir / "gemm_device.cu").read_text() and EPILOGUE in (loop.dir / loop.epilogue).read_text()
     steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [], "revert": [],
@@ -303,7 +306,8 @@ def report(result: dict, device: str, command: str) -> str:
 
     title = "kernels/gemm_nvrtc's edit loop" + (", its epilogue linked (link_sources)" if result["linked"]
                                                 else ", its epilogue compiled into the kernels' unit")
-    title += ", CUTLASS's TMA epilogue" if result.get("tma_epilogue") else ", its register epilogue"
+    if result.get("defines"):
+        title += ", built with " + " ".join(result["defines"])
     lines = [f"# {title} ({device})", "",
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
              f"{os.cpu_count()} cores, `{command}`", "", f"{result['compilers']}.", "",
@@ -338,8 +342,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
     parser.add_argument("--one-unit", action="store_true",
                         help="the epilogue compiled into the kernels' unit, not linked by nvJitLink -lto")
-    parser.add_argument("--tma-epilogue", action="store_true",
-                        help="build the copy with CUTLASS's fused TMA epilogue (GEMM_TMA_EPILOGUE=1)")
+    parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                        help="build the copy with this macro of types.cuh (e.g. GEMM_TMA_EPILOGUE=1)")
     parser.add_argument("--speed", action="store_true", help="cuda: the op beside torch.matmul after the loop")
     parser.add_argument("--steps", default=",".join(ALL_STEPS),
                         help=f"which of {','.join(ALL_STEPS)} to run beside cold and revert (default: all)")
@@ -350,11 +354,11 @@ def main() -> None:
     from gemm_lto_link import compilers  # this folder
 
     result = dict(run(args.device, args.edits, args.one_unit, args.speed, tuple(args.steps.split(",")),
-                      args.tma_epilogue),
-                  linked=not args.one_unit, tma_epilogue=args.tma_epilogue, compilers=compilers())
+                      tuple(args.define)),
+                  linked=not args.one_unit, defines=args.define, compilers=compilers())
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
-    variant = ("" if args.one_unit else "_linked") + ("_tma_epilogue" if args.tma_epilogue else "")
+    variant = ("" if args.one_unit else "_linked") + "".join(f"_{d.replace('=', '')}" for d in args.define)
     stem = f"gemm_edit_loop{variant}-{args.device}"
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1))
     text = report(result, args.device, command)

@@ -10,7 +10,7 @@
 // bench/results/gemm_epilogue_nvvm-cpu.md). Its stores are 4-byte pairs of
 // columns in place of TMA's tile stores; its speed beside cuBLAS is measured
 // by bench/gemm_edit_loop.py --speed, and GEMM_TMA_EPILOGUE=1 (types.cuh)
-// builds the TMA epilogue instead, for that comparison (--tma-epilogue).
+// builds the TMA epilogue instead, for that comparison (--define GEMM_TMA_EPILOGUE=1).
 #pragma once
 
 
@@ -19,6 +19,10 @@
 #include "cutlass/epilogue/collective/detail.hpp"
 #include "cutlass/epilogue/dispatch_policy.hpp"
 #include "cutlass/numeric_conversion.h"
+
+#ifndef GEMM_EPILOGUE_PAIRS  // 1: store pairs of columns (4 bytes) as they lie, not 16-byte pieces of rows
+#define GEMM_EPILOGUE_PAIRS 0
+#endif
 
 namespace gemm_nvrtc {
 
@@ -72,14 +76,16 @@ class RegisterEpilogue {
                                               cutlass::CudaHostAdapter* = nullptr) {
     return cutlass::Status::kSuccess;
   }
-  // Pairs of columns are stored whole: an even n, and d and c 4-byte aligned
-  // with even row strides (the launcher's 16-byte rule implies all three).
+  // Rows are stored 16 bytes at a time (pairs of columns, 4 bytes, with
+  // GEMM_EPILOGUE_PAIRS=1): n a multiple of that, d and c aligned to it with
+  // row strides of whole such pieces. The launcher's 16-byte rule implies it.
+  static constexpr int kPiece = GEMM_EPILOGUE_PAIRS ? 2 : 16 / static_cast<int>(sizeof(Element));
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
-    auto even = [](auto x) { return x % 2 == 0; };
-    auto aligned = [](void const* p) { return reinterpret_cast<uintptr_t>(p) % (2 * sizeof(Element)) == 0; };
-    return even(cute::get<1>(problem_shape)) && aligned(args.ptr_D) && aligned(args.ptr_C) &&
-           even(cute::get<0>(args.dD)) && even(cute::get<0>(args.dC));
+    auto whole = [](int64_t x) { return x % kPiece == 0; };
+    auto aligned = [](void const* p) { return reinterpret_cast<uintptr_t>(p) % (kPiece * sizeof(Element)) == 0; };
+    return whole(cute::get<1>(problem_shape)) && aligned(args.ptr_D) && aligned(args.ptr_C) &&
+           whole(cute::get<0>(args.dD)) && whole(cute::get<0>(args.dC));
   }
 
   CUTLASS_HOST_DEVICE explicit RegisterEpilogue(Params const& params, SharedStorage const& = SharedStorage())
@@ -126,6 +132,22 @@ class RegisterEpilogue {
     cutlass::NumericConverter<float, Element> to_float;
 
     using Pair = cutlass::AlignedArray<Element, 2>;  // 4-byte aligned: one load or store
+    // A 16-byte piece of a row of d from alpha * acc at its columns (col on):
+    // c's and the bias's pieces are read whole too.
+    auto value16 = [&](auto const& scaled, Element const* c, Element* d, int col) {
+      using Piece = cutlass::AlignedArray<Element, kPiece>;
+      Piece c16, bias16, d16;
+      if (source) c16 = *reinterpret_cast<Piece const*>(c);
+      if (bias != nullptr) bias16 = *reinterpret_cast<Piece const*>(bias + col);
+      CUTLASS_PRAGMA_UNROLL
+      for (int k = 0; k < kPiece; ++k) {
+        float v = scaled[k];
+        if (source) v = fmaf(beta, to_float(c16[k]), v);
+        if (bias != nullptr) v += to_float(bias16[k]);
+        d16[k] = to_element(epilogue(v));
+      }
+      *reinterpret_cast<Piece*>(d) = d16;
+    };
     auto value = [&](float acc, Element c, int col) {  // c: read only when source
       float v = alpha * acc;
       if (source) v = fmaf(beta, to_float(c), v);
@@ -133,6 +155,9 @@ class RegisterEpilogue {
       return to_element(epilogue(v));
     };
 
+#if !GEMM_EPILOGUE_PAIRS
+    if (store_rows(accumulators, tCcD, mC, mD, l_coord, value16)) return;
+#endif
     // A pair of neighbouring columns from an even one (what wgmma's accumulator
     // layout holds side by side) is one 4-byte load and store; under
     // can_implement's conditions it is aligned, and in bounds or out as a whole.
@@ -167,6 +192,74 @@ class RegisterEpilogue {
   }
 
  private:
+  // wgmma's accumulators, for each row a thread holds: pairs of columns
+  // (2q, 2q + 1) of every 8-column group, q = lane % 4, so the four threads of
+  // a quad hold a row's 8 columns a group. Four groups of a row are exchanged
+  // within the quad (a 4 x 4 transpose of pairs by shuffles), after which
+  // each thread holds one group, 8 neighbouring columns: one 16-byte store
+  // where there were four 4-byte ones, and a warp writes whole 32-byte
+  // sectors (bench: the register epilogue's speed beside cuBLAS). Returns
+  // false, having stored nothing, if the accumulators are not so laid out.
+  template <class Acc, class Coords, class TensorC, class TensorD, class L, class Value16>
+  CUTLASS_DEVICE static bool store_rows(Acc const& acc, Coords const& coords, TensorC const& mC, TensorD const& mD,
+                                        L l, Value16 const& value16) {
+    using namespace cute;
+    constexpr int V = decltype(size(acc))::value;
+    if constexpr (V % 16 != 0 || kPiece != 8) {
+      return false;
+    } else {
+      // The layout above, checked on the coordinates (the compiler folds the
+      // check where it holds): values b + 2h + 4j + e, j < 4, at one row,
+      // columns col(b + 2h) + 8j + e. Which lane holds which pair is wgmma's
+      // (PTX ISA: the m64nNk16 accumulator fragment), not checked here (a
+      // check on the lane is not folded, and would double the kernel's code);
+      // tests/test_gpu_gemm_nvrtc.py checks the results, whole and partial tiles.
+      bool laid_out = true;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < V; ++i) {
+        int const base = i - i % 16 + (i % 4) / 2 * 2;
+        laid_out &= get<0>(coords(i)) == get<0>(coords(base)) &&
+                    get<1>(coords(i)) == get<1>(coords(base)) + (i % 16) / 4 * 8 + i % 2;
+      }
+      if (!laid_out) return false;
+      int const lane = threadIdx.x % 32, q = lane % 4;
+      auto pick = [](float const (&x)[4], int k) { return k == 0 ? x[0] : k == 1 ? x[1] : k == 2 ? x[2] : x[3]; };
+      CUTLASS_PRAGMA_UNROLL
+      for (int b = 0; b < V; b += 16) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          int const base = b + 2 * h;
+          float mine0[4], mine1[4];  // this thread's pair in each of the 4 groups
+          CUTLASS_PRAGMA_UNROLL
+          for (int j = 0; j < 4; ++j) {
+            mine0[j] = acc(base + 4 * j);
+            mine1[j] = acc(base + 4 * j + 1);
+          }
+          // Step s: read from quad member (q + s) % 4 its pair of group q.
+          float got0[4], got1[4];
+          CUTLASS_PRAGMA_UNROLL
+          for (int step = 0; step < 4; ++step) {
+            int const send = (q - step) & 3, from = (lane & ~3) | ((q + step) & 3);
+            got0[step] = __shfl_sync(0xffffffff, pick(mine0, send), from);
+            got1[step] = __shfl_sync(0xffffffff, pick(mine1, send), from);
+          }
+          float row8[8];  // group q's 8 columns, in order: quad member p's pair
+          CUTLASS_PRAGMA_UNROLL
+          for (int p = 0; p < 4; ++p) {
+            row8[2 * p] = pick(got0, (p - q) & 3);
+            row8[2 * p + 1] = pick(got1, (p - q) & 3);
+          }
+          int const row = get<0>(coords(base));
+          int const col = get<1>(coords(base)) - 2 * q + 8 * q;  // group q's first column
+          if (row < size<0>(mD) && col < size<1>(mD)) {
+            value16(row8, &mC(row, col, l), &mD(row, col, l), col);
+          }
+        }
+      }
+      return true;
+    }
+  }
+
   Params params_;
 };
 
