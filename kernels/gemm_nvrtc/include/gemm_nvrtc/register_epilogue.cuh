@@ -8,11 +8,12 @@
 // the kernel, and NVVM's time on it is the edit's time: with this epilogue
 // the kernel links in half the time (bench/gemm_epilogue_nvvm.py,
 // bench/results/gemm_epilogue_nvvm-cpu.md). Its stores are 4-byte pairs of
-// columns in place of TMA's tile stores; its speed beside cuBLAS is measured
-// by bench/gemm_edit_loop.py --speed, and GEMM_TMA_EPILOGUE=1 (types.cuh)
-// builds the TMA epilogue instead, for that comparison (--define GEMM_TMA_EPILOGUE=1).
+// columns in place of TMA's tile stores: on an H100 0.98x cuBLAS at 8192^3,
+// 0.90-0.91x at 4096^3 and 16384x1024x4096, against 0.99-1.03x with the TMA
+// epilogue in the same run (bench/results/gpu-2026-12-05-register-epilogue/;
+// bench/gemm_edit_loop.py --speed, and --define GEMM_TMA_EPILOGUE=1 builds
+// the TMA epilogue instead, types.cuh).
 #pragma once
-
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -20,8 +21,13 @@
 #include "cutlass/epilogue/dispatch_policy.hpp"
 #include "cutlass/numeric_conversion.h"
 
-#ifndef GEMM_EPILOGUE_PAIRS  // 1: store pairs of columns (4 bytes) as they lie, not 16-byte pieces of rows
-#define GEMM_EPILOGUE_PAIRS 0
+// 1: store 16-byte pieces of rows (pairs exchanged within each quad of
+// lanes) in place of the pairs of columns (4 bytes) as wgmma leaves them.
+// Compiled and its layout checks folded, but not yet run on a GPU: off until
+// tests/test_gpu_gemm_nvrtc.py and bench/gemm_edit_loop.py --speed
+// --define GEMM_EPILOGUE_ROWS=1 have passed and measured it on Hopper.
+#ifndef GEMM_EPILOGUE_ROWS
+#define GEMM_EPILOGUE_ROWS 0
 #endif
 
 namespace gemm_nvrtc {
@@ -76,10 +82,10 @@ class RegisterEpilogue {
                                               cutlass::CudaHostAdapter* = nullptr) {
     return cutlass::Status::kSuccess;
   }
-  // Rows are stored 16 bytes at a time (pairs of columns, 4 bytes, with
-  // GEMM_EPILOGUE_PAIRS=1): n a multiple of that, d and c aligned to it with
-  // row strides of whole such pieces. The launcher's 16-byte rule implies it.
-  static constexpr int kPiece = GEMM_EPILOGUE_PAIRS ? 2 : 16 / static_cast<int>(sizeof(Element));
+  // Pairs of columns are stored whole (16-byte pieces of rows with
+  // GEMM_EPILOGUE_ROWS=1): n a multiple of a piece, d and c aligned to it with
+  // row strides of whole pieces. The launcher's 16-byte rule implies it.
+  static constexpr int kPiece = GEMM_EPILOGUE_ROWS ? 16 / static_cast<int>(sizeof(Element)) : 2;
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem_shape, Arguments const& args) {
     auto whole = [](int64_t x) { return x % kPiece == 0; };
@@ -132,16 +138,16 @@ class RegisterEpilogue {
     cutlass::NumericConverter<float, Element> to_float;
 
     using Pair = cutlass::AlignedArray<Element, 2>;  // 4-byte aligned: one load or store
-    // A 16-byte piece of a row of d from alpha * acc at its columns (col on):
-    // c's and the bias's pieces are read whole too.
-    auto value16 = [&](auto const& scaled, Element const* c, Element* d, int col) {
+    // A 16-byte piece of a row of d from the accumulators at its columns (col
+    // on): c's and the bias's pieces are read whole too.
+    auto value16 = [&](auto const& acc8, Element const* c, Element* d, int col) {
       using Piece = cutlass::AlignedArray<Element, kPiece>;
       Piece c16, bias16, d16;
       if (source) c16 = *reinterpret_cast<Piece const*>(c);
       if (bias != nullptr) bias16 = *reinterpret_cast<Piece const*>(bias + col);
       CUTLASS_PRAGMA_UNROLL
       for (int k = 0; k < kPiece; ++k) {
-        float v = scaled[k];
+        float v = alpha * acc8[k];
         if (source) v = fmaf(beta, to_float(c16[k]), v);
         if (bias != nullptr) v += to_float(bias16[k]);
         d16[k] = to_element(epilogue(v));
@@ -155,7 +161,7 @@ class RegisterEpilogue {
       return to_element(epilogue(v));
     };
 
-#if !GEMM_EPILOGUE_PAIRS
+#if GEMM_EPILOGUE_ROWS
     if (store_rows(accumulators, tCcD, mC, mD, l_coord, value16)) return;
 #endif
     // A pair of neighbouring columns from an even one (what wgmma's accumulator
@@ -192,14 +198,16 @@ class RegisterEpilogue {
   }
 
  private:
-  // wgmma's accumulators, for each row a thread holds: pairs of columns
-  // (2q, 2q + 1) of every 8-column group, q = lane % 4, so the four threads of
-  // a quad hold a row's 8 columns a group. Four groups of a row are exchanged
-  // within the quad (a 4 x 4 transpose of pairs by shuffles), after which
-  // each thread holds one group, 8 neighbouring columns: one 16-byte store
-  // where there were four 4-byte ones, and a warp writes whole 32-byte
-  // sectors (bench: the register epilogue's speed beside cuBLAS). Returns
-  // false, having stored nothing, if the accumulators are not so laid out.
+  // GEMM_EPILOGUE_ROWS=1. wgmma's accumulators, for each row a thread holds:
+  // pairs of columns (2q, 2q + 1) of every 8-column group, q = lane % 4, so
+  // the four threads of a quad hold a row's 8 columns a group. Four groups of
+  // a row are exchanged within the quad (a 4 x 4 transpose of pairs by
+  // shuffles), after which each thread holds one group, 8 neighbouring
+  // columns: one 16-byte store where there were four 4-byte ones, and a warp
+  // writes whole 32-byte sectors. Why: the pairs' 4-byte stores write each
+  // sector in two halves, and cost 5-9 % of speed beside CUTLASS's TMA
+  // epilogue at the shorter k (bench/results/gpu-2026-12-05-register-epilogue/).
+  // Returns false, having stored nothing, if the accumulators are not so laid out.
   template <class Acc, class Coords, class TensorC, class TensorD, class L, class Value16>
   CUTLASS_DEVICE static bool store_rows(Acc const& acc, Coords const& coords, TensorC const& mC, TensorD const& mD,
                                         L l, Value16 const& value16) {
