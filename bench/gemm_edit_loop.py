@@ -8,11 +8,10 @@ same device code, measured in the same run.
     ... --steps epilogue  only these of body,epilogue,restart,nvcc (a short GPU run)
     ... --define GEMM_TMA_EPILOGUE=1
                           the copy built with a macro of types.cuh set (device
-                          code and launcher alike; repeatable): e.g. CUTLASS's
+                          code and launcher alike; repeatable): here CUTLASS's
                           fused TMA epilogue (kernels/gemm's) in place of the
-                          register epilogue, or GEMM_PINGPONG=1 GEMM_TILE_N=128;
-                          runs side by side compare what each costs an edit
-                          and in speed
+                          register epilogue; runs side by side compare what
+                          each costs an edit and in speed
     ... --one-unit        the epilogue compiled into the kernels' unit (included
                           by gemm_device.cu) instead of linked by nvJitLink -lto
                           as kernels/gemm_nvrtc ships it ([cuda] link_sources,

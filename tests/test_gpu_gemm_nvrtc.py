@@ -44,8 +44,8 @@ def operands(dtype, m=512, k=256, n=384, seed=0):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("m, k, n", [(512, 256, 384), (200, 64, 264), (129, 320, 8)])
 def test_gpu_against_float64(dtype, m, k, n):
-    """Whole and partial tiles (the epilogue stores pairs of columns and
-    leaves what lies past m and n alone), each epilogue term alone and all
+    """Whole and partial tiles (the epilogue stores only what lies inside m
+    and n, pairs of columns at a time), each epilogue term alone and all
     together."""
     gemm = registry.get("gemm_nvrtc", device="cuda")
     a, b, c, bias = operands(dtype, m, k, n)

@@ -138,8 +138,9 @@ class RegisterEpilogue {
     cutlass::NumericConverter<float, Element> to_float;
 
     using Pair = cutlass::AlignedArray<Element, 2>;  // 4-byte aligned: one load or store
-    // A 16-byte piece of a row of d from the accumulators at its columns (col
-    // on): c's and the bias's pieces are read whole too.
+    // A piece of a row of d (16 bytes: GEMM_EPILOGUE_ROWS=1) from the
+    // accumulators at its columns (col on): c's and the bias's pieces are
+    // read whole too.
     auto value16 = [&](auto const& acc8, Element const* c, Element* d, int col) {
       using Piece = cutlass::AlignedArray<Element, kPiece>;
       Piece c16, bias16, d16;
