@@ -24,8 +24,10 @@
 // 1: store 16-byte pieces of rows (pairs exchanged within each quad of
 // lanes) in place of the pairs of columns (4 bytes) as wgmma leaves them.
 // Compiled and its layout checks folded, but not yet run on a GPU: off until
-// tests/test_gpu_gemm_nvrtc.py and bench/gemm_edit_loop.py --speed
-// --define GEMM_EPILOGUE_ROWS=1 have passed and measured it on Hopper.
+// tests/test_gpu_gemm_nvrtc.py's "rows" cases have passed on Hopper and
+// bench/gemm_edit_loop.py --speed --define GEMM_EPILOGUE_ROWS=1 has measured
+// it (STEPS=gemmnvrtc bash bench/gpu/run_all.sh runs both, the latter without
+// the define: add it there).
 #ifndef GEMM_EPILOGUE_ROWS
 #define GEMM_EPILOGUE_ROWS 0
 #endif
