@@ -20,7 +20,9 @@
 #   STEPS="compile edits" ...                 (gemm beside torch.compile max-autotune; gemm's edit loop)
 #   STEPS="gemmnvrtc" ...                     (kernels/gemm_nvrtc: its GPU tests, then its edit loop beside
 #                                              nvcc -cubin: bench/gemm_edit_loop.py, ~5 min; ONE_UNIT=1: its
-#                                              epilogue compiled into the kernels' unit, not linked)
+#                                              epilogue compiled into the kernels' unit, not linked;
+#                                              GEMM_DEFINE=GEMM_EPILOGUE_ROWS=1: the loop and its speed
+#                                              with that macro of types.cuh)
 #   STEPS="linked" ...                        (a module per kernel on the GPU: tests/test_gpu_linked_modules.py;
 #                                              then gemm_nvrtc's edit loop (its epilogue a [cuda] link_sources
 #                                              file), checked on the GPU, then its speed: bench/gemm_edit_loop.py
@@ -84,7 +86,8 @@ for step in $STEPS; do
     gemmnvrtc) timeout "${GEMMNVRTC_TESTS_S:-300}" python3 -m pytest -m gpu -v -rs -p no:cacheprovider \
                  tests/test_gpu_gemm_nvrtc.py 2>&1 | tee "$OUT/gpu_gemm_nvrtc_tests.txt" | tail -12
                timeout "${GEMMNVRTC_S:-600}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-5}" \
-                 ${ONE_UNIT:+--one-unit} --out "$OUT" 2>&1 | tee "$OUT/gemm_edit_loop.log" | tail -14 ;;
+                 ${ONE_UNIT:+--one-unit} ${GEMM_DEFINE:+--speed --define "$GEMM_DEFINE"} --out "$OUT" 2>&1 \
+                 | tee "$OUT/gemm_edit_loop.log" | tail -20 ;;
     linked) timeout 180 python3 -m pytest -m gpu -v -rs -p no:cacheprovider tests/test_gpu_linked_modules.py 2>&1 \
               | tee "$OUT/gpu_linked_modules_tests.txt" | tail -6
             timeout "${LINKED_S:-500}" python3 bench/gemm_edit_loop.py --device cuda --edits "${EDITS:-3}" \

@@ -26,8 +26,8 @@
 // Compiled and its layout checks folded, but not yet run on a GPU: off until
 // tests/test_gpu_gemm_nvrtc.py's "rows" cases have passed on Hopper and
 // bench/gemm_edit_loop.py --speed --define GEMM_EPILOGUE_ROWS=1 has measured
-// it (STEPS=gemmnvrtc bash bench/gpu/run_all.sh runs both, the latter without
-// the define: add it there).
+// it (STEPS=gemmnvrtc GEMM_DEFINE=GEMM_EPILOGUE_ROWS=1 bash bench/gpu/run_all.sh
+// runs both).
 #ifndef GEMM_EPILOGUE_ROWS
 #define GEMM_EPILOGUE_ROWS 0
 #endif
