@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import statistics
@@ -76,12 +75,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=CHECKOUT / "bench" / "results")
     args = parser.parse_args()
     result = run(args.links)
-    text = report(result, "python bench/gemm_epilogue_nvvm.py " + " ".join(sys.argv[1:]))
-    args.out.mkdir(parents=True, exist_ok=True)
-    host = "cuda" if os.environ.get("CUDA_VISIBLE_DEVICES") or Path("/dev/nvidia0").exists() else "cpu"
-    (args.out / f"gemm_epilogue_nvvm-{host}.json").write_text(json.dumps(result, indent=1))
-    (args.out / f"gemm_epilogue_nvvm-{host}.md").write_text(text)
-    print(text)
+    lto.write_report(args.out, "gemm_epilogue_nvvm", result,
+                     report(result, "python bench/gemm_epilogue_nvvm.py " + " ".join(sys.argv[1:])))
 
 
 if __name__ == "__main__":

@@ -282,11 +282,17 @@ def main() -> None:
                         help="the kernels' units only (both dtypes; bf16 alone), no whole-unit compile")
     args = parser.parse_args()
     result = run(args.links, args.split, args.quick)
-    text = report(result, "python bench/gemm_lto_link.py " + " ".join(sys.argv[1:]))
-    args.out.mkdir(parents=True, exist_ok=True)
+    write_report(args.out, "gemm_lto_link", result,
+                 report(result, "python bench/gemm_lto_link.py " + " ".join(sys.argv[1:])))
+
+
+def write_report(out: Path, name: str, result: dict, text: str) -> None:
+    """<name>-<host>.json (every figure) and .md (the report, also printed);
+    host is cuda where a GPU is visible, else cpu: these runs need none."""
+    out.mkdir(parents=True, exist_ok=True)
     host = "cuda" if os.environ.get("CUDA_VISIBLE_DEVICES") or Path("/dev/nvidia0").exists() else "cpu"
-    (args.out / f"gemm_lto_link-{host}.json").write_text(json.dumps(result, indent=1))
-    (args.out / f"gemm_lto_link-{host}.md").write_text(text)
+    (out / f"{name}-{host}.json").write_text(json.dumps(result, indent=1))
+    (out / f"{name}-{host}.md").write_text(text)
     print(text)
 
 

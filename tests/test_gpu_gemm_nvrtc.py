@@ -65,11 +65,11 @@ def test_gpu_against_float64(request, stores, dtype, m, k, n):
     gemm = registry.get(name, device="cuda")
     a, b, c, bias = operands(dtype, m, k, n)
     assert close(gemm(a, b), reference(a, b), dtype, k)
-    assert close(gemm(a, b, c, None, 1.0, 0.5), reference(a, b, c, None, 1.0, 0.5), dtype, k)
-    assert close(gemm(a, b, None, bias, 2.0), reference(a, b, None, bias, 2.0), dtype, k)
+    assert close(gemm(a, b, c=c, beta=0.5), reference(a, b, c, None, 1.0, 0.5), dtype, k)
+    assert close(gemm(a, b, bias=bias, alpha=2.0), reference(a, b, None, bias, 2.0), dtype, k)
     assert close(gemm(a, b, c, bias, 0.5, 2.0), reference(a, b, c, bias, 0.5, 2.0), dtype, k)
     # beta = 0 does not read c: a c of NaN leaves d finite.
-    assert close(gemm(a, b, torch.full_like(c, float("nan")), None, 1.0, 0.0), reference(a, b), dtype, k)
+    assert close(gemm(a, b, c=torch.full_like(c, float("nan")), beta=0.0), reference(a, b), dtype, k)
 
 
 def test_gpu_edits_of_the_epilogue_and_body_are_checked_and_reuse_the_prelude(kernels_root):

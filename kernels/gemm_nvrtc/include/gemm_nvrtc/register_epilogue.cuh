@@ -134,37 +134,34 @@ class RegisterEpilogue {
 
     float const alpha = params_.thread.alpha;
     float const beta = params_.thread.beta;
-    bool const source = beta != 0.0f;
+    bool const source = is_source_needed();
     Element const* bias = params_.thread.bias_ptr;
     cutlass::NumericConverter<Element, float> to_element;
     cutlass::NumericConverter<float, Element> to_float;
 
     using Pair = cutlass::AlignedArray<Element, 2>;  // 4-byte aligned: one load or store
-    // A piece of a row of d (16 bytes: GEMM_EPILOGUE_ROWS=1) from the
-    // accumulators at its columns (col on): c's and the bias's pieces are
-    // read whole too.
+    // One element of d; c is read only when source, *b (the bias at its column) only when there is a bias.
+    auto combine = [&](float acc, Element c, Element const* b) {
+      float v = alpha * acc;
+      if (source) v = fmaf(beta, to_float(c), v);
+      if (bias != nullptr) v += to_float(*b);
+      return to_element(epilogue(v));
+    };
+    auto value = [&](float acc, Element c, int col) { return combine(acc, c, bias + col); };
+
+#if GEMM_EPILOGUE_ROWS
+    // A 16-byte piece of a row of d from the accumulators at its columns (col
+    // on): c's and the bias's pieces are read whole too.
     auto value16 = [&](auto const& acc8, Element const* c, Element* d, int col) {
       using Piece = cutlass::AlignedArray<Element, kPiece>;
       Piece c16, bias16, d16;
+      c16.fill(Element(0.0f));
       if (source) c16 = *reinterpret_cast<Piece const*>(c);
       if (bias != nullptr) bias16 = *reinterpret_cast<Piece const*>(bias + col);
       CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < kPiece; ++k) {
-        float v = alpha * acc8[k];
-        if (source) v = fmaf(beta, to_float(c16[k]), v);
-        if (bias != nullptr) v += to_float(bias16[k]);
-        d16[k] = to_element(epilogue(v));
-      }
+      for (int k = 0; k < kPiece; ++k) d16[k] = combine(acc8[k], c16[k], bias16.data() + k);
       *reinterpret_cast<Piece*>(d) = d16;
     };
-    auto value = [&](float acc, Element c, int col) {  // c: read only when source
-      float v = alpha * acc;
-      if (source) v = fmaf(beta, to_float(c), v);
-      if (bias != nullptr) v += to_float(bias[col]);
-      return to_element(epilogue(v));
-    };
-
-#if GEMM_EPILOGUE_ROWS
     if (store_rows(accumulators, tCcD, mC, mD, l_coord, value16)) return;
 #endif
     // A pair of neighbouring columns from an even one (what wgmma's accumulator
