@@ -21,7 +21,7 @@
 #   STEPS="gemmnvrtc" ...                     (kernels/gemm_nvrtc: its GPU tests, then its edit loop beside
 #                                              nvcc -cubin: bench/gemm_edit_loop.py, ~5 min; ONE_UNIT=1: its
 #                                              epilogue compiled into the kernels' unit, not linked;
-#                                              GEMM_DEFINE=GEMM_EPILOGUE_ROWS=1: the loop and its speed
+#                                              GEMM_DEFINE=GEMM_EPILOGUE_ROWS=0: the loop and its speed
 #                                              with that macro of types.cuh)
 #   STEPS="linked" ...                        (a module per kernel on the GPU: tests/test_gpu_linked_modules.py;
 #                                              then gemm_nvrtc's edit loop (its epilogue a [cuda] link_sources

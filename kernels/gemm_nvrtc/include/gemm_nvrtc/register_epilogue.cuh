@@ -7,10 +7,12 @@
 // LinCombPerColBiasEltAct, what kernels/gemm uses): an epilogue edit relinks
 // the kernel, and NVVM's time on it is the edit's time: with this epilogue
 // the kernel links in half the time (bench/gemm_epilogue_nvvm.py,
-// bench/results/gemm_epilogue_nvvm-cpu.md). Its stores are 4-byte pairs of
-// columns in place of TMA's tile stores: on an H100 0.98x cuBLAS at 8192^3,
-// 0.90-0.91x at 4096^3 and 16384x1024x4096, against 0.99-1.03x with the TMA
-// epilogue in the same run (bench/results/gpu-2026-12-05-register-epilogue/;
+// bench/results/gemm_epilogue_nvvm-cpu.md). Its stores are 16-byte pieces of
+// rows (store_rows) in place of TMA's tile stores: on an H100 0.99x cuBLAS at
+// 8192^3, 0.95x at 4096^3 and 16384x1024x4096, where 4-byte pairs of columns
+// (GEMM_EPILOGUE_ROWS=0) reached 0.98x, 0.90x and 0.91x in the run after
+// it on the same machine (bench/results/gpu-2026-12-06-rows-epilogue/), and CUTLASS's TMA epilogue
+// 0.99-1.03x (bench/results/gpu-2026-12-05-register-epilogue/;
 // bench/gemm_edit_loop.py --speed, and --define GEMM_TMA_EPILOGUE=1 builds
 // the TMA epilogue instead, types.cuh).
 #pragma once
@@ -22,14 +24,11 @@
 #include "cutlass/numeric_conversion.h"
 
 // 1: store 16-byte pieces of rows (pairs exchanged within each quad of
-// lanes) in place of the pairs of columns (4 bytes) as wgmma leaves them.
-// Compiled and its layout checks folded, but not yet run on a GPU: off until
-// tests/test_gpu_gemm_nvrtc.py's "rows" cases have passed on Hopper and
-// bench/gemm_edit_loop.py --speed --define GEMM_EPILOGUE_ROWS=1 has measured
-// it (STEPS=gemmnvrtc GEMM_DEFINE=GEMM_EPILOGUE_ROWS=1 bash bench/gpu/run_all.sh
-// runs both).
+// lanes); 0: the pairs of columns (4 bytes) as wgmma leaves them, the
+// fallback for a layout store_rows was not written for. Both are checked
+// against float64 on Hopper by tests/test_gpu_gemm_nvrtc.py.
 #ifndef GEMM_EPILOGUE_ROWS
-#define GEMM_EPILOGUE_ROWS 0
+#define GEMM_EPILOGUE_ROWS 1
 #endif
 
 namespace gemm_nvrtc {
@@ -84,8 +83,8 @@ class RegisterEpilogue {
                                               cutlass::CudaHostAdapter* = nullptr) {
     return cutlass::Status::kSuccess;
   }
-  // Pairs of columns are stored whole (16-byte pieces of rows with
-  // GEMM_EPILOGUE_ROWS=1): n a multiple of a piece, d and c aligned to it with
+  // 16-byte pieces of rows are stored whole (pairs of columns with
+  // GEMM_EPILOGUE_ROWS=0): n a multiple of a piece, d and c aligned to it with
   // row strides of whole pieces. The launcher's 16-byte rule implies it.
   static constexpr int kPiece = GEMM_EPILOGUE_ROWS ? 16 / static_cast<int>(sizeof(Element)) : 2;
   template <class ProblemShape>
