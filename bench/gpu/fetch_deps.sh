@@ -28,3 +28,21 @@ python3 -m pip download -q --no-deps --only-binary=:all: -d .gpu/wheels "$CUTLAS
 # torch's own dependencies are on the image already: copies of them first on
 # PYTHONPATH (env.sh) would shadow the versions torch was installed with.
 rm -f .gpu/wheels/typing_extensions-* .gpu/wheels/filelock-* .gpu/wheels/fsspec-*
+# Two downloads can bring two versions of one package (one resolved with the
+# kernels package's dependencies, one without): env.sh installs the folder at
+# once, which pip refuses ("conflicting dependencies"). Keep the newest.
+python3 - <<'PY'
+from pathlib import Path
+from pip._vendor.packaging.utils import parse_wheel_filename
+
+newest = {}
+for wheel in sorted(Path(".gpu/wheels").glob("*.whl")):
+    name, version, _, _ = parse_wheel_filename(wheel.name)
+    kept = newest.get(name)
+    if kept is None or version > kept[0]:
+        if kept is not None:
+            kept[1].unlink()
+        newest[name] = (version, wheel)
+    else:
+        wheel.unlink()
+PY
