@@ -10,9 +10,9 @@
 // bench/results/gemm_epilogue_nvvm-cpu.md). Its stores are 16-byte pieces of
 // rows (store_rows) in place of TMA's tile stores: on an H100 0.99x cuBLAS at
 // 8192^3, 0.95x at 4096^3 and 16384x1024x4096, where 4-byte pairs of columns
-// (GEMM_EPILOGUE_ROWS=0) reached 0.98x, 0.90x and 0.91x in the run after
-// it on the same machine (bench/results/gpu-2026-12-06-rows-epilogue/), and CUTLASS's TMA epilogue
-// 0.99-1.03x (bench/results/gpu-2026-12-05-register-epilogue/;
+// (GEMM_EPILOGUE_ROWS=0) reached 0.98x, 0.90x and 0.91x in the run after it
+// on the same machine (bench/results/gpu-2026-12-06-rows-epilogue/), and
+// CUTLASS's TMA epilogue 0.99-1.03x (bench/results/gpu-2026-12-05-register-epilogue/;
 // bench/gemm_edit_loop.py --speed, and --define GEMM_TMA_EPILOGUE=1 builds
 // the TMA epilogue instead, types.cuh).
 #pragma once
