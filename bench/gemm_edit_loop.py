@@ -40,7 +40,8 @@ Each edit is timed from the write to (cpu) a new cached cubin, the device
 half of `get`, or (cuda) a checked result of registry.get(...)'s op. Each
 compile's phases are NVRTC's own (--time): front end, NVVM, PTX translation
 (ptxas); the floor is NVVM + PTX translation of the edited kernel, what is
-left once the front end is gone. Writes gemm_edit_loop-<device>.json and .md.
+left once the front end is gone, and the table gives each step's time over
+it. Writes gemm_edit_loop-<device>.json and .md.
 """
 from __future__ import annotations
 
@@ -324,8 +325,8 @@ def report(result: dict, device: str, command: str) -> str:
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
              f"{os.cpu_count()} cores, `{command}`", "", f"{result['compilers']}.", "",
              "| step | n | seconds (median) | compile s | compile CPU s | front end s | NVVM s | PTX s "
-             "| floor (NVVM + PTX) s | PCH |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| floor (NVVM + PTX) s | seconds / floor | PCH |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, steps in result["steps"].items():
         def phase(prefix):
             return med([sum(v for k, v in s["phases_s"].items() if k.startswith(prefix)) or None for s in steps])
@@ -334,6 +335,7 @@ def report(result: dict, device: str, command: str) -> str:
                      f"{med([s['compile_s'] for s in steps])} | {med([s['compile_cpu_s'] for s in steps])} | "
                      f"{phase('CUDA C++')} | {phase('NVVM')} | "
                      f"{phase('PTX')} | {med([s['floor_s'] for s in steps])} | "
+                     f"{med([s['seconds'] / s['floor_s'] if s['floor_s'] else None for s in steps])} | "
                      f"{', '.join(sorted({e for s in steps for e in s['pch']})) or 'cache'} |")
     nvcc = result["nvcc_cubin"]
     if nvcc is not None:
