@@ -4,6 +4,7 @@ kernels/axpy_nvrtc, whose manifest's compiler line is all that differs, and
 one resolve of the cubin as `get` does it, without a GPU."""
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,10 @@ ARCH = "9.0"
 NVCC = environment.nvcc_command()
 NEEDS_NVCC = pytest.mark.skipif(not Path(NVCC).is_file(), reason=f"no nvcc (looked for {NVCC}): "
                                 "compiler = \"nvcc-cubin\" needs the CUDA toolkit")
+
+CUTLASS_INSTALLED = any(d.metadata["Name"] == "nvidia-cutlass" for d in importlib.metadata.distributions())
+NEEDS_CUTLASS = pytest.mark.skipif(not CUTLASS_INSTALLED, reason="nvidia-cutlass is not installed "
+                                   "(pip install nvidia-cutlass, or the project's cutlass extra)")
 
 # The worked example of both cubin paths: the same sources serve NVRTC and
 # nvcc -cubin (kreg/device.cuh, kreg/launch.h), so one folder is kept and the
@@ -76,3 +81,14 @@ def fresh_compile_servers():
     for server in nvrtc_pch._servers.values():
         server.stop()
     nvrtc_pch._servers.clear()
+
+
+def gemm_nvrtc_copy(root: Path, name: str, *defines: str) -> KernelCopy:
+    """kernels/gemm_nvrtc copied to root/name, its device code and launcher
+    both built with `defines` (e.g. "GEMM_EPILOGUE_ROWS=0"): the two must
+    agree on the kernel's types."""
+    copy = KernelCopy(root, "gemm_nvrtc", name)
+    extra = "".join(f', "-D{d}"' for d in defines)
+    for flags in ('device_cflags = ["-DNDEBUG"', 'cflags = ["-O2", "-DNDEBUG"'):
+        copy.edit("kernel.toml", flags, flags + extra)
+    return copy

@@ -46,12 +46,9 @@ def pairs_epilogue(kernels_root) -> str:
     """A copy of kernels/gemm_nvrtc built with GEMM_EPILOGUE_ROWS=0 (4-byte
     pairs of columns stored as wgmma leaves them, the shipped epilogue's
     fallback for other layouts): its name."""
-    from conftest import KernelCopy
+    from device_build_helpers import gemm_nvrtc_copy
 
-    copy = KernelCopy(kernels_root, "gemm_nvrtc", "gemm_nvrtc_pairs")
-    for flags in ('device_cflags = ["-DNDEBUG"', 'cflags = ["-O2", "-DNDEBUG"'):  # device code and launcher
-        copy.edit("kernel.toml", flags, flags + ', "-DGEMM_EPILOGUE_ROWS=0"')
-    return copy.name
+    return gemm_nvrtc_copy(kernels_root, "gemm_nvrtc_pairs", "GEMM_EPILOGUE_ROWS=0").name
 
 
 @pytest.mark.parametrize("stores", ["rows", "pairs"])

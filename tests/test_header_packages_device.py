@@ -4,18 +4,14 @@ whose mirror holds the package's headers as it holds the kernel's), and nvcc
 through torch's load() (a kernel library's .cu, for TORCH_CUDA_ARCH_LIST)."""
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
 
 import pytest
 
-from device_build_helpers import NEEDS_NVCC, build, copy_example, inputs, store  # noqa: F401 (store: a fixture)
+from device_build_helpers import NEEDS_CUTLASS, NEEDS_NVCC, build, copy_example, inputs, store  # noqa: F401 (store: a fixture)
 from registry import _core
 from test_header_packages import FakeCutlass
 
-CUTLASS_INSTALLED = any(d.metadata["Name"] == "nvidia-cutlass" for d in importlib.metadata.distributions())
-NEEDS_CUTLASS = pytest.mark.skipif(not CUTLASS_INSTALLED, reason="nvidia-cutlass is not installed "
-                                   "(pip install nvidia-cutlass)")
 PACKAGE_LINE = 'format = 1\nheader_packages = ["nvidia-cutlass"]'
 
 
