@@ -43,10 +43,13 @@ buffer: read-only inputs copied in, outputs and Tensor(a!) copied back.
 `registry.status(name)` says how many calls staged how many bytes. CUDA
 tensors go by IPC (cuIpcGetMemHandle of the allocation's base, once per
 allocation); the parent waits for its stream before the call and the
-worker for its own before replying, so stream order holds. Both poll
-(a blocking wait woke ~100 us after the kernel). Ordering on the device
-instead (an IPC event, a stream memory wait) costs ~270 us a call on an
-H200: without MPS the GPU time-slices between the two processes' contexts.
+worker for its own before replying, so stream order holds and a fault is
+the call's own. Both poll (a blocking wait woke ~100 us after the kernel).
+Ordering on the device instead: the worker's stream waiting on an IPC event
+cost ~270 us a call on an H200; the parent's stream waiting on a flag in
+shared host memory costs nothing measurable, but pays only for a call that
+returns before its kernel ends, which could report the kernel's fault only
+at a later call (bench/results/gpu-2026-12-06-async-order/).
 """
 from __future__ import annotations
 
