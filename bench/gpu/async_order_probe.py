@@ -27,6 +27,11 @@ its stream and says so (another word). Modes, per call:
                    isolated worker's
   sync+ipc+guards  and a 64-byte canary after the output, copied in before
                    the kernel and out after it, as the worker guards an output
+  chain    ordered on the device both ways, no host wait: the parent's stream
+           writes k to a second flag and the worker's stream waits for it
+           before the kernel; the worker says so once enqueued; the parent's
+           stream waits on the worker's flag (what an asynchronous isolated
+           call would do)
 
 Per call: a round of CALLS calls, synchronized at its end, median over rounds.
 
@@ -45,13 +50,13 @@ import time
 
 from flag_wait_probe import mapped_flag  # this folder
 
-FLAG, REQUEST, LAUNCHED, MODE, SIZE = 0, 64, 128, 192, 256  # byte offsets of the shared words
+FLAG, REQUEST, LAUNCHED, MODE, SIZE, PROGRESS = 0, 64, 128, 192, 256, 320  # byte offsets of the shared words
 # Modes: how the call is ordered; "+ipc": the kernel on the parent's tensors
 # (CUDA IPC, as an isolated worker's), "+guards": and a 64-byte canary copied
 # in after the output before the kernel and out after it (pinned memory), as
 # the registry's worker guards an output.
-MODES = {"sync": 1, "async": 2, "nowait": 3, "sync+ipc": 5, "sync+ipc+guards": 13}
-IPC, GUARDS = 4, 8
+MODES = {"sync": 1, "async": 2, "nowait": 3, "sync+ipc": 5, "sync+ipc+guards": 13, "chain": 18}
+IPC, GUARDS, CHAIN = 4, 8, 16
 STOP = 0xFFFFFFFF
 CU_STREAM_WAIT_VALUE_GEQ = 0
 
@@ -77,7 +82,7 @@ def worker(parent_fd: str, conn) -> None:
     request, launched, mode_word, size_word = (word(page, o) for o in (REQUEST, LAUNCHED, MODE, SIZE))
     stream = torch.cuda.current_stream()
     handle = ctypes.c_void_p(stream.cuda_stream)
-    write = cu["cuStreamWriteValue32"]
+    write, stream_wait = cu["cuStreamWriteValue32"], cu["cuStreamWaitValue32"]
     driver = ctypes.CDLL("libcuda.so.1")
     to_device, to_host = driver.cuMemcpyHtoDAsync_v2, driver.cuMemcpyDtoHAsync_v2
     canary = torch.full((16,), 7, dtype=torch.int32).pin_memory()
@@ -103,6 +108,9 @@ def worker(parent_fd: str, conn) -> None:
             out = padded[:n]
         else:
             x, y, out = data
+        if mode & CHAIN:  # after what the parent's stream holds before its call
+            assert stream_wait(handle, ctypes.c_uint64(flag + PROGRESS), ctypes.c_uint32(k),
+                               CU_STREAM_WAIT_VALUE_GEQ) == 0
         if mode & GUARDS:
             zone = padded.data_ptr() + 4 * n
             assert to_device(ctypes.c_uint64(zone), ctypes.c_void_p(canary.data_ptr()), ctypes.c_size_t(64),
@@ -143,7 +151,7 @@ def main() -> None:
     process.start()
     stream = torch.cuda.current_stream()
     handle = ctypes.c_void_p(stream.cuda_stream)
-    wait = cu["cuStreamWaitValue32"]
+    wait, write = cu["cuStreamWaitValue32"], cu["cuStreamWriteValue32"]
     k = 0
 
     def wait_for_worker(k: int) -> None:
@@ -156,12 +164,14 @@ def main() -> None:
     def call(mode: str) -> None:
         nonlocal k
         k += 1
-        if "nowait" not in mode:
+        if mode == "chain":
+            assert write(handle, ctypes.c_uint64(flag + PROGRESS), ctypes.c_uint32(k), 0) == 0
+        elif "nowait" not in mode:
             while not stream.query():
                 pass
         request.value = k
         wait_for_worker(k)
-        if mode == "async":
+        if mode in ("async", "chain"):
             assert wait(handle, ctypes.c_uint64(flag), ctypes.c_uint32(k), CU_STREAM_WAIT_VALUE_GEQ) == 0
 
     for n in options.sizes:
