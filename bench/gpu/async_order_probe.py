@@ -51,10 +51,11 @@ import time
 from flag_wait_probe import mapped_flag  # this folder
 
 FLAG, REQUEST, LAUNCHED, MODE, SIZE, PROGRESS = 0, 64, 128, 192, 256, 320  # byte offsets of the shared words
-# Modes: how the call is ordered; "+ipc": the kernel on the parent's tensors
-# (CUDA IPC, as an isolated worker's), "+guards": and a 64-byte canary copied
-# in after the output before the kernel and out after it (pinned memory), as
-# the registry's worker guards an output.
+# A mode's word for the worker: the low two bits how its end is told (1: the
+# worker polls its stream, then says so; 2: says so once enqueued, its stream
+# writes the flag after the kernel; 3: the same, the parent not waiting), then
+# IPC (the kernel on the parent's tensors), GUARDS (the canary copied in and
+# out) and CHAIN (the worker's stream first waits on the parent's flag).
 MODES = {"sync": 1, "async": 2, "nowait": 3, "sync+ipc": 5, "sync+ipc+guards": 13, "chain": 18}
 IPC, GUARDS, CHAIN = 4, 8, 16
 STOP = 0xFFFFFFFF
