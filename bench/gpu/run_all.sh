@@ -44,6 +44,9 @@
 #   STEPS="probes" ...                        (can a parent's stream wait on an isolated worker's kernel and still be
 #                                              released when the worker dies: bench/gpu/ipc_event_probe.py and
 #                                              bench/gpu/flag_wait_probe.py, ~1 min)
+#   STEPS="floor" ...                         (an isolated CUDA call's cost by its structure alone, two processes and
+#                                              no registry: bench/gpu/async_order_probe.py; then the registry's
+#                                              beside it, bench/isolated_percall.py, ~2 min)
 set -u
 . bench/gpu/env.sh
 OUT=${OUT:-$(mktemp -d)}
@@ -72,6 +75,9 @@ for step in $STEPS; do
     anchor) OUT="$OUT" python3 bench/anchor/torch_load_anchor.py > "$OUT/anchor.txt" 2>&1; tail -4 "$OUT/anchor.txt" ;;
     probes) timeout 150 python3 bench/gpu/ipc_event_probe.py 2>&1 | tee "$OUT/ipc_event_probe.txt" | grep '^[#{]'
             timeout 120 python3 bench/gpu/flag_wait_probe.py 2>&1 | tee "$OUT/flag_wait_probe.txt" | grep '^[#{]' ;;
+    floor) timeout 200 python3 bench/gpu/async_order_probe.py 2>&1 | tee "$OUT/async_order_probe.txt" | grep '^[#{]'
+           timeout 200 python3 bench/isolated_percall.py --device cuda --sizes 1 268435456 --rounds 15 --big-calls 40 \
+             2>&1 | grep -v '^  ' | tee "$OUT/isolated_percall.txt" ;;
     lto) timeout "${LTO_S:-300}" python3 bench/gemm_lto_link.py --out "$OUT" ${SPLIT:+--split $SPLIT} ${QUICK:+--quick} \
            2>&1 | tail -16 ;;
     gemm) timeout "${GEMM_S:-360}" python3 bench/gemm.py --out "$OUT" --tune 2>&1 | tee "$OUT/gemm.log" | grep -v '^{' | tail -30 ;;
