@@ -12,6 +12,10 @@ same device code, measured in the same run.
                           fused TMA epilogue (kernels/gemm's) in place of the
                           register epilogue; runs side by side compare what
                           each costs an edit and in speed
+    ... --learned-kernels the copy without [cuda] kernels_used: the first link of
+                          each main unit (the cold build, every body edit) holds
+                          both kernels and learns their names; results go to
+                          *_learned-<device>.*
     ... --one-unit        the epilogue compiled into the kernels' unit (included
                           by gemm_device.cu) instead of linked by nvJitLink -lto
                           as kernels/gemm_nvrtc ships it ([cuda] link_sources,
@@ -83,7 +87,7 @@ class Loop:
     (cpu) or get and a checked call (cuda)."""
 
     def __init__(self, root: Path, device: str, one_unit: bool = False, attach: bool = False,
-                 defines: tuple[str, ...] = ()):
+                 defines: tuple[str, ...] = (), learned: bool = False):
         """attach: use the copy an earlier process made under root."""
         self.root, self.device, self.linked = root, device, not one_unit
         self.dir = root / "kernels" / KERNEL
@@ -95,6 +99,8 @@ class Loop:
             # The launcher's types must match the device code's: both get the macros.
             for flags in ('device_cflags = ["-DNDEBUG"', 'cflags = ["-O2", "-DNDEBUG"'):
                 self.write("kernel.toml", flags, flags + "".join(f', "-D{d}"' for d in defines))
+            if learned and not one_unit:
+                self.write("kernel.toml", 'kernels_used = ["gemm_nvrtc_bf16", "gemm_nvrtc_f16"]\n', "")
         os.environ["REGISTRY_CACHE_DIR"] = str(root / "cache")
         os.environ["REGISTRY_KERNELS_PATH"] = str(root / "kernels")
         from registry import _core
@@ -112,6 +118,7 @@ class Loop:
         self.write("gemm_device.cu", '#include "gemm_nvrtc/types.cuh"\n',
                    '#include "gemm_epilogue.cuh"\n#include "gemm_nvrtc/types.cuh"\n')
         self.write("kernel.toml", 'link_sources = ["gemm_epilogue.cu"]\n', "")
+        self.write("kernel.toml", 'kernels_used = ["gemm_nvrtc_bf16", "gemm_nvrtc_f16"]\n', "")  # link_sources' only
 
     def write(self, name: str, old: str, new: str) -> None:
         path = self.dir / name
@@ -223,9 +230,9 @@ def speeds(loop: Loop) -> list[dict]:
 
 
 def run(device: str, edits: int, one_unit: bool = False, speed: bool = False, only=ALL_STEPS,
-        defines: tuple[str, ...] = ()) -> dict:
+        defines: tuple[str, ...] = (), learned: bool = False) -> dict:
     root = Path(tempfile.mkdtemp(prefix="gemm-edit-loop-"))
-    loop = Loop(root, device, one_unit, defines=defines)
+    loop = Loop(root, device, one_unit, defines=defines, learned=learned)
     # The edits' targets exist before the first (minutes long) build.
     assert ENTRY in (loop.dir / "gemm_device.cu").read_text() and EPILOGUE in (loop.dir / loop.epilogue).read_text()
     steps: dict[str, list[dict]] = {"cold": [], "body_edit": [], "epilogue_edit": [], "revert": [],
@@ -359,6 +366,8 @@ def main() -> None:
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="build the copy with this macro of types.cuh (e.g. GEMM_TMA_EPILOGUE=1)")
     parser.add_argument("--speed", action="store_true", help="cuda: the op beside torch.matmul after the loop")
+    parser.add_argument("--learned-kernels", action="store_true",
+                        help="the copy without [cuda] kernels_used: a main unit's first link holds both kernels")
     parser.add_argument("--steps", default=",".join(ALL_STEPS),
                         help=f"which of {','.join(ALL_STEPS)} to run beside cold and revert (default: all)")
     parser.add_argument("--restarted", type=Path, help=argparse.SUPPRESS)  # restart_epilogue_edit's process
@@ -368,11 +377,13 @@ def main() -> None:
     from gemm_lto_link import compilers  # this folder
 
     result = dict(run(args.device, args.edits, args.one_unit, args.speed, tuple(args.steps.split(",")),
-                      tuple(args.define)),
-                  linked=not args.one_unit, defines=args.define, compilers=compilers())
+                      tuple(args.define), args.learned_kernels),
+                  linked=not args.one_unit, defines=args.define, learned_kernels=args.learned_kernels,
+                  compilers=compilers())
     command = "python " + " ".join([os.path.relpath(sys.argv[0], CHECKOUT), *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
     variant = ("" if args.one_unit else "_linked") + "".join(f"_{d.replace('=', '')}" for d in args.define)
+    variant += "_learned" if args.learned_kernels else ""
     stem = f"gemm_edit_loop{variant}-{args.device}"
     (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1))
     text = report(result, args.device, command)

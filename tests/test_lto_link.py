@@ -120,6 +120,62 @@ def test_a_link_source_that_defines_a_kernel_or_a_variable_links_everything_toge
     assert lto_link.link_events[start:] == ["one module", "one module", f"a module per kernel ({count})"]
 
 
+def declare_kernels_used(kernel, *names: str) -> None:
+    listed = ", ".join(f'"{n}"' for n in names)
+    kernel.edit("kernel.toml", 'link_sources = ["epilogue.cu"]', f'link_sources = ["epilogue.cu"]\nkernels_used = [{listed}]')
+
+
+def test_kernels_used_are_linked_alone_from_the_first_link_and_an_edit_of_the_main_unit(kernel, store):
+    """[cuda] kernels_used: the kernels the launchers launch are each linked
+    alone, side by side, from the first link on, and again after an edit of
+    the main unit (whose kernels no link has seen yet); the image holds
+    those kernels only, the last edit's code in them."""
+    declare_kernels_used(kernel, "with_epilogue", "axpy_scalar_f32")
+    start = len(lto_link.link_events)
+    first = build(kernel, store)
+    assert sorted(kernels_of(cubin(first))) == [["axpy_scalar_f32"], ["with_epilogue"]]
+    kernel.edit("axpy_device.cu", "y[threadIdx.x] = axpy_epilogue", "y[threadIdx.x + 1] = axpy_epilogue")
+    edited, events = events_during(lambda: build(kernel, store, first))
+    assert events == ["compiled"] and edited.key != first.key
+    assert sorted(kernels_of(cubin(edited))) == [["axpy_scalar_f32"], ["with_epilogue"]]
+    assert lto_link.link_events[start:] == ["a module per kernel (2)"] * 2
+    assert "2 kernels linked side by side" in edited.built.phases, edited.built.phases
+    # What the declared list makes is not recorded as the program's kernels: without the list, the
+    # same main unit's first link holds every kernel again.
+    kernel.edit("kernel.toml", '\nkernels_used = ["with_epilogue", "axpy_scalar_f32"]', "")
+    whole = build(kernel, store, edited)
+    assert len(kernels_of(cubin(whole))) == 1 and len(kernels_of(cubin(whole))[0]) == 7
+    assert lto_link.link_events[start + 2:] == ["one module"]
+
+
+def test_one_kernel_used_is_linked_alone_and_the_others_left_out(kernel, store):
+    declare_kernels_used(kernel, "with_epilogue")
+    only = build(kernel, store)
+    assert kernels_of(cubin(only)) == [["with_epilogue"]]
+    assert b"axpy_scalar_f32" not in cubin(only)
+
+
+def test_a_kernel_used_that_the_device_code_lacks_is_named(kernel, store):
+    declare_kernels_used(kernel, "with_epilogue", "axpy_scalar_f64")
+    with pytest.raises(RegistryError, match=r"kernels_used names axpy_scalar_f64.*extern \"C\" __global__"):
+        build(kernel, store)
+
+
+def test_kernels_used_that_share_a_device_global_are_linked_together(kernel, store):
+    """Linked alone, each kernel would have its own copy of the global: the
+    per-kernel cubins show it, and the program is linked in one module."""
+    with open(kernel.path("axpy_device.cu"), "a") as f:
+        f.write('__device__ int kreg_calls;\nextern "C" __global__ void count_a() { atomicAdd(&kreg_calls, 1); }\n'
+                'extern "C" __global__ void count_b(int* out) { *out = kreg_calls; }\n')
+    declare_kernels_used(kernel, "count_a", "count_b")
+    start = len(lto_link.link_events)
+    first = build(kernel, store)
+    kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
+    edited = build(kernel, store, first)
+    assert lto_link.link_events[start:] == ["one module: the kernels use a device global", "one module"]
+    assert len(kernels_of(cubin(edited))) == 1 and b"kreg_calls" in cubin(edited)
+
+
 def test_a_new_process_reads_the_main_units_ltoir_from_the_cache(kernel, store):
     """Published as an "ltoir" entry: after a restart (nothing kept in
     memory) an edit of a link source still only links."""

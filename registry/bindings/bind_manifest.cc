@@ -114,7 +114,8 @@ void init_manifest_on_demand(py::module_& m) {
       .def_readonly("device_sources", &BackendSpec::device_sources)
       .def_readonly("device_cflags", &BackendSpec::device_cflags)
       .def_readonly("prelude", &BackendSpec::prelude)
-      .def_readonly("link_sources", &BackendSpec::link_sources);
+      .def_readonly("link_sources", &BackendSpec::link_sources)
+      .def_readonly("kernels_used", &BackendSpec::kernels_used);
   registered_class<OpSpec>()
       .def_readonly("dtypes", &OpSpec::dtypes)
       .def_readonly("launcher", &OpSpec::launcher)

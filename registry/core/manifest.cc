@@ -19,6 +19,7 @@
 #include "file_read.h"
 #include "closest_name.h"
 #include "header_packages.h"
+#include "identifier.h"
 #include "op_manifest.h"
 #include "toml_util.h"
 #include "tune_manifest.h"
@@ -38,7 +39,7 @@ const char* const kTopKeys[] = {"format",       "name",    "namespace", "descrip
                                 "cpu",     "cuda",    "op",   "tune"};
 const char* const kBackendKeys[] = {"sources",       "cflags",           "compiler",     "device_sources",
                                     "device_cflags", "prelude",           "launcher_compiler", "arch_specific",
-                                    "link_sources"};
+                                    "link_sources",  "kernels_used"};
 
 // Spellings people reach for that edit distance alone would not catch.
 const std::map<std::string, std::string>& key_aliases() {
@@ -235,8 +236,8 @@ class ManifestParser {
   void parse_device_compiler(const toml::table& table, const char* name, BackendSpec* spec) const {
     const bool cuda = std::string(name) == "cuda";
     for (const char* key :
-         {"compiler", "device_sources", "device_cflags", "prelude", "link_sources", "launcher_compiler",
-          "arch_specific"}) {
+         {"compiler", "device_sources", "device_cflags", "prelude", "link_sources", "kernels_used",
+          "launcher_compiler", "arch_specific"}) {
       if (!cuda && table.get(key) != nullptr) {
         fail(dotted(name, key), "only valid in [cuda]; remove it from [" + std::string(name) + "]");
       }
@@ -273,6 +274,7 @@ class ManifestParser {
     }
     parse_prelude(table, name, spec);
     parse_link_sources(table, name, spec);
+    parse_kernels_used(table, name, spec);
     parse_launcher_compiler(table, name, spec);
     if (const toml::node* n = table.get("arch_specific")) {
       const toml::value<bool>* value = n->as_boolean();
@@ -312,6 +314,33 @@ class ManifestParser {
       if (twice) {
         fail(dotted(name, "link_sources"), "\"" + path + "\" is also in device_sources (or is the prelude): a file is "
                                            "either compiled with the others or linked apart; list it once");
+      }
+    }
+  }
+
+  // The kernels a linked program's launchers use: each is linked alone, side
+  // by side, from the first link on (device/lto_link.py); without the list a
+  // program's kernels are learned from a first link of all of them together.
+  // They are looked up by name (extern "C"), so each is a C identifier.
+  void parse_kernels_used(const toml::table& table, const char* name, BackendSpec* spec) const {
+    const toml::node* n = table.get("kernels_used");
+    if (n == nullptr) return;
+    const std::string field = dotted(name, "kernels_used");
+    if (spec->link_sources.empty()) {
+      fail(field, "only used with link_sources (it chooses how nvJitLink links them); remove it, or list the "
+                  "device sources linked apart in link_sources");
+    }
+    spec->kernels_used = read_string_list(*n, field);
+    if (spec->kernels_used.empty()) fail(field, "empty; list the extern \"C\" kernels the launchers launch, or remove it");
+    for (size_t i = 0; i < spec->kernels_used.size(); ++i) {
+      const std::string& kernel = spec->kernels_used[i];
+      if (!is_c_identifier(kernel)) {
+        fail(field, "\"" + kernel + "\" is not a C identifier: name each kernel as its launcher looks it up "
+                    "(an extern \"C\" __global__ function's name)");
+      }
+      if (std::find(spec->kernels_used.begin(), spec->kernels_used.begin() + i, kernel) !=
+          spec->kernels_used.begin() + i) {
+        fail(field, "\"" + kernel + "\" is listed twice; list each kernel once");
       }
     }
   }

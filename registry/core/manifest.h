@@ -56,6 +56,12 @@
 //                                         #   LTO-IR and linked with the rest by nvJitLink -lto
 //                                         #   (device/lto_link.py): an edit of one compiles it alone
 //                                         #   and links, skipping the front end of the others
+//   kernels_used = ["gemm_bf16", "gemm_f16"]  # with link_sources only: the extern "C" kernels the
+//                                         #   launchers launch; the link keeps these alone, each
+//                                         #   linked on its own, side by side, from the first link
+//                                         #   on (an edit of the main unit too); a kernel not listed
+//                                         #   is left out. Without it the first link of a main unit
+//                                         #   holds every kernel and learns their names
 //   launcher_compiler = "c++"             # with "nvrtc" / "nvcc-cubin": what compiles `sources`
 //                                         #   (the host launchers): "c++" (default: plain C++,
 //                                         #   no CUDA header) or "nvcc": `nvcc -x cu -c` for each,
@@ -177,6 +183,7 @@ struct BackendSpec {
   std::vector<std::string> device_cflags;   // compiler != "nvcc": the device compiler's options
   std::string prelude;                      // compiler == "nvrtc": the precompiled header's file, or empty
   std::vector<std::string> link_sources;    // compiler == "nvrtc": device sources compiled apart, linked -lto
+  std::vector<std::string> kernels_used;    // with link_sources: the kernels linked, each alone; empty: learned
   std::string launcher_compiler;            // with a device cubin: "c++" or "nvcc"; else empty
   bool arch_specific = false;               // [cuda]: target sm_XYa where the arch has one
 

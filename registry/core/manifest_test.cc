@@ -200,6 +200,28 @@ TEST_F(ManifestTest, LinkSourcesAreNvrtcFilesListedOnce) {
   }
 }
 
+// kernels_used: with link_sources only, C identifiers, each once.
+TEST_F(ManifestTest, KernelsUsedNameTheLinkedKernelsOnce) {
+  write_file(fs::path(dir_) / "epilogue.cu", "__device__ float epilogue(float v) { return v; }\n");
+  const std::string cuda = "[cuda]\nsources = [\"axpy_cpu.cpp\"]\ndevice_sources = [\"axpy.cu\"]\ncompiler = \"nvrtc\"\n";
+  const std::string linked = cuda + "link_sources = [\"epilogue.cu\"]\n";
+  Manifest m = parse("format = 1\n" + linked + "kernels_used = [\"gemm_bf16\", \"gemm_f16\"]\n" + kOp);
+  EXPECT_EQ(m.cuda.kernels_used, (std::vector<std::string>{"gemm_bf16", "gemm_f16"}));
+  EXPECT_TRUE(parse("format = 1\n" + linked + kOp).cuda.kernels_used.empty());
+  for (const std::string& bad : {cuda + "kernels_used = [\"gemm_bf16\"]\n",
+                                 linked + "kernels_used = []\n",
+                                 linked + "kernels_used = [\"gemm<float>\"]\n",
+                                 linked + "kernels_used = [\"a\", \"b\", \"a\"]\n",
+                                 linked + "kernels_used = \"gemm_bf16\"\n"}) {
+    try {
+      parse("format = 1\n" + bad + kOp);
+      FAIL() << "no error for " << bad;
+    } catch (const ManifestError& e) {
+      EXPECT_EQ(e.field().rfind("cuda.kernels_used", 0), 0u) << e.what();
+    }
+  }
+}
+
 // prelude: NVRTC's precompiled header, a file of the kernel, with NVRTC only.
 TEST_F(ManifestTest, PreludeIsAnNvrtcFileOfTheKernel) {
   write_file(fs::path(dir_) / "axpy_prelude.cuh", "#pragma once\n");

@@ -31,7 +31,15 @@ one: the names are kept with the LTO-IR) each kernel is linked alone
 (-kernels-used=K), all at once on threads, and the cubins are joined into
 one image of a module each (module_images.py; the launch runtime finds a
 kernel in any of them): NVVM, the link's cost, then takes as long as the
-slowest kernel instead of the sum. Not when the program has a device global
+slowest kernel instead of the sum. A manifest that names its kernels
+([cuda] kernels_used: those its launchers launch) has them linked so from
+the first link of every main unit on, an edit of the main unit included
+(no link can have named the kernels of a unit compiled just now, and the
+LTO-IR does not say). Exact by the list: the image holds the kernels it
+names, each the new code's; one the program lacks is an error naming it; a
+kernel left off is left out, and its launch says there is no such kernel.
+The list is the manifest's, not learned: it is not recorded as the main
+unit's kernels. Not when the program has a device global
 (__device__ int n;): kernels linked apart would each have their own, and
 NVVM folds one a kernel only reads to its initial value. Not either when a
 link source defines a kernel or a device variable (its PTX says; what the
@@ -127,8 +135,11 @@ class LinkedDevice:
         self.link_sources, self.mirror_path = link_sources, mirror_path
         self.linker = nvjitlink.load(plain.nvrtc.library)
         self.name = f"{inner.name}, linked by nvJitLink -lto"
-        # Which files are compiled apart is part of what the compiler is handed.
-        self.recipe = "\n".join([inner.recipe, RECIPE, *(os.path.relpath(s, manifest.dir) for s in link_sources)])
+        # Which files are compiled apart, and which kernels the link keeps, are part of what the compiler
+        # is handed.
+        used = list(manifest.cuda.kernels_used)
+        self.recipe = "\n".join([inner.recipe, RECIPE, *(os.path.relpath(s, manifest.dir) for s in link_sources),
+                                  *(["kernels used: " + " ".join(used)] if used else [])])
         self.extra_scan_dirs, self.system_include_dir = inner.extra_scan_dirs, inner.system_include_dir
         self.phases: dict[str, float] = {}  # the last build's, as NVRTC's --time names them (cubin_build.phase_text)
         self.prelude_event = ""             # the main unit's: the prelude's event, or "kept"
@@ -182,15 +193,20 @@ class LinkedDevice:
             if ir is None:
                 return None, "".join(logs), []
             irs.append((os.path.basename(name), ir))
-        each_alone = bool(main_unit.kernels) and self._link_sources_define_nothing_shared(linked, unit_name,
-                                                                                             options + cccl)
+        # [cuda] kernels_used names the kernels to link, each alone, whatever the main unit; else those a
+        # first link learned. Never when the program has a device global (() once a link has seen one).
+        declared = tuple(self.manifest.cuda.kernels_used) if main_unit.kernels != () else ()
+        wanted = declared or main_unit.kernels
+        each_alone = bool(wanted) and self._link_sources_define_nothing_shared(linked, unit_name, options + cccl)
         phases["CUDA C++ Frontend"] = phases.get("CUDA C++ Frontend", 0.0) + time.perf_counter() - started
         link_options = [_arch_option(options), *LINK_OPTIONS, *(o for o in options if o == "-lineinfo")]
-        if main_unit.kernels and not each_alone:  # together this time; what the first link learned still holds
+        if wanted and not each_alone:  # together this time; what the first link learned still holds
             image, log, link_phases, _ = self._link(irs, link_options, ())
             kernels = main_unit.kernels
         else:
-            image, log, link_phases, kernels = self._link(irs, link_options, main_unit.kernels)
+            image, log, link_phases, kernels = self._link(irs, link_options, wanted, declared=bool(declared))
+            if declared and kernels == declared:  # the manifest's list, not learned: the program may define more
+                kernels = main_unit.kernels
         modules = len(module_images.split(image)) if image is not None else 0
         self.link_note = f"{modules} kernels linked side by side, a module each" if modules > 1 else ""
         logs.append(log)
@@ -209,19 +225,20 @@ class LinkedDevice:
         last_phases.update(self.phases)
         return image, "".join(logs), []
 
-    def _link(self, irs, options: list[str], kernels):
+    def _link(self, irs, options: list[str], kernels, declared: bool = False):
         """(the image, the log, its phases, the kernels to record): a module
-        per kernel side by side when `kernels` names them, else one link of
-        everything, whose cubin says which kernels there are and whether they
-        may be linked apart: not when the program has a device global. Linked
-        alone, a kernel would have its own copy, and NVVM folds a global the
-        kernel only reads to its initial value (what another kernel writes
-        would never be seen)."""
-        if kernels:
-            each = _link_each(self.linker, irs, options, kernels)
+        per kernel side by side when `kernels` names them (`declared`: the
+        manifest's kernels_used), else one link of everything, whose cubin
+        says which kernels there are and whether they may be linked apart:
+        not when the program has a device global. Linked alone, a kernel
+        would have its own copy, and NVVM folds a global the kernel only
+        reads to its initial value (what another kernel writes would never
+        be seen)."""
+        tried = bool(kernels) and len(kernels) <= module_images.MAX_MODULES  # more than an image holds: together
+        if tried:
+            each = _link_each(self.linker, irs, options, kernels, self.manifest if declared else None)
             if each is not None:
                 return each
-            kernels = ()
         cubin, log, phases = self.linker.link(irs, options)
         if cubin is None or kernels == ():
             link_events.append("one module")
@@ -231,7 +248,8 @@ class LinkedDevice:
             link_events.append("one module: the kernels use a device global")
         else:
             link_events.append("one module")
-        apart = 1 < len(found) <= module_images.MAX_MODULES and not variables
+        # Linked apart, a kernel held another or a global: from now on this main unit links together.
+        apart = 1 < len(found) <= module_images.MAX_MODULES and not variables and not tried
         return cubin, log, phases, tuple(found) if apart else ()
 
     def _link_sources_define_nothing_shared(self, linked: list[str], unit_name: str, options: list[str]) -> bool:
@@ -277,12 +295,13 @@ def _keep(key: str, record: MainUnit) -> None:
         _kept.pop(next(iter(_kept)), None)
 
 
-def _link_each(linker, irs, options: list[str], kernels: tuple[str, ...]):
+def _link_each(linker, irs, options: list[str], kernels: tuple[str, ...], declared_by=None):
     """A link per kernel (-kernels-used), on as many threads as cores
     (ctypes lets go of the GIL in nvJitLink), joined into one image of a
     module each (module_images.py); its phases are the slowest link's. None
-    when a link holds other kernels than asked (the caller links them
-    together)."""
+    when a link holds other kernels than asked, or a device global (the
+    caller links them together). `declared_by`: the manifest whose
+    kernels_used these are, named when one of them is not in the program."""
     results: list = [None] * len(kernels)
     pending = list(range(len(kernels)))
     lock = threading.Lock()
@@ -310,8 +329,15 @@ def _link_each(linker, irs, options: list[str], kernels: tuple[str, ...]):
     failed = next((r for r in results if r[0] is None), None)
     if failed is not None:  # a link error (an undefined function, say) is every link's: report one
         return None, failed[1], failed[2], kernels
-    if any((elf.cubin_symbols(cubin) or ([], []))[0] != [kernel] for kernel, (cubin, _, _) in zip(kernels, results)):
-        return None
+    for kernel, (cubin, _, _) in zip(kernels, results):
+        found, variables = elf.cubin_symbols(cubin) or ([], ["?"])
+        if not found and declared_by is not None:
+            raise RegistryError(
+                f"{declared_by.name}: [cuda] kernels_used names {kernel}, and the device code defines no kernel of "
+                f"that name: declare it extern \"C\" __global__ in a device source, or correct the list in "
+                f"{declared_by.file}")
+        if found != [kernel] or variables:  # known kernels have no global: only a declared list can meet one
+            return None
     link_events.append(f"a module per kernel ({len(kernels)})")
     phases: dict[str, float] = {}
     for _, _, link_phases in results:
