@@ -63,6 +63,7 @@ def test_once_the_kernels_are_known_each_is_linked_on_its_own(kernel, store):
     first = build(kernel, store)
     together = kernels_of(cubin(first))
     assert len(together) == 1 and "with_epilogue" in together[0] and len(together[0]) > 2
+    assert f"{len(together[0])} kernels linked together (naming them in [cuda] kernels_used" in first.built.phases
     kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
     edited = build(kernel, store, first)
     each = kernels_of(cubin(edited))

@@ -209,6 +209,9 @@ class LinkedDevice:
                 kernels = main_unit.kernels
         modules = len(module_images.split(image)) if image is not None else 0
         self.link_note = f"{modules} kernels linked side by side, a module each" if modules > 1 else ""
+        if main_unit.kernels is None and kernels and not declared:  # learned now, by one link of them all
+            self.link_note = (f"{len(kernels)} kernels linked together (naming them in [cuda] kernels_used links "
+                              "each alone, an edit of the other device sources included)")
         logs.append(log)
         # Kept and published once compiled (a failed link leaves the LTO-IR good: the link source is what
         # to fix), and again when the link learned which kernels there are.
