@@ -51,6 +51,11 @@ def test_an_edit_of_a_link_source_compiles_it_alone_and_links(kernel, store):
     assert events == [] and back.built is None and back.key == first.key
 
 
+def declare_kernels_used(kernel, *names: str) -> None:
+    listed = ", ".join(f'"{n}"' for n in names)
+    kernel.edit("kernel.toml", 'link_sources = ["epilogue.cu"]', f'link_sources = ["epilogue.cu"]\nkernels_used = [{listed}]')
+
+
 def kernels_of(image: bytes) -> list[list[str]]:
     return [elf.cubin_symbols(c)[0] for c in module_images.split(image)]
 
@@ -75,13 +80,17 @@ def test_once_the_kernels_are_known_each_is_linked_on_its_own(kernel, store):
     assert struct.pack("<f", 4.0) in module and struct.pack("<f", 4.0) not in cubin(first)
 
 
-def test_kernels_that_use_a_device_global_stay_in_one_module(kernel, store):
+@pytest.mark.parametrize("kernels_used", [(), ("count_a", "count_b")])
+def test_kernels_that_use_a_device_global_stay_in_one_module(kernel, store, kernels_used):
     """A __device__ variable two kernels use must be one variable (linked
     alone, the kernel that only reads it would see its initial value folded
-    in): a program with a device global is always linked together."""
+    in): a program with a device global is always linked together, named in
+    [cuda] kernels_used or not (the per-kernel cubins show the global)."""
     with open(kernel.path("axpy_device.cu"), "a") as f:
         f.write('__device__ int kreg_calls;\nextern "C" __global__ void count_a() { atomicAdd(&kreg_calls, 1); }\n'
                 'extern "C" __global__ void count_b(int* out) { *out = kreg_calls; }\n')
+    if kernels_used:
+        declare_kernels_used(kernel, *kernels_used)
     start = len(lto_link.link_events)
     first = build(kernel, store)
     kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
@@ -121,11 +130,6 @@ def test_a_link_source_that_defines_a_kernel_or_a_variable_links_everything_toge
     assert lto_link.link_events[start:] == ["one module", "one module", f"a module per kernel ({count})"]
 
 
-def declare_kernels_used(kernel, *names: str) -> None:
-    listed = ", ".join(f'"{n}"' for n in names)
-    kernel.edit("kernel.toml", 'link_sources = ["epilogue.cu"]', f'link_sources = ["epilogue.cu"]\nkernels_used = [{listed}]')
-
-
 def test_kernels_used_are_linked_alone_from_the_first_link_and_an_edit_of_the_main_unit(kernel, store):
     """[cuda] kernels_used: the kernels the launchers launch are each linked
     alone, side by side, from the first link on, and again after an edit of
@@ -160,21 +164,6 @@ def test_a_kernel_used_that_the_device_code_lacks_is_named(kernel, store):
     declare_kernels_used(kernel, "with_epilogue", "axpy_scalar_f64")
     with pytest.raises(RegistryError, match=r"kernels_used names axpy_scalar_f64.*extern \"C\" __global__"):
         build(kernel, store)
-
-
-def test_kernels_used_that_share_a_device_global_are_linked_together(kernel, store):
-    """Linked alone, each kernel would have its own copy of the global: the
-    per-kernel cubins show it, and the program is linked in one module."""
-    with open(kernel.path("axpy_device.cu"), "a") as f:
-        f.write('__device__ int kreg_calls;\nextern "C" __global__ void count_a() { atomicAdd(&kreg_calls, 1); }\n'
-                'extern "C" __global__ void count_b(int* out) { *out = kreg_calls; }\n')
-    declare_kernels_used(kernel, "count_a", "count_b")
-    start = len(lto_link.link_events)
-    first = build(kernel, store)
-    kernel.edit("epilogue.cu", "v * 2.0f", "v * 4.0f")
-    edited = build(kernel, store, first)
-    assert lto_link.link_events[start:] == ["one module: the kernels use a device global", "one module"]
-    assert len(kernels_of(cubin(edited))) == 1 and b"kreg_calls" in cubin(edited)
 
 
 def test_a_new_process_reads_the_main_units_ltoir_from_the_cache(kernel, store):
