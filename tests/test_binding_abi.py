@@ -120,6 +120,37 @@ def test_the_binding_asks_only_for_stable_symbols():
     assert "libtorch_python" not in needed and "libpython" not in needed and "libc10.so" not in needed, needed
 
 
+# The oldest C and C++ runtimes a binding must load on: Debian 12's (glibc
+# 2.36, g++ 12's libstdc++: GLIBCXX_3.4.30, CXXABI_1.3.13). The binding's key
+# leaves the host compiler out, so one built with g++ 13 (Ubuntu 24.04) reaches
+# such a machine through the team's cache or a carried cache.
+RUNTIME_FLOOR = {"GLIBC": (2, 36), "GLIBCXX": (3, 4, 30), "CXXABI": (1, 3, 13)}
+
+
+def versions_above_the_floor(version_needs: str) -> list[str]:
+    """The symbol versions in readelf -V's "Version needs" that the floor's runtimes lack."""
+    found = set(re.findall(r"Name: (GLIBCXX|GLIBC|CXXABI)_([\d.]+)", version_needs))
+    return sorted(f"{name}_{v}" for name, v in found if tuple(map(int, v.split("."))) > RUNTIME_FLOOR[name])
+
+
+def test_the_binding_needs_no_runtime_newer_than_g12s():
+    """Where the binding is built with g++ 13 or later (whose <iostream>,
+    included by torch's stable headers, asks for GLIBCXX_3.4.32), this is what
+    core/stable_binding_text.cc's definition of std::ios_base_library_init keeps."""
+    path = _binding_path("cpu")
+    needs = subprocess.run(["readelf", "-V", "--wide", path], capture_output=True, text=True, check=True).stdout
+    assert "GLIBCXX_3.4" in needs  # the section is read
+    assert versions_above_the_floor(needs) == []
+
+
+def test_the_runtime_floor_sees_a_newer_version():
+    needs = ("  0x0030:   Name: GLIBC_2.38  Flags: none  Version: 15\n"
+             "  0x00a0:   Name: GLIBCXX_3.4.32  Flags: none  Version: 11\n"
+             "  0x00b0:   Name: GLIBCXX_3.4.30  Flags: none  Version: 8\n"
+             "  0x00c0:   Name: CXXABI_1.3.9  Flags: none  Version: 4\n")
+    assert versions_above_the_floor(needs) == ["GLIBCXX_3.4.32", "GLIBC_2.38"]
+
+
 def test_the_audit_sees_a_torch_cpp_symbol(tmp_path):
     """The audit itself fails on what it must catch: a library calling into c10."""
     source = tmp_path / "uses_c10.cpp"

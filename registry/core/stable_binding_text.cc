@@ -32,6 +32,20 @@ constexpr const char* kPrologue = R"CPP(// torch's stable ABI from @TARGET@ on, 
 #include "kreg/abi.h"
 #include "kreg/launcher_table.h"
 
+// libstdc++ 13 and later: <iostream>, which torch's stable headers include,
+// references std::ios_base_library_init (new in GLIBCXX_3.4.32) so that the
+// standard streams exist before a static initializer of this library writes
+// to them. None does: std::cerr is written only when a torch call fails, and
+// the process's libstdc++, loaded with torch before the binding, has made
+// the streams by then. Met here (hidden: nothing outside sees it), the
+// reference no longer ties a binding built with g++ 13 to that runtime: it
+// loads where the C++ runtime is g++ 12's (GLIBCXX_3.4.30) too.
+#if defined(_GLIBCXX_RELEASE) && _GLIBCXX_RELEASE >= 13
+namespace std {
+__attribute__((visibility("hidden"))) void ios_base_library_init() {}
+}  // namespace std
+#endif
+
 // torch's CUDA caching allocator's raw memory (aoti_torch/c/shim.h, declared
 // there under USE_CUDA only): weak, so null where torch has none (and never
 // called on the CPU).
