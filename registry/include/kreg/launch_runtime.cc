@@ -158,7 +158,8 @@ Found find_function(const char* kernel) {
     if (bound.get_function(&found.function, here.modules[m], kernel) != 0) found.function = nullptr;
   }
   if (found.function == nullptr) {
-    found.error = failed(kernel, "no such kernel in the device module (declare it extern \"C\" __global__)");
+    found.error = failed(kernel, "no such kernel in the device module (declare it extern \"C\" __global__; "
+                                 "where the manifest has [cuda] kernels_used, list it there too)");
     return found;
   }
   if (here.cached < kCachedFunctions) {
